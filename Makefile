@@ -1,0 +1,64 @@
+# The two commands that matter: `make e2e-up` (a real OCM hub and two managed clusters on this
+# machine) and `make test` (every test tier).  Everything else is a step of those.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: help venv tools deps lint test test-unit test-component test-integration test-e2e \
+        e2e-up e2e-down e2e-status bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP) ## create .venv with the project and its dev tools
+
+tools: ## build the pinned etcd/Kubernetes/OCM/clusteradm binaries into the cache (cold: ~30 min)
+	e2e/build-tools.sh
+
+deps: ## install system packages the tests need (Debian prometheus/promtool)
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+	  echo "installing Debian package prometheus (needs root)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }
+
+lint: $(STAMP) ## ruff, mypy --strict, import layering
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: $(STAMP) deps tools lint ## run every test tier (unit, component, integration, e2e)
+	$(BIN)/pytest
+
+test-unit: $(STAMP) ## unit tier only
+	$(BIN)/pytest -m unit
+
+test-component: $(STAMP) deps ## component tier only
+	$(BIN)/pytest -m component
+
+test-integration: $(STAMP) tools ## integration tier only
+	$(BIN)/pytest -m integration
+
+test-e2e: $(STAMP) deps tools ## e2e tier only
+	$(BIN)/pytest -m e2e
+
+e2e-up: $(STAMP) deps tools ## start the local OCM control plane in the background; writes .e2e/env
+	$(BIN)/dynamic-scoring-e2e up
+
+e2e-down: $(STAMP) ## stop everything e2e-up started
+	$(BIN)/dynamic-scoring-e2e down
+
+e2e-status: $(STAMP) ## say what the local control plane runs
+	$(BIN)/dynamic-scoring-e2e status
+
+bench: $(STAMP) deps ## run the benchmarks under bench/ (prints numbers)
+	$(BIN)/python -m bench
+
+clean: ## remove the venv and caches in the repo (not the tools cache)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The dynamic-scoring hub addon manager."""

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Build the pinned control-plane binaries from Go modules through the module proxy.
+#
+# Why a script and not a download: this machine reaches only package registries, so etcd,
+# Kubernetes, OCM and clusteradm are compiled with the local `go` tool.  Each component lands in
+# its own directory of a cache outside the repository, keyed by component, version, Go version
+# and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
+#
+# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api; default all)
+# Prints the cache directory of every component on success.
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.34.10}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.14}
+OCM_VERSION=${OCM_VERSION:-v1.2.1}
+OCM_API_VERSION=${OCM_API_VERSION:-v1.2.0}
+CLUSTERADM_VERSION=${CLUSTERADM_VERSION:-v1.3.1}
+# Bump when a recipe below changes in a way that alters the produced binaries.
+RECIPE=1
+
+TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
+export GOTOOLCHAIN=local CGO_ENABLED=0
+export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$TOOLS_ROOT/gomod}
+export GOCACHE=${GOCACHE_OVERRIDE:-$TOOLS_ROOT/gocache}
+export GOFLAGS=-buildvcs=false
+# A 404 from the proxy must not fall back to git over a network we do not have.
+GOPROXY_IN=$(go env GOPROXY 2>/dev/null || echo https://proxy.golang.org)
+export GOPROXY=${GOPROXY_IN%,direct}
+
+say() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.25 (this machine ships 1.26)"
+GOVERSION=$(go env GOVERSION)
+
+key_dir() {  # component version -> cache dir path
+  local h
+  h=$(printf '%s %s %s %s/%s %s' "$1" "$2" "$GOVERSION" "$(go env GOOS)" "$(go env GOARCH)" "$RECIPE" | sha256sum | cut -c1-12)
+  printf '%s/%s-%s-%s' "$TOOLS_ROOT" "$1" "$2" "$h"
+}
+
+check_proxy() {
+  local probe="k8s.io/kubernetes/@v/$K8S_VERSION.info" base=${GOPROXY%%,*}
+  [[ "$base" == off ]] && die "GOPROXY is 'off'; set GOPROXY to a module proxy"
+  curl -fsS -m 20 -o /dev/null "$base/$probe" \
+    || die "the Go module proxy $base is unreachable (GET $probe failed); check GOPROXY and the network"
+}
+
+# build <component> <version> <function>: runs the function in a temp dir, then moves it into place.
+build() {
+  local comp=$1 ver=$2 fn=$3 dir tmp start
+  dir=$(key_dir "$comp" "$ver")
+  if [[ -f "$dir/manifest.json" ]]; then
+    say "$comp $ver: cached at $dir"; echo "$comp=$dir"; return 0
+  fi
+  check_proxy
+  rm -rf "$dir".tmp.*   # left by an interrupted build; we hold the lock, so nobody else is building
+  tmp="$dir.tmp.$$"; mkdir -p "$tmp/bin" "$tmp/src"
+  start=$(date +%s)
+  say "$comp $ver: building (cold builds take minutes; log in $tmp/build.log)"
+  if ! ( cd "$tmp/src" && "$fn" "$tmp" "$ver" ) >"$tmp/build.log" 2>&1; then
+    tail -n 30 "$tmp/build.log" >&2
+    die "$comp $ver failed to build; full log: $tmp/build.log"
+  fi
+  local secs=$(( $(date +%s) - start ))
+  python3 - "$tmp" "$comp" "$ver" "$secs" "$GOVERSION" <<'PY'
+import hashlib, json, os, sys
+tmp, comp, ver, secs, gover = sys.argv[1:]
+bins = {}
+for name in sorted(os.listdir(os.path.join(tmp, "bin"))):
+    p = os.path.join(tmp, "bin", name)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    bins[name] = {"sha256": h.hexdigest(), "bytes": os.path.getsize(p)}
+json.dump({"component": comp, "version": ver, "go": gover, "build_seconds": int(secs), "binaries": bins},
+          open(os.path.join(tmp, "manifest.json"), "w"), indent=2)
+PY
+  rm -rf "$tmp/src"
+  rm -rf "$dir"; mv "$tmp" "$dir"
+  say "$comp $ver: built in ${secs}s -> $dir"
+  echo "$comp=$dir"
+}
+
+recipe_etcd() {  # the module root of etcd/server is package main
+  local out=$1 ver=$2
+  printf 'module local/etcd-bin\n\ngo 1.25.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ver" > go.mod
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+  "$out/bin/etcd" --version
+}
+
+recipe_k8s() {  # k8s.io/kubernetes needs a wrapper module replacing every staging module
+  local out=$1 ver=$2 minor stg upmod ldf
+  minor=$(echo "$ver" | cut -d. -f2); stg="v0.${ver#v1.}"
+  upmod=$(go mod download -json "k8s.io/kubernetes@$ver" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  { echo "module local/k8s-bins"; echo
+    awk '$1=="go"{print; exit}' "$upmod"; grep -E '^godebug ' "$upmod" || true; echo
+    echo "require k8s.io/kubernetes $ver"; echo; echo "replace ("
+    sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\t\1 => \1 '"$stg"'#p' "$upmod"
+    echo ")"; } > go.mod
+  cat go.mod
+  ldf="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "$ldf" -o "$out/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
+  "$out/bin/kube-apiserver" --version
+}
+
+# wrapper <module> <version> [replace-line...]: a main module that requires the target, so `go build`
+# can compile its commands.  `go install pkg@version` is not usable here: this proxy answers 403
+# (not 404) for the sub-paths the go command probes as candidate modules, and 403 is fatal to it.
+#
+# go.sum is seeded from the target's own go.sum (and from that of every replacement), exactly the
+# checksums `go install pkg@version` would trust: the checksum database behind this proxy lacks
+# some modules (e.g. sigs.k8s.io/about-api), and those are then verified against the target's pins.
+moddir() { go mod download -json "$1" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])'; }
+
+wrapper() {  # wrapper <module> <version> [<replaced-module> <replacement-version>]
+  local mod=$1 ver=$2 rmod=${3:-} rver=${4:-} upmod
+  cat "$(moddir "$mod@$ver")/go.sum" > go.sum
+  [[ -z "$rmod" ]] || cat "$(moddir "$rmod@$rver")/go.sum" >> go.sum
+  upmod=$(go mod download -json "$mod@$ver" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  { echo "module local/wrapper"; echo; awk '$1=="go"{print; exit}' "$upmod"; echo
+    echo "require $mod $ver"
+    [[ -z "$rmod" ]] || echo "replace $rmod => $rmod $rver"; } > go.mod
+  cat go.mod
+}
+
+# OCM is pinned to v1.2.1: the proxy serves no zip for ocm v1.3.x (403 "not available"; the checksum
+# database has no v1.3.1 entry either), so the v1.3 line cannot be built here.
+recipe_ocm() {
+  local out=$1 ver=$2 vpkg=open-cluster-management.io/ocm/pkg/version minor
+  minor=$(echo "$ver" | cut -d. -f2)
+  wrapper open-cluster-management.io/ocm "$ver"
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -o "$out/bin/" \
+    -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor" \
+    open-cluster-management.io/ocm/cmd/registration open-cluster-management.io/ocm/cmd/work \
+    open-cluster-management.io/ocm/cmd/placement open-cluster-management.io/ocm/cmd/addon
+}
+
+# clusteradm v1.3.1 is the only release whose zip the proxy serves.  It requires ocm v1.3.1 solely for
+# the operator chart helpers used by `init`/`join` (which cannot run pod-less anyway), so the wrapper
+# points that requirement at the OCM version we run.  `accept`, `addon enable/disable`, `get` and
+# `create` only speak the API.
+recipe_clusteradm() {
+  local out=$1 ver=$2
+  wrapper open-cluster-management.io/clusteradm "${ver%%+*}" open-cluster-management.io/ocm "$OCM_VERSION"
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/" open-cluster-management.io/clusteradm/cmd/clusteradm
+  "$out/bin/clusteradm" version 2>/dev/null | head -3 || true
+}
+
+recipe_ocm_api() {  # not a binary: the CRD manifests shipped inside the api module
+  local out=$1 ver=$2 src
+  src=$(go mod download -json "open-cluster-management.io/api@$ver" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$out/crds"
+  (cd "$src" && find . -name '*.crd.yaml' -print0 | xargs -0 -I{} cp --parents {} "$out/crds/")
+  chmod -R u+w "$out/crds"
+  find "$out/crds" -name '*.crd.yaml' | wc -l
+}
+
+components=("$@")
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s)
+mkdir -p "$TOOLS_ROOT"
+exec 9>"$TOOLS_ROOT/.lock"
+flock 9
+for c in "${components[@]}"; do
+  case $c in
+    etcd) build etcd "$ETCD_VERSION" recipe_etcd ;;
+    k8s) build k8s "$K8S_VERSION" recipe_k8s ;;
+    ocm) build ocm "$OCM_VERSION" recipe_ocm ;;
+    clusteradm) build clusteradm "$CLUSTERADM_VERSION+ocm$OCM_VERSION" recipe_clusteradm ;;
+    ocm-api) build ocm-api "$OCM_API_VERSION" recipe_ocm_api ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api)" ;;
+  esac
+done

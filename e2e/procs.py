@@ -1,0 +1,168 @@
+"""Child processes of the local control plane: start with a log file, wait for readiness, stop for sure.
+
+Every server the harness starts is a plain process listening on 127.0.0.1.  Tests must leave no
+process and no port behind, so each child runs in its own process group and `stop()` escalates
+from SIGTERM to SIGKILL on the whole group.  When a component fails to come up, the error carries
+the tail of its log, because that is the first thing anybody debugging it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class StartupError(RuntimeError):
+    """A component did not become ready; the message names it and quotes its log."""
+
+
+def free_port() -> int:
+    """Return a port that was free on 127.0.0.1 a moment ago (racy by nature; callers retry)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_in_use(port: int) -> bool:
+    """True when something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last lines of a log file, or a note that it does not exist."""
+    try:
+        data = path.read_bytes()[-64 * 1024 :]
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def wait_until(
+    check: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.25,
+    proc: Proc | None = None,
+) -> T:
+    """Poll `check` until it returns something truthy; fail early if `proc` died meanwhile."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as exc:  # the check talks to a server that may not be up yet
+            last_error = exc
+        if proc is not None and not proc.alive:
+            raise StartupError(
+                f"{proc.name} exited with code {proc.returncode} while waiting for {what}; "
+                f"last log lines of {proc.log_path}:\n{tail(proc.log_path)}"
+            )
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            log = f"; last log lines of {proc.log_path}:\n{tail(proc.log_path)}" if proc else ""
+            raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}{detail}{log}")
+        time.sleep(interval)
+
+
+class Proc:
+    """One child process with its own process group and log file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id while started."""
+        return self._popen.pid if self._popen else None
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self._popen is not None and self._popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once it ended."""
+        return self._popen.poll() if self._popen else None
+
+    def start(self) -> Proc:
+        """Start the process; its stdout and stderr go to the log file (appended)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} start: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the process group, then SIGKILL what is left after `timeout` seconds."""
+        if self._popen is None:
+            return
+        kill_group(self._popen.pid, timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=1)
+
+
+def kill_group(pid: int, timeout: float = 10.0) -> None:
+    """Stop process group `pid` (the leader's pid): TERM, wait, then KILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not group_alive(pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of group `pgid` exists (zombies of our own children are reaped)."""
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            reaped, _ = os.waitpid(-pgid, os.WNOHANG)
+            if reaped == 0:
+                break
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
