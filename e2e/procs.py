@@ -141,15 +141,23 @@ class Proc:
 
 def kill_group(pid: int, timeout: float = 10.0) -> None:
     """Stop process group `pid` (the leader's pid): TERM, wait, then KILL."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+    kill_groups([pid], timeout)
+
+
+def kill_groups(pids: Sequence[int], timeout: float = 10.0) -> None:
+    """Stop several process groups at once: TERM all, wait up to `timeout` in total, KILL the rest.
+
+    Sequential stops would add up each component's graceful-shutdown time.
+    """
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not group_alive(pid):
-            return
+    while time.monotonic() < deadline and any(group_alive(p) for p in pids):
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def group_alive(pgid: int) -> bool:
@@ -166,3 +174,42 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of `pid` (field 22 of /proc/pid/stat), to detect pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # the command name (field 2) may contain spaces; it is wrapped in parentheses
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19])
+
+
+def listening_ports(pids: set[int]) -> set[int]:
+    """TCP ports in LISTEN state whose socket belongs to one of `pids`.
+
+    Found from /proc, not from bookkeeping, so it also catches ports a component opened on its
+    own (every OCM controller serves HTTPS, for instance).
+    """
+    inodes: set[str] = set()
+    for pid in pids:
+        fd_dir = Path(f"/proc/{pid}/fd")
+        try:
+            for fd in fd_dir.iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+        except (FileNotFoundError, PermissionError):
+            continue
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                if parts[3] == "0A" and parts[9] in inodes:  # 0A = LISTEN
+                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports

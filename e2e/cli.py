@@ -1,0 +1,85 @@
+"""`dynamic-scoring-e2e`: start, inspect and stop the local OCM control plane from the shell."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from e2e.controlplane import ControlPlane, running, status, stop_recorded
+from e2e.procs import StartupError
+from e2e.tools import ToolsError
+
+DEFAULT_RUN_DIR = Path(".e2e")
+
+
+def _progress(msg: str) -> None:
+    click.echo(f"[e2e] {msg}", err=True)
+
+
+@click.group()
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_RUN_DIR,
+    show_default=True,
+    help="Directory for state, logs, kubeconfigs and the env file.",
+)
+@click.pass_context
+def cli(ctx: click.Context, run_dir: Path) -> None:
+    """A real OCM hub and two managed clusters, run as local processes on 127.0.0.1."""
+    ctx.obj = run_dir
+
+
+@cli.command()
+@click.option("--no-prometheus", is_flag=True, help="Skip the per-cluster Prometheus servers.")
+@click.option("--no-runner", is_flag=True, help="Skip the process runner (Deployments will not run).")
+@click.pass_obj
+def up(run_dir: Path, no_prometheus: bool, no_runner: bool) -> None:
+    """Start everything in the background and write <run-dir>/env."""
+    cp = ControlPlane(
+        run_dir, with_prometheus=not no_prometheus, with_runner=not no_runner, progress=_progress
+    )
+    try:
+        cp.up()
+    except (StartupError, ToolsError, RuntimeError) as exc:
+        raise click.ClickException(f"{exc}\nLogs are in {run_dir.resolve() / 'logs'}.") from exc
+    click.echo(f"source {cp.env_path}   # then: kubectl get managedclusters; clusteradm get clusters")
+
+
+@cli.command()
+@click.pass_obj
+def down(run_dir: Path) -> None:
+    """Stop every process `up` started and check that no port is left held."""
+    state = run_dir / "state.json"
+    if not state.exists():
+        click.echo(f"nothing to stop: no {state}")
+        return
+    problems = stop_recorded(state)
+    if problems:
+        raise click.ClickException("stopped, but: " + "; ".join(problems))
+    click.echo("stopped every process of the run; no port is held")
+
+
+@cli.command("status")
+@click.pass_obj
+def status_cmd(run_dir: Path) -> None:
+    """Say which processes of the run are running, with their ports."""
+    state = run_dir / "state.json"
+    if not state.exists():
+        click.echo(f"not started (no {state})")
+        sys.exit(3)
+    rows = status(state)
+    width = max((len(r[0]) for r in rows), default=10)
+    for name, st, detail in rows:
+        click.echo(f"{name:<{width}}  {st:<24} {detail}")
+    alive = len(running(state))
+    click.echo(f"{alive}/{len(rows)} processes running; env: {run_dir / 'env'}")
+    if alive < len(rows):
+        sys.exit(1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,356 @@
+"""The whole local OCM environment: a hub that manages itself (`cluster1`) and a second cluster.
+
+Topology (every listener on 127.0.0.1, every log under `<run_dir>/logs`):
+
+    etcd ─┬─ hub kube-apiserver + controller-manager ── OCM registration/placement/addon-manager
+          │     └─ also managed cluster `cluster1` (self-managed, like OCM's local-cluster)
+          └─ cluster2 kube-apiserver + controller-manager
+    klusterlet registration + work agents for cluster1 and cluster2 (joined by `clusteradm accept`)
+    one Prometheus per managed cluster, fed by a LoadExporter the tests shape
+    the process runner (`e2e.runner`), standing in for the kubelet for this project's image
+
+`ControlPlane.up()` starts it and records every process in `<run_dir>/state.json`, so that a
+different process (`dynamic-scoring-e2e down`) can stop exactly what was started, and verify no
+process and no port of the run is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e import ocm
+from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Etcd, KubeCluster, Kubectl
+from e2e.procs import (
+    Proc,
+    StartupError,
+    group_alive,
+    kill_groups,
+    listening_ports,
+    process_start_ticks,
+    wait_until,
+)
+from e2e.tools import Tools, locate
+
+CLUSTERS = ("cluster1", "cluster2")
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class ManagedClusterInfo:
+    """What a test needs to reach one managed cluster."""
+
+    name: str
+    kubeconfig: Path
+    prometheus_url: str = ""
+
+
+@dataclass
+class ControlPlane:
+    """Starts, describes and stops the local OCM environment rooted at `run_dir`."""
+
+    run_dir: Path
+    with_prometheus: bool = True
+    with_runner: bool = True
+    progress: Progress = _quiet
+    procs: list[Proc] = field(default_factory=list)
+    clusters: dict[str, ManagedClusterInfo] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.run_dir = self.run_dir.resolve()
+        self.state_path = self.run_dir / "state.json"
+        self.env_path = self.run_dir / "env"
+        self.tools: Tools | None = None
+        self.hub: KubeCluster | None = None
+        self.spoke2: KubeCluster | None = None
+        self.prometheus: dict[str, Any] = {}
+        self.exporters: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ start
+    def up(self) -> None:
+        """Start everything; on any failure stop what was started and re-raise."""
+        if self.state_path.exists() and running(self.state_path):
+            raise StartupError(
+                f"a control plane is already running from {self.run_dir}; "
+                "run `make e2e-down` (or `dynamic-scoring-e2e down`) first"
+            )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        try:
+            self._up()
+        except BaseException:
+            self.progress("start-up failed; stopping what was started")
+            self._save_state()
+            self.down()
+            raise
+        self._save_state()
+        self._write_env()
+        self.progress(f"control plane ready in {time.monotonic() - started:.0f}s; env in {self.env_path}")
+
+    def _track(self, *procs: Proc) -> None:
+        self.procs.extend(procs)
+        self._save_state()
+
+    def _up(self) -> None:
+        self.progress("locating tools (builds what is missing; a cold build takes ~30 min)")
+        tools = self.tools = locate()
+        etcd = Etcd(tools.etcd, self.run_dir)
+        self.progress("starting etcd")
+        etcd.start()
+        self._track(etcd.proc)
+
+        from e2e.pki import bootstrap_token
+
+        token_id, token_secret = bootstrap_token()
+        boot_token = f"{token_id}.{token_secret}"
+        hub = self.hub = KubeCluster(
+            "hub",
+            self.run_dir,
+            tools.kube_apiserver,
+            tools.kube_controller_manager,
+            etcd.url,
+            HUB_CONTROLLERS,
+            static_tokens=[(boot_token, ocm.BOOTSTRAP_USER, "e2e001", ocm.BOOTSTRAP_GROUP)],
+        )
+        spoke2 = self.spoke2 = KubeCluster(
+            "cluster2",
+            self.run_dir,
+            tools.kube_apiserver,
+            tools.kube_controller_manager,
+            etcd.url,
+            SPOKE_CONTROLLERS,
+        )
+        self.progress("starting kube-apiservers for the hub and cluster2")
+        for c in (hub, spoke2):
+            c.launch_apiserver()
+            self._track(c.procs[-1])
+        for c in (hub, spoke2):
+            c.wait_ready()
+            c.start_controller_manager()
+            self._track(c.procs[-1])
+
+        self.progress("installing OCM CRDs and starting hub controllers")
+        self._track(*ocm.start_hub(tools, hub))
+
+        klusterlets = [
+            ocm.Klusterlet("cluster1", hub, hub, tools, boot_token),
+            ocm.Klusterlet("cluster2", spoke2, hub, tools, boot_token),
+        ]
+        self.progress("starting klusterlet registration agents")
+        for k in klusterlets:
+            k.prepare_spoke()
+            self._track(k.start_registration())
+
+        hub_kubectl = Kubectl(tools.kubectl, hub.admin_kubeconfig)
+
+        def csrs_pending() -> bool:
+            items = hub_kubectl.get_json("csr", "-l", "open-cluster-management.io/cluster-name")["items"]
+            names = {i["metadata"]["labels"]["open-cluster-management.io/cluster-name"] for i in items}
+            return names >= set(CLUSTERS)
+
+        wait_until(csrs_pending, timeout=120, what="registration CSRs of cluster1 and cluster2")
+        self.progress("accepting cluster1 and cluster2 with clusteradm")
+        ocm.clusteradm(tools, hub.admin_kubeconfig, "accept", "--clusters", ",".join(CLUSTERS))
+        for k in klusterlets:
+            self._track(k.start_work())
+        wait_until(
+            lambda: self._clusters_available(hub_kubectl),
+            timeout=180,
+            what="ManagedClusters joined and available",
+        )
+        self.clusters = {
+            "cluster1": ManagedClusterInfo("cluster1", hub.admin_kubeconfig),
+            "cluster2": ManagedClusterInfo("cluster2", spoke2.admin_kubeconfig),
+        }
+        if self.with_prometheus:
+            self._start_prometheus()
+        if self.with_runner:
+            self._start_runner()
+
+    def _clusters_available(self, kubectl: Kubectl) -> bool:
+        items = kubectl.get_json("managedclusters")["items"]
+        ok = set()
+        for mc in items:
+            conds = {c["type"]: c["status"] for c in mc.get("status", {}).get("conditions", [])}
+            if (
+                mc["spec"].get("hubAcceptsClient")
+                and conds.get("ManagedClusterJoined") == "True"
+                and conds.get("ManagedClusterConditionAvailable") == "True"
+            ):
+                ok.add(mc["metadata"]["name"])
+        return ok >= set(CLUSTERS)
+
+    def _start_prometheus(self) -> None:
+        from e2e.prometheus import LoadExporter, PrometheusServer
+
+        for name in CLUSTERS:
+            self.progress(f"starting Prometheus for {name}")
+            exporter = LoadExporter(node=f"{name}-node")
+            exporter.start()
+            self.exporters[name] = exporter
+            prom = PrometheusServer(self.run_dir / f"prometheus-{name}", scrape_targets=[exporter.target])
+            prom.start()
+            self.prometheus[name] = prom
+            self._track(*prom.procs)
+            self.clusters[name].prometheus_url = prom.url
+
+    def _start_runner(self) -> None:
+        assert self.hub is not None and self.spoke2 is not None
+        self.progress("starting the process runner (kubelet stand-in for this project's image)")
+        runner = Proc(
+            "runner",
+            [
+                sys.executable,
+                "-m",
+                "e2e.runner",
+                f"--state-dir={self.run_dir / 'runner'}",
+                f"--cluster=hub={self.hub.admin_kubeconfig}",
+                f"--cluster=cluster2={self.spoke2.admin_kubeconfig}",
+            ],
+            self.run_dir / "logs" / "runner.log",
+        ).start()
+        self._track(runner)
+        wait_until(
+            lambda: (self.run_dir / "runner" / "ready").exists(),
+            timeout=60,
+            what="the process runner to watch both clusters",
+            proc=runner,
+        )
+
+    # ------------------------------------------------------------------ describe
+    def _save_state(self) -> None:
+        records = [
+            {
+                "name": p.name,
+                "pid": p.pid,
+                "start": process_start_ticks(p.pid) if p.pid else None,
+                "log": str(p.log_path),
+            }
+            for p in self.procs
+            if p.pid is not None
+        ]
+        state = {
+            "run_dir": str(self.run_dir),
+            "processes": records,
+            "clusters": {
+                n: {"kubeconfig": str(c.kubeconfig), "prometheus_url": c.prometheus_url}
+                for n, c in self.clusters.items()
+            },
+            "hub_kubeconfig": str(self.hub.admin_kubeconfig) if self.hub else "",
+        }
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_path)
+
+    def _write_env(self) -> None:
+        assert self.tools is not None and self.hub is not None
+        path_dirs = [str(d) for d in self.tools.bin_dirs]
+        values = {
+            "HUB_KUBECONFIG": str(self.hub.admin_kubeconfig),
+            "KUBECONFIG": str(self.hub.admin_kubeconfig),
+            "E2E_RUN_DIR": str(self.run_dir),
+        }
+        for name, info in self.clusters.items():
+            values[f"{name.upper()}_KUBECONFIG"] = str(info.kubeconfig)
+            values[f"{name.upper()}_PROMETHEUS_URL"] = info.prometheus_url
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in values.items()]
+        lines.append(f'export PATH={shlex.quote(":".join(path_dirs))}:"$PATH"')
+        self.env_path.write_text("# written by dynamic-scoring-e2e up; source it\n" + "\n".join(lines) + "\n")
+
+    # ------------------------------------------------------------------ stop
+    def down(self) -> list[str]:
+        """Stop every recorded process; returns problems found afterwards (empty when clean)."""
+        for exporter in self.exporters.values():
+            exporter.stop()
+        self.exporters.clear()
+        problems = stop_recorded(self.state_path) if self.state_path.exists() else []
+        for proc in self.procs:  # already stopped; this reaps the children this process started
+            proc.stop(timeout=1)
+        self.procs.clear()
+        return problems
+
+
+def _records(state_path: Path) -> list[dict[str, Any]]:
+    recs: list[dict[str, Any]] = json.loads(state_path.read_text()).get("processes", [])
+    return recs
+
+
+def _ours(rec: dict[str, Any]) -> bool:
+    pid = int(rec.get("pid") or 0)
+    return pid > 0 and process_start_ticks(pid) == rec.get("start")
+
+
+def running(state_path: Path) -> list[dict[str, Any]]:
+    """The recorded processes still alive (same pid and start time)."""
+    return [r for r in _records(state_path) if _ours(r)]
+
+
+def stop_recorded(state_path: Path) -> list[str]:
+    """Stop the recorded processes in reverse start order; report leftovers and held ports."""
+    records = _records(state_path)
+    alive = [r for r in records if _ours(r)]
+    pids = {int(r["pid"]) for r in alive}
+    ports = listening_ports(pids)
+    kill_groups([int(r["pid"]) for r in reversed(alive)], timeout=10)
+    problems = [f"{r['name']} (pid {r['pid']}) still running" for r in alive if group_alive(int(r["pid"]))]
+    deadline = time.monotonic() + 10
+    while True:
+        held = sorted(p for p in ports if _port_listening(p))
+        if not held or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    problems += [f"port {p} still held" for p in held]
+    return problems
+
+
+def _port_listening(port: int) -> bool:
+    from e2e.procs import port_in_use
+
+    return port_in_use(port)
+
+
+def status(state_path: Path) -> list[tuple[str, str, str]]:
+    """(name, state, detail) per recorded process, for `dynamic-scoring-e2e status`."""
+    rows = []
+    for rec in _records(state_path):
+        if _ours(rec):
+            ports = listening_ports({int(rec["pid"])})
+            detail = "ports " + ",".join(map(str, sorted(ports))) if ports else ""
+            rows.append((rec["name"], f"running (pid {rec['pid']})", detail))
+        else:
+            rows.append((rec["name"], "stopped", rec.get("log", "")))
+    return rows
+
+
+@contextmanager
+def control_plane(run_dir: Path, progress: Progress = _quiet, **kwargs: Any) -> Iterator[ControlPlane]:
+    """Start a control plane for the duration of a `with` block (used by the pytest fixtures)."""
+    cp = ControlPlane(run_dir, progress=progress, **kwargs)
+    cp.up()
+    try:
+        yield cp
+    finally:
+        problems = cp.down()
+        if problems:
+            print("control plane teardown left: " + "; ".join(problems), file=sys.stderr)
+
+
+def env_for(cp: ControlPlane) -> dict[str, str]:
+    """Environment variables a child process (clusteradm, kubectl) needs, PATH included."""
+    assert cp.tools is not None
+    env = dict(os.environ)
+    env["PATH"] = ":".join([*(str(d) for d in cp.tools.bin_dirs), env.get("PATH", "")])
+    return env

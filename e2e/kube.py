@@ -1,0 +1,227 @@
+"""etcd, kube-apiserver and kube-controller-manager as local processes, plus a thin kubectl wrapper.
+
+One etcd serves every apiserver of a run, each under its own `--etcd-prefix`; that saves a
+process without letting the clusters see each other's objects.  kube-controller-manager runs
+the controllers OCM relies on (CSR signing, garbage collection, namespace deletion, service
+accounts) and deliberately not `deployment`/`replicaset`: there is no kubelet, so the process
+runner (`e2e.runner`) owns Deployment status instead.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.pki import CertificateAuthority, Issued, random_token, service_account_keys, write_kubeconfig
+from e2e.procs import Proc, free_port, wait_until
+
+HUB_CONTROLLERS = (
+    "csrsigning,csrapproving,csrcleaner,garbagecollector,namespace,serviceaccount,"
+    "serviceaccount-token,root-ca-cert-publisher,clusterrole-aggregation"
+)
+SPOKE_CONTROLLERS = (
+    "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
+    "clusterrole-aggregation"
+)
+
+
+class Etcd:
+    """A single-member etcd on loopback without fsync (test data only)."""
+
+    def __init__(self, binary: Path, run_dir: Path) -> None:
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.url = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        self.proc = Proc(
+            "etcd",
+            [
+                str(binary),
+                "--name=e2e",
+                f"--data-dir={run_dir / 'etcd-data'}",
+                f"--listen-client-urls={self.url}",
+                f"--advertise-client-urls={self.url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=e2e={peer}",
+                "--listen-metrics-urls=",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            run_dir / "logs" / "etcd.log",
+        )
+
+    def start(self, timeout: float = 60) -> None:
+        """Start and wait for `/health`."""
+        self.proc.start()
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                return bool(json.load(resp).get("health") == "true")
+
+        wait_until(healthy, timeout=timeout, what="etcd /health", proc=self.proc)
+
+
+@dataclass
+class KubeCluster:
+    """One Kubernetes control plane (apiserver + controller-manager) with its own CA."""
+
+    name: str
+    run_dir: Path
+    apiserver_bin: Path
+    kcm_bin: Path
+    etcd_url: str
+    controllers: str
+    static_tokens: Sequence[tuple[str, str, str, str]] = ()
+    port: int = field(default_factory=free_port)
+
+    def __post_init__(self) -> None:
+        self.dir = self.run_dir / self.name
+        self.pki = self.dir / "pki"
+        self.ca = CertificateAuthority(self.pki, f"{self.name}-ca")
+        self.server = f"https://127.0.0.1:{self.port}"
+        self.admin_kubeconfig = self.dir / "admin.kubeconfig"
+        self.procs: list[Proc] = []
+
+    def _write_credentials(self) -> Issued:
+        serving = self.ca.issue(
+            "apiserver",
+            common_name="kube-apiserver",
+            server_hosts=(
+                "127.0.0.1",
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "10.0.0.1",
+            ),
+        )
+        admin = self.ca.issue(
+            "admin", common_name="e2e-admin", organizations=("system:masters",), client=True
+        )
+        write_kubeconfig(
+            self.admin_kubeconfig,
+            server=self.server,
+            ca_pem=self.ca.cert_pem,
+            user="e2e-admin",
+            client=admin,
+            cluster=self.name,
+        )
+        lines = [f'{random_token()},e2e-unused,e2e-unused,"e2e"']
+        lines += [f'{tok},{user},{uid},"{groups}"' for tok, user, uid, groups in self.static_tokens]
+        (self.pki / "tokens.csv").write_text("\n".join(lines) + "\n")
+        return serving
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the apiserver, wait for /readyz, then start the controller-manager."""
+        self.launch_apiserver()
+        self.wait_ready(timeout)
+        self.start_controller_manager()
+
+    def launch_apiserver(self) -> None:
+        """Start the apiserver process without waiting (so several clusters boot in parallel)."""
+        serving = self._write_credentials()
+        sa_key, sa_pub = service_account_keys(self.pki)
+        logs = self.run_dir / "logs"
+        api = Proc(
+            f"{self.name}-kube-apiserver",
+            [
+                str(self.apiserver_bin),
+                f"--etcd-servers={self.etcd_url}",
+                f"--etcd-prefix=/registry-{self.name}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={serving.cert_path}",
+                f"--tls-private-key-file={serving.key_path}",
+                f"--client-ca-file={self.ca.cert_path}",
+                f"--token-auth-file={self.pki / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--profiling=false",
+                f"--cert-dir={self.pki / 'apiserver-certs'}",
+                "--v=1",
+            ],
+            logs / f"{self.name}-kube-apiserver.log",
+        )
+        self.procs.append(api.start())
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Wait for the apiserver's /readyz; fails early with its log if it exits."""
+        api = self.procs[0]
+        wait_until(self._ready, timeout=timeout, what=f"{self.name} kube-apiserver /readyz", proc=api)
+
+    def start_controller_manager(self) -> None:
+        """Start kube-controller-manager with the controllers this cluster needs."""
+        sa_key = self.pki / "sa.key"
+        logs = self.run_dir / "logs"
+        kcm = Proc(
+            f"{self.name}-kube-controller-manager",
+            [
+                str(self.kcm_bin),
+                f"--kubeconfig={self.admin_kubeconfig}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--use-service-account-credentials=false",
+                f"--controllers={self.controllers}",
+                f"--cluster-signing-cert-file={self.ca.cert_path}",
+                f"--cluster-signing-key-file={self.ca.key_path}",
+                "--cluster-signing-duration=24h",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={self.ca.cert_path}",
+                "--v=1",
+            ],
+            logs / f"{self.name}-kube-controller-manager.log",
+        )
+        self.procs.append(kcm.start())
+
+    def _ready(self) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.ca.cert_path))
+        with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=3) as resp:
+            return bool(resp.status == 200)
+
+    def stop(self) -> None:
+        """Stop the controller-manager, then the apiserver."""
+        for proc in reversed(self.procs):
+            proc.stop()
+
+
+class Kubectl:
+    """`kubectl` bound to one kubeconfig; raises with stderr on failure."""
+
+    def __init__(self, binary: Path, kubeconfig: Path) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        """Run kubectl and return stdout."""
+        proc = subprocess.run(
+            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def apply(self, manifest: str) -> str:
+        """Server-side apply of a YAML/JSON document stream."""
+        return self.run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=manifest)
+
+    def get_json(self, *args: str) -> Any:
+        """`kubectl get ... -o json`, decoded."""
+        return json.loads(self.run("get", *args, "-o", "json"))

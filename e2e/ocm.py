@@ -1,0 +1,239 @@
+"""OCM on the local clusters: CRDs, hub controllers, klusterlet agents, and joining with clusteradm.
+
+This follows what OCM's cluster-manager and klusterlet operators would set up, minus the
+operators themselves (they create Deployments, which never run without a kubelet): the same
+binaries run as processes with the flags the operators' Deployments use.  Clusters join the
+real way: the registration agent creates a CSR with a bootstrap identity and `clusteradm accept`
+approves it; kube-controller-manager signs it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from e2e.kube import KubeCluster, Kubectl
+from e2e.pki import write_kubeconfig
+from e2e.procs import Proc, free_port, wait_until
+from e2e.tools import Tools
+
+HUB_NAMESPACE = "open-cluster-management-hub"
+AGENT_NAMESPACE = "open-cluster-management-agent"
+ADDON_NAMESPACE = "open-cluster-management-agent-addon"
+BOOTSTRAP_USER = "system:bootstrap:e2e001"
+BOOTSTRAP_GROUP = "system:bootstrappers:managedcluster"
+
+# CRD files inside the open-cluster-management.io/api module.  OCM v1.2 speaks addon v1alpha1
+# only, so the v1alpha1-only addon CRDs are installed (no conversion webhook needed).
+HUB_CRDS = (
+    "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml",
+    "cluster/v1beta2/0000_00_clusters.open-cluster-management.io_managedclustersets.crd.yaml",
+    "cluster/v1beta2/0000_01_clusters.open-cluster-management.io_managedclustersetbindings.crd.yaml",
+    "cluster/v1beta1/0000_02_clusters.open-cluster-management.io_placements.crd.yaml",
+    "cluster/v1beta1/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml",
+    "cluster/v1alpha1/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml",
+    "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml",
+    "addon/v1alpha1/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml",
+    "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml",
+    "addon/v1alpha1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml",
+    "addon/v1alpha1/0000_03_addon.open-cluster-management.io_addontemplates.crd.yaml",
+)
+SPOKE_CRDS = (
+    "work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml",
+    "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml",
+)
+
+# What the cluster-manager chart grants the bootstrap identity: enough to create its CSR and its
+# ManagedCluster, nothing more.
+BOOTSTRAP_RBAC = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: open-cluster-management:bootstrap
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+- apiGroups: [certificates.k8s.io]
+  resources: [certificatesigningrequests]
+  verbs: [create, get, list, watch]
+- apiGroups: [cluster.open-cluster-management.io]
+  resources: [managedclusters]
+  verbs: [get, create, list, watch]
+- apiGroups: [cluster.open-cluster-management.io]
+  resources: [managedclustersets/join]
+  verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: open-cluster-management:bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: open-cluster-management:bootstrap
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: {BOOTSTRAP_GROUP}
+"""
+
+
+def namespaces(*names: str) -> str:
+    """YAML for namespaces."""
+    return "\n---\n".join(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in names
+    )
+
+
+def install_crds(kubectl: Kubectl, crd_dir: Path, files: tuple[str, ...]) -> None:
+    """Apply CRD files and wait until each is Established."""
+    docs = "\n---\n".join((crd_dir / f).read_text() for f in files)
+    kubectl.apply(docs)
+    names = [yaml.safe_load((crd_dir / f).read_text())["metadata"]["name"] for f in files]
+    kubectl.run("wait", "--for=condition=Established", "--timeout=120s", *[f"crd/{n}" for n in names])
+
+
+def _controller(
+    tools_bin: Path, sub: list[str], name: str, kubeconfig: Path, namespace: str, logs: Path
+) -> Proc:
+    return Proc(
+        name,
+        [
+            str(tools_bin),
+            *sub,
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={namespace}",
+            "--disable-leader-election",
+            f"--listen=127.0.0.1:{free_port()}",
+        ],
+        logs / f"{name}.log",
+    )
+
+
+def start_hub(tools: Tools, hub: KubeCluster) -> list[Proc]:
+    """Install hub CRDs and RBAC, then start registration, placement and addon-manager controllers."""
+    kubectl = Kubectl(tools.kubectl, hub.admin_kubeconfig)
+    install_crds(kubectl, tools.crds, HUB_CRDS)
+    kubectl.apply(namespaces(HUB_NAMESPACE))
+    kubectl.apply(BOOTSTRAP_RBAC)
+    logs = hub.run_dir / "logs"
+    kc = hub.admin_kubeconfig
+    procs = [
+        _controller(tools.registration, ["controller"], "hub-registration", kc, HUB_NAMESPACE, logs),
+        _controller(tools.placement, ["controller"], "hub-placement", kc, HUB_NAMESPACE, logs),
+        _controller(tools.addon, ["manager"], "hub-addon-manager", kc, HUB_NAMESPACE, logs),
+    ]
+    for p in procs:
+        p.start()
+    return procs
+
+
+@dataclass
+class Klusterlet:
+    """The registration and work agents of one managed cluster."""
+
+    cluster_name: str
+    spoke: KubeCluster
+    hub: KubeCluster
+    tools: Tools
+    bootstrap_token: str
+
+    def __post_init__(self) -> None:
+        self.dir = self.spoke.run_dir / f"klusterlet-{self.cluster_name}"
+        self.hub_kubeconfig_dir = self.dir / "hub-kubeconfig"
+        self.registration: Proc | None = None
+        self.work: Proc | None = None
+
+    @property
+    def hub_kubeconfig(self) -> Path:
+        """The kubeconfig the registration agent obtained for this cluster (after acceptance)."""
+        return self.hub_kubeconfig_dir / "kubeconfig"
+
+    def prepare_spoke(self) -> None:
+        """Install the spoke CRDs and the agent namespaces on the managed cluster."""
+        kubectl = Kubectl(self.tools.kubectl, self.spoke.admin_kubeconfig)
+        install_crds(kubectl, self.tools.crds, SPOKE_CRDS)
+        kubectl.apply(namespaces(AGENT_NAMESPACE, ADDON_NAMESPACE))
+
+    def start_registration(self) -> Proc:
+        """Start the registration agent with the bootstrap identity; it creates CSR and cluster."""
+        bootstrap = write_kubeconfig(
+            self.dir / "bootstrap.kubeconfig",
+            server=self.hub.server,
+            ca_pem=self.hub.ca.cert_pem,
+            user=BOOTSTRAP_USER,
+            token=self.bootstrap_token,
+            cluster="hub",
+        )
+        logs = self.spoke.run_dir / "logs"
+        self.registration = Proc(
+            f"{self.cluster_name}-registration-agent",
+            [
+                str(self.tools.registration),
+                "agent",
+                f"--kubeconfig={self.spoke.admin_kubeconfig}",
+                f"--namespace={AGENT_NAMESPACE}",
+                "--disable-leader-election",
+                f"--listen=127.0.0.1:{free_port()}",
+                f"--spoke-cluster-name={self.cluster_name}",
+                f"--bootstrap-kubeconfig={bootstrap}",
+                f"--hub-kubeconfig-dir={self.hub_kubeconfig_dir}",
+                f"--agent-id={self.cluster_name}-agent",
+                "--cluster-healthcheck-period=10s",
+                f"--spoke-external-server-urls={self.spoke.server}",
+            ],
+            logs / f"{self.cluster_name}-registration-agent.log",
+        ).start()
+        return self.registration
+
+    def start_work(self, timeout: float = 180) -> Proc:
+        """Start the work agent once the hub kubeconfig exists (it exits without one)."""
+        wait_until(
+            lambda: self.hub_kubeconfig.exists() and (self.hub_kubeconfig_dir / "tls.crt").exists(),
+            timeout=timeout,
+            what=f"{self.cluster_name} hub kubeconfig (is the cluster accepted?)",
+            proc=self.registration,
+        )
+        logs = self.spoke.run_dir / "logs"
+        self.work = Proc(
+            f"{self.cluster_name}-work-agent",
+            [
+                str(self.tools.work),
+                "agent",
+                f"--kubeconfig={self.spoke.admin_kubeconfig}",
+                f"--namespace={AGENT_NAMESPACE}",
+                "--disable-leader-election",
+                f"--listen=127.0.0.1:{free_port()}",
+                f"--spoke-cluster-name={self.cluster_name}",
+                f"--agent-id={self.cluster_name}-agent",
+                f"--hub-kubeconfig-dir={self.hub_kubeconfig_dir}",
+                "--workload-source-driver=kube",
+                f"--workload-source-config={self.hub_kubeconfig}",
+                "--status-sync-interval=2s",
+            ],
+            logs / f"{self.cluster_name}-work-agent.log",
+        ).start()
+        return self.work
+
+    @property
+    def procs(self) -> list[Proc]:
+        """The agent processes started so far."""
+        return [p for p in (self.registration, self.work) if p is not None]
+
+
+def clusteradm(tools: Tools, hub_kubeconfig: Path, *args: str, timeout: float = 120) -> str:
+    """Run clusteradm against the hub; raises with its output on failure."""
+    proc = subprocess.run(
+        [str(tools.clusteradm), f"--kubeconfig={hub_kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"clusteradm {' '.join(args)} failed: {proc.stdout}{proc.stderr}")
+    return proc.stdout + proc.stderr

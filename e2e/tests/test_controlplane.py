@@ -1,0 +1,334 @@
+"""The local OCM control plane behaves like a real one: joins, work delivery, placement, addons."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl
+from e2e.ocm import clusteradm
+from e2e.procs import wait_until
+
+
+def kubectl(cp: ControlPlane, cluster: str = "hub") -> Kubectl:
+    assert cp.tools is not None and cp.hub is not None and cp.spoke2 is not None
+    kc = {"hub": cp.hub, "cluster1": cp.hub, "cluster2": cp.spoke2}[cluster].admin_kubeconfig
+    return Kubectl(cp.tools.kubectl, kc)
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+
+
+def test_both_clusters_accepted_joined_available(control_plane: ControlPlane) -> None:
+    items = kubectl(control_plane).get_json("managedclusters")["items"]
+    by_name = {mc["metadata"]["name"]: mc for mc in items}
+    assert set(by_name) == {"cluster1", "cluster2"}
+    for mc in by_name.values():
+        assert mc["spec"]["hubAcceptsClient"] is True
+        conds = conditions(mc)
+        assert conds["HubAcceptedManagedCluster"] == "True"
+        assert conds["ManagedClusterJoined"] == "True"
+        assert conds["ManagedClusterConditionAvailable"] == "True"
+    # cluster2 reports its own apiserver, not the hub's: the clusters really are separate
+    urls = by_name["cluster2"]["spec"]["managedClusterClientConfigs"]
+    assert urls[0]["url"] == control_plane.spoke2.server  # type: ignore[union-attr]
+
+
+def test_manifestwork_reaches_cluster2_apiserver(control_plane: ControlPlane) -> None:
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    work = {
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {"name": name, "namespace": "cluster2"},
+        "spec": {
+            "workload": {
+                "manifests": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "data": {"hello": "cluster2"},
+                    }
+                ]
+            }
+        },
+    }
+    hub, spoke = kubectl(control_plane), kubectl(control_plane, "cluster2")
+    hub.apply(json.dumps(work))
+
+    def applied() -> bool:
+        mw = hub.get_json("manifestwork", name, "-n", "cluster2")
+        return conditions(mw).get("Applied") == "True"
+
+    wait_until(applied, timeout=90, what="ManifestWork Applied")
+    cm = spoke.get_json("configmap", name, "-n", "default")
+    assert cm["data"] == {"hello": "cluster2"}
+    # and not on the hub, which is cluster1's apiserver
+    assert hub.run("get", "configmap", name, "-n", "default", check=False) == ""
+    hub.run("delete", "manifestwork", name, "-n", "cluster2")
+    wait_until(
+        lambda: spoke.run("get", "configmap", name, "-n", "default", "--ignore-not-found") == "",
+        timeout=90,
+        what="ConfigMap removed with its ManifestWork",
+    )
+
+
+def _scores(hub: Kubectl, cluster: str, value: int) -> None:
+    aps = {
+        "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": "e2e-score", "namespace": cluster},
+    }
+    hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(aps))
+    status = {"status": {"scores": [{"name": "load", "value": value}]}}
+    hub.run(
+        "patch",
+        "addonplacementscore",
+        "e2e-score",
+        "-n",
+        cluster,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+
+
+def test_placement_follows_addon_scores(control_plane: ControlPlane) -> None:
+    hub = kubectl(control_plane)
+    ns = f"e2e-placement-{uuid.uuid4().hex[:6]}"
+    hub.run("create", "namespace", ns)
+    hub.apply(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+                    "kind": "ManagedClusterSetBinding",
+                    "metadata": {"name": "global", "namespace": ns},
+                    "spec": {"clusterSet": "global"},
+                },
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                    "kind": "Placement",
+                    "metadata": {"name": "best", "namespace": ns},
+                    "spec": {
+                        "numberOfClusters": 1,
+                        "clusterSets": ["global"],
+                        "prioritizerPolicy": {
+                            "mode": "Exact",
+                            "configurations": [
+                                {
+                                    "scoreCoordinate": {
+                                        "type": "AddOn",
+                                        "addOn": {"resourceName": "e2e-score", "scoreName": "load"},
+                                    },
+                                    "weight": 1,
+                                }
+                            ],
+                        },
+                    },
+                },
+            ]
+        )
+    )
+
+    def decided() -> str:
+        items = hub.get_json(
+            "placementdecisions", "-n", ns, "-l", "cluster.open-cluster-management.io/placement=best"
+        )["items"]
+        chosen = [d["clusterName"] for i in items for d in i.get("status", {}).get("decisions", [])]
+        return chosen[0] if len(chosen) == 1 else ""
+
+    _scores(hub, "cluster1", 80)
+    _scores(hub, "cluster2", -20)
+    wait_until(lambda: decided() == "cluster1", timeout=60, what="decision for cluster1")
+    _scores(hub, "cluster1", 10)
+    _scores(hub, "cluster2", 90)
+    wait_until(lambda: decided() == "cluster2", timeout=60, what="decision flipped to cluster2")
+    hub.run("delete", "namespace", ns, "--wait=false")
+    for c in ("cluster1", "cluster2"):
+        hub.run("delete", "addonplacementscore", "e2e-score", "-n", c)
+
+
+def test_clusteradm_enable_and_addon_csr_signed(control_plane: ControlPlane) -> None:
+    assert control_plane.tools is not None and control_plane.hub is not None
+    hub, spoke = kubectl(control_plane), kubectl(control_plane, "cluster2")
+    addon = f"e2e-addon-{uuid.uuid4().hex[:5]}"
+    hub.apply(
+        json.dumps(
+            {
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": addon},
+                "spec": {"addOnMeta": {"displayName": addon}, "installStrategy": {"type": "Manual"}},
+            }
+        )
+    )
+    out = clusteradm(
+        control_plane.tools,
+        control_plane.hub.admin_kubeconfig,
+        "addon",
+        "enable",
+        "--names",
+        addon,
+        "--clusters",
+        "cluster2",
+    )
+    assert "cluster2" in out
+    mca = hub.get_json("managedclusteraddon", addon, "-n", "cluster2")
+    assert mca["spec"]["installNamespace"] == "open-cluster-management-agent-addon"
+
+    # Play the addon manager's part: declare a kube-apiserver-client registration ...
+    status = {
+        "status": {
+            "namespace": "open-cluster-management-agent-addon",
+            "registrations": [{"signerName": "kubernetes.io/kube-apiserver-client"}],
+        }
+    }
+    hub.run(
+        "patch",
+        "managedclusteraddon",
+        addon,
+        "-n",
+        "cluster2",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+
+    # ... the klusterlet's registration agent then asks for a certificate ...
+    def csr() -> dict[str, Any] | None:
+        items = hub.get_json("csr", "-l", f"open-cluster-management.io/addon-name={addon}")["items"]
+        return items[0] if items else None
+
+    request = wait_until(csr, timeout=90, what=f"CSR for addon {addon}")
+    assert request["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client"
+    assert request["spec"]["username"].startswith("system:open-cluster-management:cluster2")
+    # ... which the addon manager approves and kube-controller-manager signs.
+    hub.run("certificate", "approve", request["metadata"]["name"])
+
+    def signed() -> str:
+        got = csr()
+        return got.get("status", {}).get("certificate", "") if got else ""
+
+    cert = base64.b64decode(wait_until(signed, timeout=60, what="CSR signed by kube-controller-manager"))
+    assert b"BEGIN CERTIFICATE" in cert
+    # the registration agent turns it into the addon's hub kubeconfig Secret on the managed cluster
+    secret = wait_until(
+        lambda: spoke.get_json(
+            "secret", f"{addon}-hub-kubeconfig", "-n", "open-cluster-management-agent-addon"
+        ),
+        timeout=90,
+        what="addon hub-kubeconfig secret on cluster2",
+    )
+    assert {"kubeconfig", "tls.crt", "tls.key"} <= set(secret["data"])
+    clusteradm(
+        control_plane.tools,
+        control_plane.hub.admin_kubeconfig,
+        "addon",
+        "disable",
+        "--names",
+        addon,
+        "--clusters",
+        "cluster2",
+    )
+    hub.run("delete", "clustermanagementaddon", addon)
+
+
+def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) -> None:
+    spoke = kubectl(control_plane, "cluster2")
+    ns = f"e2e-runner-{uuid.uuid4().hex[:5]}"
+    spoke.run("create", "namespace", ns)
+    spoke.run("create", "serviceaccount", "probe", "-n", ns)
+    spoke.run("create", "secret", "generic", "probe-secret", "-n", ns, "--from-literal=value=s3cr3t")
+    # the probe reads its own ConfigMaps back: let its ServiceAccount write them
+    spoke.run("create", "role", "probe", "-n", ns, "--verb=create,update,get", "--resource=configmaps")
+    spoke.run("create", "rolebinding", "probe", "-n", ns, "--role=probe", f"--serviceaccount={ns}:probe")
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "probe", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "probe"}},
+                "spec": {
+                    "serviceAccountName": "probe",
+                    "containers": [
+                        {
+                            "name": "probe",
+                            "image": "quay.io/dynamic-scoring/dynamic-scoring:e2e",
+                            "command": ["dynamic-scoring-e2e-probe"],
+                            "args": ["--secret-file=/etc/probe/value", "--bind-address=:8080"],
+                            "env": [
+                                {
+                                    "name": "POD_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                                {
+                                    "name": "POD_NAMESPACE",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                                },
+                            ],
+                            "ports": [{"containerPort": 8080}],
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+                            "volumeMounts": [{"name": "secret", "mountPath": "/etc/probe", "readOnly": True}],
+                        }
+                    ],
+                    "volumes": [{"name": "secret", "secret": {"secretName": "probe-secret"}}],
+                },
+            },
+        },
+    }
+    spoke.apply(json.dumps(deploy))
+
+    def available() -> bool:
+        d = spoke.get_json("deployment", "probe", "-n", ns)
+        return conditions(d).get("Available") == "True" and d["status"].get("readyReplicas") == 1
+
+    wait_until(available, timeout=60, what="probe Deployment Available")
+    cms = [
+        c
+        for c in spoke.get_json("configmaps", "-n", ns)["items"]
+        if c["metadata"]["name"].startswith("probe-")
+    ]
+    assert len(cms) == 1
+    assert cms[0]["data"]["secret"] == "s3cr3t"
+    assert cms[0]["data"]["username"] == f"system:serviceaccount:{ns}:probe"
+
+    pods_json = control_plane.run_dir / "runner" / "pods.json"
+
+    def pod() -> dict[str, Any] | None:
+        rows = [r for r in json.loads(pods_json.read_text()) if r["namespace"] == ns]
+        return rows[0] if rows else None
+
+    first = pod()
+    assert first and first["pid"] and first["restarts"] == 0
+    import os
+    import signal
+
+    os.kill(first["pid"], signal.SIGKILL)  # a crash
+    wait_until(
+        lambda: (p := pod()) is not None and p["restarts"] == 1 and p["ready"] and p["pid"] != first["pid"],
+        timeout=60,
+        what="probe restarted after the crash",
+    )
+    wait_until(available, timeout=60, what="probe Available again after restart")
+    pid = pod()["pid"]  # type: ignore[index]
+    spoke.run("delete", "deployment", "probe", "-n", ns)
+    wait_until(lambda: pod() is None, timeout=30, what="runner dropped the deleted Deployment")
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    spoke.run("delete", "namespace", ns, "--wait=false")
