@@ -1,0 +1,189 @@
+"""Why a scoring cycle failed, as a small tree of exception classes.
+
+Every failure the agent can report is one of these.  The worker catches them, records the failing
+``stage`` as a metric label, names the class as the condition reason on the AddOnPlacementScore and
+decides from ``transient`` whether another attempt inside the interval is worthwhile.  The original
+exception (an ``httpx`` error, a ``msgspec`` or ``pydantic`` validation error) is always chained as
+``__cause__`` so that a log line shows the full story, while the message itself stays short and
+never contains a credential.
+
+    AgentError
+    ├── SourceError                     stage "fetch"
+    │   ├── PrometheusUnavailable       connection refused, reset, 5xx, 429   (transient)
+    │   │   └── PrometheusTimeout       no answer within the per-request timeout (transient)
+    │   ├── PrometheusQueryError        Prometheus rejected one query (4xx, "status": "error")
+    │   └── PrometheusResponseError     the answer is not a range-query matrix, or too large
+    ├── ScorerError                     stage "score"
+    │   ├── ScorerUnavailable           connection refused, reset                (transient)
+    │   │   └── ScorerTimeout           no answer within the per-request timeout (transient)
+    │   ├── ScorerHTTPError             a non-2xx status; transient for 5xx, 408 and 429
+    │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores
+    │   └── ScorerResponseTooLarge      the body exceeded the configured limit
+    ├── AuthError                       credentials could not be built (stage of the endpoint)
+    │   ├── SecretNotFound              the Secret or its key does not exist
+    │   └── SecretInvalid               the value cannot be used (bad PEM, newline in a token)
+    └── PublishError                    stage "write": the AddOnPlacementScore write failed
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Stage = Literal["fetch", "score", "write"]
+"""The three stages of a scoring cycle, used as the ``stage`` metric label."""
+
+
+class AgentError(Exception):
+    """Base of every failure the agent reports about a scoring cycle.
+
+    Args:
+        message: a short human sentence; it ends up in logs and on the object's condition, so it must
+            never contain a credential.
+        stage: the cycle stage that failed; ``None`` when the raiser cannot know it (a SecretReader
+            does not know which endpoint asked), in which case the caller fills it in.
+    """
+
+    default_stage: Stage | None = None
+    transient: bool = False
+    """True when another attempt within the same interval may succeed."""
+
+    def __init__(self, message: str, *, stage: Stage | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stage: Stage | None = stage if stage is not None else self.default_stage
+
+    @property
+    def reason(self) -> str:
+        """A CamelCase reason for conditions and the ``reason`` metric label: the class name."""
+        return type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SourceError(AgentError):
+    """Fetching the series from the metrics source failed."""
+
+    default_stage: Stage | None = "fetch"
+
+
+class PrometheusUnavailable(SourceError):  # noqa: N818 - names of the agent's public contract
+    """Prometheus could not be reached or answered with a server-side error."""
+
+    transient = True
+
+
+class PrometheusTimeout(PrometheusUnavailable):
+    """Prometheus did not answer within the per-request timeout."""
+
+
+class PrometheusQueryError(SourceError):
+    """Prometheus rejected one of the queries.
+
+    Args:
+        message: the sentence to report.
+        query_index: position of the failing query (0-based) in the scorer's query list.
+        query: the query text, possibly truncated for display.
+        error_type: Prometheus' ``errorType`` (``bad_data``, ``execution``, ...), if it sent one.
+        prometheus_error: Prometheus' own ``error`` message, if it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        query_index: int,
+        query: str,
+        error_type: str = "",
+        prometheus_error: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.query_index = query_index
+        self.query = query
+        self.error_type = error_type
+        self.prometheus_error = prometheus_error
+
+
+class PrometheusResponseError(SourceError):
+    """Prometheus answered, but not with a range-query matrix the agent can forward."""
+
+
+class ScorerError(AgentError):
+    """Calling the scoring API failed or its answer cannot be used."""
+
+    default_stage: Stage | None = "score"
+
+
+class ScorerUnavailable(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """The scoring API could not be reached (refused, reset, DNS)."""
+
+    transient = True
+
+
+class ScorerTimeout(ScorerUnavailable):
+    """The scoring API did not answer within the per-request timeout."""
+
+
+class ScorerHTTPError(ScorerError):
+    """The scoring API answered with a status outside 2xx.
+
+    Args:
+        message: the sentence to report.
+        status: the HTTP status code.
+    """
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = status >= 500 or status in (408, 429)
+
+
+class ScorerResponseInvalid(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """The scoring API's body is not a valid scoring response."""
+
+
+class ScorerResponseTooLarge(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """The scoring API's body exceeded the size limit; reading stopped at the limit."""
+
+
+class AuthError(AgentError):
+    """Credentials or TLS material for an endpoint could not be prepared."""
+
+
+class SecretNotFound(AuthError):  # noqa: N818 - names of the agent's public contract
+    """A referenced Secret, or a key inside it, does not exist.
+
+    The message names namespace, Secret and key (never the value), for example
+    ``secret dynamic-scoring/prom-token has no key "token"``.
+    """
+
+
+class SecretInvalid(AuthError):  # noqa: N818 - names of the agent's public contract
+    """A Secret value exists but cannot be used: a malformed PEM, a token with a line break inside."""
+
+
+class PublishError(AgentError):
+    """Writing the result (the AddOnPlacementScore) failed."""
+
+    default_stage: Stage | None = "write"
+
+
+__all__ = [
+    "AgentError",
+    "AuthError",
+    "PrometheusQueryError",
+    "PrometheusResponseError",
+    "PrometheusTimeout",
+    "PrometheusUnavailable",
+    "PublishError",
+    "ScorerError",
+    "ScorerHTTPError",
+    "ScorerResponseInvalid",
+    "ScorerResponseTooLarge",
+    "ScorerTimeout",
+    "ScorerUnavailable",
+    "SecretInvalid",
+    "SecretNotFound",
+    "SourceError",
+    "Stage",
+]

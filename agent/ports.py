@@ -1,0 +1,125 @@
+"""The two seams between the agent's scoring core and Kubernetes.
+
+The core never talks to an API server.  It reads credentials through a ``SecretReader`` and hands
+each cycle's outcome to a ``ScorePublisher``; ``agent/k8s/`` implements both against the managed
+cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher, which are
+implementations of these ports rather than fakes of Kubernetes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+
+class SecretReader(Protocol):
+    """Reads one key of a Secret in the agent's install namespace."""
+
+    async def read(self, name: str, key: str) -> bytes:
+        """Return the raw (base64-decoded) value of ``key`` in Secret ``name``.
+
+        The agent calls this at the start of every cycle that needs the value, so a rotated Secret
+        takes effect at the next cycle; an implementation may serve it from a watch cache.
+
+        Raises:
+            agent.errors.SecretNotFound: the Secret or the key does not exist.  The message names
+                namespace, Secret and key, and never the value.
+            agent.errors.AuthError: any other reason the value cannot be read (forbidden, API down).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One entry of ``AddOnPlacementScore.status.scores``: already clamped to [-100, 100] and rounded."""
+
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
+class CycleCondition:
+    """What the last cycle did and why, shaped like a ``metav1.Condition`` without the timestamps.
+
+    ``type`` is always ``ScoresUpToDate``.  ``status`` is ``"True"`` after a successful cycle; after a
+    failure it is ``"False"`` with ``reason`` set to the error class (``PrometheusQueryError``,
+    ``ScorerTimeout``, ...) and ``message`` saying which stage failed for which scorer.  The
+    publisher sets ``lastTransitionTime`` and ``observedGeneration`` itself.
+    """
+
+    type: str
+    status: Literal["True", "False"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PublishRequest:
+    """The outcome of one scoring cycle, to be written to the AddOnPlacementScore on the hub.
+
+    Attributes:
+        score_name: the summary's ``scoreName``.
+        aps_name: the AddOnPlacementScore name (``agent.scoring.naming.aps_name(score_name)``); the
+            namespace is the publisher's cluster namespace.
+        items: after a successful cycle, the complete new score list, sorted by name (possibly
+            empty: the scorer returned no usable results).  ``None`` after a failed cycle, meaning
+            *keep the scores that are there*: by default a failing scorer's last scores stay until
+            they expire at the ``validUntil`` already on the object, and are then ignored by
+            Placement.  The publisher must not clear them.
+        valid_until: timezone-aware UTC.  After a success, the new expiry to write.  After a failure,
+            the expiry of the last success in this agent process, or ``None`` when this process has
+            not succeeded yet; in both cases the publisher keeps the object's existing value.
+        condition: what this cycle did; always written.
+        interval_seconds: the scorer's interval, so the publisher can decide when an unchanged
+            object is due for a refresh (e.g. skip the write while ``valid_until`` is more than two
+            intervals away and nothing else changed).
+    """
+
+    score_name: str
+    aps_name: str
+    items: list[ScoreItem] | None
+    valid_until: datetime | None
+    condition: CycleCondition
+    interval_seconds: int
+
+    @property
+    def succeeded(self) -> bool:
+        """True when this request carries a new score list."""
+        return self.items is not None
+
+
+class ScorePublisher(Protocol):
+    """Writes scoring outcomes to the hub (AddOnPlacementScore in the cluster's namespace)."""
+
+    async def publish(self, result: PublishRequest) -> None:
+        """Create or update the AddOnPlacementScore named ``result.aps_name``.
+
+        Called exactly once at the end of every cycle of a scorer whose destination is
+        ``AddOnPlacementScore``.  The implementation creates the object when missing, writes
+        ``status`` through the status subresource (so the first scores are not dropped), may skip a
+        write that would change nothing while ``validUntil`` is far off, and raises on failure; the
+        agent then counts a failed ``write`` stage and tries again next cycle.
+        """
+        ...
+
+    async def remove(self, aps_name: str) -> None:
+        """Delete the AddOnPlacementScore ``aps_name``; succeed quietly if it does not exist.
+
+        Called when a scorer disappears from the summaries (or stops publishing), never on agent
+        shutdown: scores of a stopped agent expire through ``validUntil`` instead.
+        """
+        ...
+
+
+CONDITION_TYPE = "ScoresUpToDate"
+"""The condition type the agent reports on every AddOnPlacementScore."""
+
+__all__ = [
+    "CONDITION_TYPE",
+    "CycleCondition",
+    "PublishRequest",
+    "ScoreItem",
+    "ScorePublisher",
+    "SecretReader",
+]
