@@ -1,0 +1,151 @@
+"""Credentials for one endpoint, read from Secrets at the start of every cycle that uses them.
+
+Reading every cycle (through the ``SecretReader`` port, which may cache) is what makes a rotated
+token apply without a restart, and what makes removed auth really stop being sent (upstream kept
+sending the old token, A-25).  Values are trimmed as their kind allows: a bearer token loses all
+surrounding whitespace (the classic trailing newline of ``echo token > file``), basic-auth parts
+only a trailing line break, header values their surrounding whitespace.
+
+Credentials never appear in a message, a log line or a ``repr``: errors name the Secret and key.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from agent.errors import AgentError, AuthError, SecretInvalid, Stage
+from agent.http import TLSMaterial
+from agent.ports import SecretReader
+from agent.wire import EndpointAuth, SecretKeyRef
+
+
+@dataclass(frozen=True)
+class EndpointCredentials:
+    """Headers and TLS material for one request to one endpoint."""
+
+    headers: dict[str, str]
+    tls: TLSMaterial | None
+
+    def __repr__(self) -> str:
+        return f"EndpointCredentials(headers={sorted(self.headers)}, tls={self.tls!r})"
+
+
+NO_CREDENTIALS = EndpointCredentials({}, None)
+
+
+def _has_bad_header_chars(value: str) -> bool:
+    return any((ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F for ch in value)
+
+
+async def _read(secrets: SecretReader, name: str, key: str, stage: Stage) -> bytes:
+    try:
+        return await secrets.read(name, key)
+    except AgentError as exc:
+        if exc.stage is None:
+            exc.stage = stage
+        raise
+    except Exception as exc:  # an implementation bug or an unexpected client error
+        raise AuthError(
+            f"reading key {key!r} of secret {name!r} failed ({type(exc).__name__})", stage=stage
+        ) from exc
+
+
+async def _read_text(secrets: SecretReader, ref: SecretKeyRef, stage: Stage, what: str) -> str:
+    raw = await _read(secrets, ref.name, ref.key, stage)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SecretInvalid(
+            f"{what} in key {ref.key!r} of secret {ref.name!r} is not UTF-8 text", stage=stage
+        ) from exc
+    return text
+
+
+def _checked(value: str, *, name: str, key: str, what: str, stage: Stage) -> str:
+    if not value:
+        raise SecretInvalid(f"{what} in key {key!r} of secret {name!r} is empty", stage=stage)
+    if _has_bad_header_chars(value):
+        raise SecretInvalid(
+            f"{what} in key {key!r} of secret {name!r} contains characters not allowed in an HTTP header",
+            stage=stage,
+        )
+    return value
+
+
+async def resolve_credentials(
+    auth: EndpointAuth | None,
+    legacy_secret: tuple[str, str] | None,
+    secrets: SecretReader,
+    *,
+    stage: Stage,
+) -> EndpointCredentials:
+    """Read what the endpoint's auth settings reference and turn it into headers and TLS material.
+
+    Args:
+        auth: the extension ``sourceAuth``/``scoringAuth`` of the summary, if any.
+        legacy_secret: upstream's ``*EndpointAuthName``/``*EndpointAuthKey`` pair (a bearer token),
+            or ``None`` when either is empty.  Ignored when ``auth`` sets a bearer or basic secret.
+        secrets: where Secrets are read from.
+        stage: the cycle stage these credentials are for, carried by any error.
+
+    Raises:
+        SecretNotFound: a referenced Secret or key does not exist.
+        SecretInvalid: a value cannot be used.
+        AuthError: the Secret could not be read for another reason.
+    """
+    headers: dict[str, str] = {}
+    bearer_ref: SecretKeyRef | None = None
+    if auth is not None and auth.bearer_token_secret_ref is not None:
+        bearer_ref = auth.bearer_token_secret_ref
+    elif legacy_secret is not None and (auth is None or auth.basic_auth_secret_ref is None):
+        bearer_ref = SecretKeyRef(name=legacy_secret[0], key=legacy_secret[1])
+    if bearer_ref is not None:
+        token = (await _read_text(secrets, bearer_ref, stage, "bearer token")).strip()
+        token = _checked(token, name=bearer_ref.name, key=bearer_ref.key, what="bearer token", stage=stage)
+        headers["Authorization"] = f"Bearer {token}"
+    if auth is None:
+        return EndpointCredentials(headers, None)
+
+    basic = auth.basic_auth_secret_ref
+    if basic is not None:
+        user_ref = SecretKeyRef(name=basic.name, key=basic.username_key)
+        pass_ref = SecretKeyRef(name=basic.name, key=basic.password_key)
+        user = (await _read_text(secrets, user_ref, stage, "username")).rstrip("\r\n")
+        password = (await _read_text(secrets, pass_ref, stage, "password")).rstrip("\r\n")
+        _checked(user, name=basic.name, key=basic.username_key, what="username", stage=stage)
+        if ":" in user:
+            raise SecretInvalid(
+                f"username in key {basic.username_key!r} of secret {basic.name!r} contains ':'", stage=stage
+            )
+        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {token}"
+
+    for spec in auth.headers or ():
+        if spec.secret_key_ref is not None:
+            ref = spec.secret_key_ref
+            value = (await _read_text(secrets, ref, stage, f"header {spec.name}")).strip()
+            headers[spec.name] = _checked(
+                value, name=ref.name, key=ref.key, what=f"header {spec.name}", stage=stage
+            )
+        else:
+            headers[spec.name] = spec.value or ""
+
+    ca_pem = cert_pem = key_pem = None
+    origin: list[str] = []
+    if auth.ca_secret_ref is not None:
+        ref = auth.ca_secret_ref
+        ca_pem = await _read(secrets, ref.name, ref.key, stage)
+        origin.append(f"CA {ref.name}/{ref.key}")
+    if auth.client_cert_secret_ref is not None:
+        cc = auth.client_cert_secret_ref
+        cert_pem = await _read(secrets, cc.name, cc.cert_key, stage)
+        key_pem = await _read(secrets, cc.name, cc.key_key, stage)
+        origin.append(f"client certificate {cc.name}/{cc.cert_key},{cc.key_key}")
+    tls = None
+    if ca_pem is not None or cert_pem is not None or auth.insecure_skip_verify:
+        tls = TLSMaterial(ca_pem, cert_pem, key_pem, auth.insecure_skip_verify, origin="; ".join(origin))
+    return EndpointCredentials(headers, tls)
+
+
+__all__ = ["NO_CREDENTIALS", "EndpointCredentials", "resolve_credentials"]

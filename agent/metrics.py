@@ -1,0 +1,265 @@
+"""The agent's Prometheus metrics: upstream's, unchanged, and better ones beside them.
+
+Upstream's names, types and labels are kept exactly so existing dashboards work:
+
+* ``dynamic_score{ds_cluster, ds_node, ds_device, ds_namespace, ds_app, ds_pod, ds_container, ds_meta,
+  ds_score_name}``: the raw score of each result (before normalisation and clamping).  The seven
+  label values taken from the result are truncated to 256 *characters* (upstream cut bytes, which
+  could split a character).
+* ``dynamic_scoring_requests_total{score_name, status}`` with ``status`` ``success`` or ``failure``.
+* ``dynamic_scoring_{fetch,perform,send}_seconds_total{score_name}``: cumulative seconds of the
+  successful fetch, scoring call and write.
+
+Added:
+
+* ``dynamic_scoring_stage_duration_seconds{score_name, stage}``: histogram of every attempt's stage
+  time (``fetch``, ``score``, ``write``), successful or not;
+* ``dynamic_scoring_failures_total{score_name, stage, reason}``: failed cycles by failing stage and
+  error class;
+* ``dynamic_scoring_retries_total{score_name, stage}``;
+* ``dynamic_scoring_items_rejected_total{score_name}`` and ``dynamic_scoring_scores_clamped_total``;
+* ``dynamic_scoring_last_success_timestamp_seconds{score_name}`` and
+  ``dynamic_scoring_score_expires_in_seconds{score_name}``, computed at scrape time (the latter
+  turns negative once the published scores have expired).
+
+Series of a score name disappear with its worker, and ``dynamic_score`` series whose label tuple is
+absent from the latest successful result are removed, so no dashboard shows a value that no scorer
+produces any more.  The registry is private (not the global default) and ``*_created`` series are
+off; process and platform collectors are included.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from agent.errors import Stage
+from agent.wire import ScoreResult
+
+LABEL_VALUE_MAX_CHARS = 256
+SCORE_LABELS: tuple[str, ...] = (
+    "ds_cluster",
+    "ds_node",
+    "ds_device",
+    "ds_namespace",
+    "ds_app",
+    "ds_pod",
+    "ds_container",
+    "ds_meta",
+    "ds_score_name",
+)
+_RESULT_KEYS = ("node", "device", "namespace", "app", "pod", "container", "meta")
+STAGES: tuple[Stage, ...] = ("fetch", "score", "write")
+STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+def truncate_label(value: str) -> str:
+    """Cut a label value to 256 characters (never inside a character)."""
+    return value[:LABEL_VALUE_MAX_CHARS]
+
+
+def score_labels(cluster: str, score_name: str, result: ScoreResult) -> tuple[str, ...]:
+    """The ``dynamic_score`` label values for one result, in ``SCORE_LABELS`` order."""
+    values = [truncate_label(result.metric.get(key, "")) for key in _RESULT_KEYS]
+    return (cluster, *values, score_name)
+
+
+class _Freshness(Collector):
+    """Per-scorer time of last success and seconds until expiry, computed when scraped."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_success: dict[str, float] = {}
+        self._valid_until: dict[str, float] = {}
+
+    def set(self, score_name: str, last_success: float, valid_until: float) -> None:
+        with self._lock:
+            self._last_success[score_name] = last_success
+            self._valid_until[score_name] = valid_until
+
+    def forget(self, score_name: str) -> None:
+        with self._lock:
+            self._last_success.pop(score_name, None)
+            self._valid_until.pop(score_name, None)
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        now = self._clock()
+        last = GaugeMetricFamily(
+            "dynamic_scoring_last_success_timestamp_seconds",
+            "Unix time of the last successful scoring cycle",
+            labels=["score_name"],
+        )
+        expires = GaugeMetricFamily(
+            "dynamic_scoring_score_expires_in_seconds",
+            "Seconds until the last published scores expire (negative once expired)",
+            labels=["score_name"],
+        )
+        with self._lock:
+            for name, ts in sorted(self._last_success.items()):
+                last.add_metric([name], ts)
+                expires.add_metric([name], self._valid_until[name] - now)
+        yield last
+        yield expires
+
+
+class AgentMetrics:
+    """All metrics of one agent process, on their own registry.
+
+    Args:
+        registry: where to register; a new private ``CollectorRegistry`` by default.
+        process_collectors: add the ``process_*`` and ``python_info`` collectors.
+        clock: Unix seconds, used at scrape time for the expiry gauge.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        process_collectors: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = registry if registry is not None else CollectorRegistry()
+        if process_collectors:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.score = Gauge("dynamic_score", "Dynamic score from each scorer", SCORE_LABELS, registry=r)
+        self.requests = Counter(
+            "dynamic_scoring_requests", "Counter for scoring attempts", ["score_name", "status"], registry=r
+        )
+        self.fetch_seconds = Counter(
+            "dynamic_scoring_fetch_seconds", "Cumulative seconds spent fetching source data", ["score_name"],
+            registry=r,
+        )  # fmt: skip
+        self.perform_seconds = Counter(
+            "dynamic_scoring_perform_seconds", "Cumulative seconds spent calling the scoring API",
+            ["score_name"], registry=r,
+        )  # fmt: skip
+        self.send_seconds = Counter(
+            "dynamic_scoring_send_seconds", "Cumulative seconds spent writing scores", ["score_name"],
+            registry=r,
+        )  # fmt: skip
+        self.stage_duration = Histogram(
+            "dynamic_scoring_stage_duration_seconds",
+            "Duration of each stage of a scoring cycle (fetch, score, write), successful or not",
+            ["score_name", "stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.failures = Counter(
+            "dynamic_scoring_failures",
+            "Failed scoring cycles by failing stage and reason (error class)",
+            ["score_name", "stage", "reason"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "dynamic_scoring_retries", "Retried requests after transient failures", ["score_name", "stage"],
+            registry=r,
+        )  # fmt: skip
+        self.items_rejected = Counter(
+            "dynamic_scoring_items_rejected",
+            "Results dropped because their rendered item name is invalid",
+            ["score_name"],
+            registry=r,
+        )
+        self.scores_clamped = Counter(
+            "dynamic_scoring_scores_clamped",
+            "Scores that fell outside [-100, 100] after normalisation and were clamped",
+            ["score_name"],
+            registry=r,
+        )
+        self._freshness = _Freshness(clock)
+        r.register(self._freshness)
+        self._lock = threading.Lock()
+        self._score_series: dict[str, set[tuple[str, ...]]] = {}
+
+    # -- upstream metrics -------------------------------------------------------------------------
+
+    def set_scores(self, cluster: str, score_name: str, results: Sequence[ScoreResult]) -> None:
+        """Set one ``dynamic_score`` per result (last wins per label tuple) and drop vanished tuples."""
+        current: dict[tuple[str, ...], float] = {}
+        for result in results:
+            current[score_labels(cluster, score_name, result)] = result.score
+        with self._lock:
+            previous = self._score_series.get(score_name, set())
+            for labels, value in current.items():
+                self.score.labels(*labels).set(value)
+            for labels in previous - current.keys():
+                self.score.remove(*labels)
+            self._score_series[score_name] = set(current)
+
+    def clear_scores(self, score_name: str) -> None:
+        """Remove every ``dynamic_score`` series of ``score_name`` (worker gone, or scores expired)."""
+        with self._lock:
+            for labels in self._score_series.pop(score_name, set()):
+                self.score.remove(*labels)
+
+    def count_cycle(self, score_name: str, *, success: bool) -> None:
+        """Count one finished cycle in ``dynamic_scoring_requests_total``."""
+        self.requests.labels(score_name, "success" if success else "failure").inc()
+
+    def add_stage_seconds(self, score_name: str, stage: Stage, seconds: float, *, success: bool) -> None:
+        """Record a stage's duration; successful ones also feed upstream's cumulative counters."""
+        self.stage_duration.labels(score_name, stage).observe(seconds)
+        if success:
+            counter = {"fetch": self.fetch_seconds, "score": self.perform_seconds, "write": self.send_seconds}
+            counter[stage].labels(score_name).inc(seconds)
+
+    # -- additions --------------------------------------------------------------------------------
+
+    def count_failure(self, score_name: str, stage: Stage, reason: str) -> None:
+        """Count a failed cycle by failing stage and reason."""
+        self.failures.labels(score_name, stage, reason).inc()
+
+    def count_retry(self, score_name: str, stage: Stage) -> None:
+        """Count one retry of a request after a transient failure."""
+        self.retries.labels(score_name, stage).inc()
+
+    def count_items(self, score_name: str, *, rejected: int, clamped: int) -> None:
+        """Count rejected item names and clamped scores of one successful cycle."""
+        self.items_rejected.labels(score_name).inc(rejected)
+        self.scores_clamped.labels(score_name).inc(clamped)
+
+    def set_freshness(self, score_name: str, last_success: float, valid_until: float) -> None:
+        """Record the last success and expiry (Unix seconds) for the scrape-time gauges."""
+        self._freshness.set(score_name, last_success, valid_until)
+
+    def forget(self, score_name: str) -> None:
+        """Remove every series labelled with ``score_name`` (its worker stopped)."""
+        self.clear_scores(score_name)
+        for metric in (
+            self.requests,
+            self.fetch_seconds,
+            self.perform_seconds,
+            self.send_seconds,
+            self.stage_duration,
+            self.failures,
+            self.retries,
+            self.items_rejected,
+            self.scores_clamped,
+        ):
+            metric.remove_by_labels({"score_name": score_name})
+        self._freshness.forget(score_name)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+__all__ = ["LABEL_VALUE_MAX_CHARS", "SCORE_LABELS", "AgentMetrics", "score_labels", "truncate_label"]

@@ -1,0 +1,117 @@
+"""Turn scoring results into AddOnPlacementScore items named by ``scoreDimensionFormat``.
+
+Rendering is upstream's: each placeholder ``${cluster} ${node} ${device} ${namespace} ${app} ${pod}
+${container} ${meta} ${scoreName}`` is replaced by its value (the untruncated label, or ``""``),
+unknown ``${x}`` tokens stay as literal text, and a name that renders empty is skipped.  The
+replacement is one pass over the format, so a label value that itself contains ``${pod}`` is not
+expanded again.  An empty format means upstream's default ``${scoreName}``.
+
+Where upstream picked a random survivor, this module is deterministic:
+
+* duplicates: when several results render to the same name, the *last one in response order wins*
+  (the order the scorer chose is the only order it controls);
+* output: items are sorted by name, so an unchanged result is an unchanged object;
+* validity: a rendered name must be at most 253 characters and printable (no control characters,
+  no line or paragraph separators, no other non-space whitespace).  Invalid names are rejected with a
+  reason and counted; the rest of the result is still published.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agent.ports import ScoreItem
+from agent.scoring.maths import score_value
+from agent.wire import ScoreNormalization, ScoreResult
+
+DEFAULT_FORMAT = "${scoreName}"
+METRIC_PLACEHOLDERS: tuple[str, ...] = ("node", "device", "namespace", "app", "pod", "container", "meta")
+MAX_ITEM_NAME_LENGTH = 253
+_PLACEHOLDER = re.compile(r"\$\{(cluster|node|device|namespace|app|pod|container|meta|scoreName)\}")
+
+
+def render_name(fmt: str, *, cluster: str, score_name: str, metric: Mapping[str, str]) -> str:
+    """Render one item name from the format and one result's labels."""
+
+    def value(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key == "cluster":
+            return cluster
+        if key == "scoreName":
+            return score_name
+        return metric.get(key, "")
+
+    return _PLACEHOLDER.sub(value, fmt or DEFAULT_FORMAT)
+
+
+def item_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an item name, or ``None`` when it can (empty names are skipped earlier)."""
+    if len(name) > MAX_ITEM_NAME_LENGTH:
+        return f"longer than {MAX_ITEM_NAME_LENGTH} characters ({len(name)})"
+    if not name.isprintable():
+        return "contains control or non-printable characters"
+    return None
+
+
+@dataclass(frozen=True)
+class RejectedItem:
+    """A result whose rendered name is unusable: its position in the response, the name, why."""
+
+    index: int
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ItemsOutcome:
+    """The items to publish and what was dropped on the way, for logs, metrics and the condition."""
+
+    items: list[ScoreItem]
+    rejected: list[RejectedItem] = field(default_factory=list)
+    skipped_empty: int = 0
+    duplicates: int = 0
+    clamped: int = 0
+
+
+def build_items(
+    results: Sequence[ScoreResult],
+    *,
+    fmt: str,
+    cluster: str,
+    score_name: str,
+    normalization: ScoreNormalization | None = None,
+) -> ItemsOutcome:
+    """Render, validate, de-duplicate (last wins), convert and sort the items of one response."""
+    chosen: dict[str, int] = {}
+    rejected: list[RejectedItem] = []
+    skipped = duplicates = clamped = 0
+    for index, result in enumerate(results):
+        name = render_name(fmt, cluster=cluster, score_name=score_name, metric=result.metric)
+        if not name:
+            skipped += 1
+            continue
+        problem = item_name_problem(name)
+        if problem is not None:
+            rejected.append(RejectedItem(index, name, problem))
+            continue
+        value, was_clamped = score_value(result.score, normalization)
+        if name in chosen:
+            duplicates += 1
+        chosen[name] = value
+        clamped += was_clamped
+    items = [ScoreItem(name, chosen[name]) for name in sorted(chosen)]
+    return ItemsOutcome(items, rejected, skipped, duplicates, clamped)
+
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "MAX_ITEM_NAME_LENGTH",
+    "METRIC_PLACEHOLDERS",
+    "ItemsOutcome",
+    "RejectedItem",
+    "build_items",
+    "item_name_problem",
+    "render_name",
+]

@@ -1,0 +1,86 @@
+"""Score arithmetic: optional normalisation, clamping to [-100, 100], rounding, and expiry.
+
+The order is fixed and documented in ``docs/agent.md``: normalise (if the summary asks), clamp to
+the AddOnPlacementScore range, then round half away from zero.  Rounding after clamping keeps the
+result inside [-100, 100]; rounding half away from zero is what people expect from "85.5 → 86" and
+treats positive and negative scores symmetrically (upstream truncated toward zero, so every score in
+(-1, 1), such as raw CPU cores, became 0).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from agent.wire import ScoreNormalization
+
+SCORE_MIN = -100.0
+SCORE_MAX = 100.0
+
+
+def normalise(value: float, spec: ScoreNormalization | None) -> float:
+    """Map ``value`` linearly from ``[spec.min, spec.max]`` onto ``[spec.target_min, spec.target_max]``.
+
+    Values outside the source range map outside the target range; clamping happens afterwards.
+    Without a spec the value is returned unchanged.
+    """
+    if spec is None:
+        return value
+    fraction = (value - spec.min) / (spec.max - spec.min)
+    return spec.target_min + fraction * (spec.target_max - spec.target_min)
+
+
+def clamp(value: float, low: float = SCORE_MIN, high: float = SCORE_MAX) -> float:
+    """Limit ``value`` to ``[low, high]``."""
+    return max(low, min(high, value))
+
+
+def round_half_away(value: float) -> int:
+    """Round to the nearest integer; exact halves go away from zero (2.5 → 3, -2.5 → -3).
+
+    Computed from the exact fractional part, so values just below a half (0.49999999999999994) are
+    not pushed up by floating-point addition.
+    """
+    magnitude = abs(value)
+    whole = math.floor(magnitude)
+    if magnitude - whole >= 0.5:
+        whole += 1
+    return int(whole) if value >= 0 else -int(whole)
+
+
+def score_value(raw: float, spec: ScoreNormalization | None = None) -> tuple[int, bool]:
+    """The AddOnPlacementScore value of a raw score, and whether clamping changed it."""
+    normalised = normalise(raw, spec)
+    clamped = clamp(normalised)
+    return round_half_away(clamped), clamped != normalised
+
+
+def expiry_window(interval_seconds: int, valid_for_seconds: int | None = None) -> timedelta:
+    """How long a successful cycle's scores stay valid.
+
+    ``validForSeconds`` when the summary sets it, else ``max(3 * interval, interval + 60 s)``: three
+    missed cycles for long intervals, and at least a minute of slack for short ones so that one slow
+    cycle does not make the scores flap out of Placement.
+    """
+    if valid_for_seconds is not None:
+        return timedelta(seconds=valid_for_seconds)
+    return timedelta(seconds=max(3 * interval_seconds, interval_seconds + 60))
+
+
+def valid_until(
+    last_success: datetime, interval_seconds: int, valid_for_seconds: int | None = None
+) -> datetime:
+    """The ``validUntil`` to publish after a success at ``last_success`` (timezone-aware UTC)."""
+    return last_success + expiry_window(interval_seconds, valid_for_seconds)
+
+
+__all__ = [
+    "SCORE_MAX",
+    "SCORE_MIN",
+    "clamp",
+    "expiry_window",
+    "normalise",
+    "round_half_away",
+    "score_value",
+    "valid_until",
+]

@@ -1,0 +1,1 @@
+"""Where the series come from: Prometheus ``query_range`` (or nothing, for ``sourceType: None``)."""

@@ -1,0 +1,394 @@
+"""One scorer's loop: fetch, score, publish, every interval, whatever happens to the others.
+
+Timing.  The first cycle starts after a random delay in ``[0, min(5 s, interval)]`` (upstream waited
+a whole interval, A-4); later cycles start one interval after the previous *start*.  A cycle that
+overruns is followed immediately by the next one, never by a backlog.  Each cycle runs inside a
+slot of the supervisor's semaphore, so only a bounded number of cycles run at once.
+
+Hot reload.  The supervisor hands a new plan to ``update()``; the next cycle reads it, and a worker
+waiting for its next start re-computes the start from the new interval (upstream never applied a
+changed summary, A-1).
+
+Budget.  A cycle may use one interval: each request's timeout is the plan's timeout or the time
+left, whichever is smaller, and transient failures (connection errors, timeouts, 5xx, 408, 429) are
+retried with backoff only while the next attempt still fits.  Other failures are final for the
+cycle.
+
+Outcome.  Every cycle of a publishing scorer ends with exactly one ``ScorePublisher.publish`` call:
+after a success with the new items and a new ``validUntil``; after a failure with ``items=None`` so
+the last scores stay until they expire, and a condition naming the failed stage and reason.  When
+the last success has expired, the scorer's ``dynamic_score`` series are dropped as well, so that
+neither Placement nor a dashboard sees a stale value as current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from agent.auth import EndpointCredentials, resolve_credentials
+from agent.errors import AgentError, PublishError, Stage
+from agent.http import ClientPool
+from agent.metrics import AgentMetrics
+from agent.plan import ScorerPlan, scoring_secret, source_secret
+from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher, SecretReader
+from agent.retry import retrying
+from agent.scoring.client import call_scorer
+from agent.scoring.dimensions import build_items
+from agent.scoring.maths import valid_until
+from agent.settings import AgentSettings
+from agent.source.prometheus import RangeWindow, query_range
+from agent.wire import ScoringResponse
+
+logger = logging.getLogger("agent.worker")
+
+MESSAGE_LIMIT = 1024
+
+
+class InternalError(AgentError):
+    """An unexpected exception inside the agent (a bug); reported like any failure, logged in full."""
+
+
+class _ScorerLog(logging.LoggerAdapter[logging.Logger]):
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"{self.extra['label'] if self.extra else ''} {msg}", kwargs
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+@dataclass
+class WorkerContext:
+    """What every worker of one agent shares; built by the ``Supervisor``."""
+
+    cluster_name: str
+    secrets: SecretReader
+    publisher: ScorePublisher
+    metrics: AgentMetrics
+    clients: ClientPool
+    settings: AgentSettings
+    slots: asyncio.Semaphore
+    rng: random.Random = field(default_factory=random.Random)
+    wall_clock: Callable[[], datetime] = utc_now
+
+
+def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ScorerWorker:
+    """Runs the cycles of one score name as one asyncio task.
+
+    Args:
+        plan: the checked summary to start with.
+        ctx: shared clients, ports, metrics and settings.
+    """
+
+    def __init__(self, plan: ScorerPlan, ctx: WorkerContext) -> None:
+        self._plan = plan
+        self._ctx = ctx
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._valid_until: datetime | None = None
+        self._published = False
+        self._stage: Stage = "fetch"
+        self.cycles = 0
+        """Finished cycles (successful or not); for status reports and tests."""
+        self.last_outcome: PublishRequest | None = None
+        """The outcome of the latest finished cycle, whether or not it was published."""
+
+    @property
+    def plan(self) -> ScorerPlan:
+        """The plan the next cycle will use."""
+        return self._plan
+
+    @property
+    def score_name(self) -> str:
+        """The worker key."""
+        return self._plan.score_name
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that names this scorer on every line."""
+        return _ScorerLog(logger, {"label": self._plan.label})
+
+    def start(self) -> None:
+        """Start the loop as a task."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"scorer:{self.score_name}")
+
+    def update(self, plan: ScorerPlan) -> None:
+        """Use ``plan`` from the next cycle on; a pending wait is re-timed to the new interval."""
+        self._plan = plan
+        self._wake.set()
+
+    async def stop(self, timeout: float) -> None:
+        """Cancel the loop and wait up to ``timeout`` seconds for it to end."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            self.log.error("did not stop within %.1fs; abandoning it", timeout)
+        elif not task.cancelled() and task.exception() is not None:
+            self.log.error("loop had ended with %r", task.exception())
+
+    # -- loop ---------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        jitter = self._ctx.rng.uniform(0, min(self._ctx.settings.initial_jitter_seconds, self._plan.interval))
+        await asyncio.sleep(jitter)
+        while True:
+            started = time.monotonic()
+            plan = self._plan
+            try:
+                async with self._ctx.slots:
+                    await self.run_cycle(plan)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must survive any bug in one cycle
+                self.log.exception("cycle crashed")
+            await self._wait_next(started)
+
+    async def _wait_next(self, started: float) -> None:
+        while True:
+            delay = started + self._plan.interval - time.monotonic()
+            if delay <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                return
+
+    # -- one cycle ----------------------------------------------------------------------------------
+
+    async def run_cycle(self, plan: ScorerPlan) -> PublishRequest:
+        """Run one cycle with ``plan`` and return its outcome (also published when the plan says so)."""
+        ctx = self._ctx
+        name = plan.score_name
+        if self._published and not plan.publish:
+            await self._remove_published(plan)
+        deadline = time.monotonic() + plan.interval
+        outcome: PublishRequest
+        try:
+            response = await self._fetch_and_score(plan, deadline)
+            outcome = self._success(plan, response)
+        except AgentError as exc:
+            outcome = self._failure(plan, exc)
+        except Exception as exc:
+            self.log.exception("unexpected error in cycle")
+            error = InternalError(f"internal error: {type(exc).__name__}: {exc}", stage=self._stage)
+            outcome = self._failure(plan, error)
+        wrote = await self._write(plan, outcome)
+        ok = outcome.succeeded and wrote
+        ctx.metrics.count_cycle(name, success=ok)
+        if ok and outcome.valid_until is not None:
+            now = ctx.wall_clock()
+            ctx.metrics.set_freshness(name, now.timestamp(), outcome.valid_until.timestamp())
+        self.cycles += 1
+        self.last_outcome = outcome
+        await ctx.clients.collect()
+        return outcome
+
+    async def _credentials(self, plan: ScorerPlan, stage: Stage) -> EndpointCredentials:
+        s = plan.summary
+        if stage == "fetch":
+            return await resolve_credentials(
+                s.source_auth, source_secret(plan), self._ctx.secrets, stage=stage
+            )
+        return await resolve_credentials(s.scoring_auth, scoring_secret(plan), self._ctx.secrets, stage=stage)
+
+    def _on_retry(self, plan: ScorerPlan, stage: Stage) -> Callable[[AgentError, float], None]:
+        def note(exc: AgentError, pause: float) -> None:
+            self._ctx.metrics.count_retry(plan.score_name, stage)
+            self.log.info("%s: retrying in %.2fs after %s: %s", stage, pause, exc.reason, exc)
+
+        return note
+
+    async def _stage_client(self, plan: ScorerPlan, stage: Stage) -> tuple[Any, EndpointCredentials]:
+        creds = await self._credentials(plan, stage)
+        try:
+            client = self._ctx.clients.client_for(creds.tls)
+        except AgentError as exc:
+            exc.stage = stage
+            raise
+        return client, creds
+
+    async def _fetch_and_score(self, plan: ScorerPlan, deadline: float) -> ScoringResponse:
+        ctx = self._ctx
+        settings = ctx.settings
+        name = plan.score_name
+        series: list[msgspec.Raw] = []
+        self._stage = "fetch"
+        if plan.fetch:
+            began = time.monotonic()
+            try:
+                client, creds = await self._stage_client(plan, "fetch")
+                window = RangeWindow.ending_at(
+                    time.time(), plan.summary.source_range, plan.summary.source_step
+                )
+                for index, query in enumerate(plan.queries):
+
+                    async def one(timeout: float, index: int = index, query: str = query) -> msgspec.Raw:
+                        return await query_range(
+                            client,
+                            plan.summary.source_endpoint,
+                            query,
+                            window,
+                            index=index,
+                            headers=creds.headers,
+                            timeout=timeout,
+                            max_bytes=settings.max_source_bytes,
+                        )
+
+                    series.append(
+                        await retrying(
+                            one,
+                            deadline=deadline,
+                            timeout=plan.timeout_seconds,
+                            policy=settings.retry,
+                            on_retry=self._on_retry(plan, "fetch"),
+                        )
+                    )
+            except BaseException:
+                ctx.metrics.add_stage_seconds(name, "fetch", time.monotonic() - began, success=False)
+                raise
+            ctx.metrics.add_stage_seconds(name, "fetch", time.monotonic() - began, success=True)
+
+        self._stage = "score"
+        began = time.monotonic()
+        try:
+            client, creds = await self._stage_client(plan, "score")
+
+            async def post(timeout: float) -> ScoringResponse:
+                return await call_scorer(
+                    client,
+                    plan.summary.scoring_endpoint,
+                    series,
+                    headers=creds.headers,
+                    timeout=timeout,
+                    max_bytes=settings.max_response_bytes,
+                )
+
+            response = await retrying(
+                post,
+                deadline=deadline,
+                timeout=plan.timeout_seconds,
+                policy=settings.retry,
+                on_retry=self._on_retry(plan, "score"),
+            )
+        except BaseException:
+            ctx.metrics.add_stage_seconds(name, "score", time.monotonic() - began, success=False)
+            raise
+        ctx.metrics.add_stage_seconds(name, "score", time.monotonic() - began, success=True)
+        return response
+
+    def _success(self, plan: ScorerPlan, response: ScoringResponse) -> PublishRequest:
+        ctx = self._ctx
+        name = plan.score_name
+        ctx.metrics.set_scores(ctx.cluster_name, name, response.results)
+        outcome = build_items(
+            response.results,
+            fmt=plan.dimension_format,
+            cluster=ctx.cluster_name,
+            score_name=name,
+            normalization=plan.summary.score_normalization,
+        )
+        ctx.metrics.count_items(name, rejected=len(outcome.rejected), clamped=outcome.clamped)
+        notes = []
+        if outcome.rejected:
+            first = outcome.rejected[0]
+            count = len(outcome.rejected)
+            notes.append(f"{count} result(s) rejected, e.g. result {first.index}: item name {first.reason}")
+            self.log.warning("%s", notes[-1])
+        if outcome.duplicates:
+            notes.append(f"{outcome.duplicates} duplicate item name(s), the last result won")
+        if outcome.clamped:
+            notes.append(f"{outcome.clamped} score(s) clamped to [-100, 100]")
+        until = valid_until(ctx.wall_clock(), plan.interval, plan.summary.valid_for_seconds)
+        self._valid_until = until
+        message = f"scorer {plan.summary.name or name} produced {len(outcome.items)} score(s)"
+        if notes:
+            message += "; " + "; ".join(notes)
+        return PublishRequest(
+            score_name=name,
+            aps_name=plan.aps_name,
+            items=outcome.items,
+            valid_until=until,
+            condition=CycleCondition(CONDITION_TYPE, "True", "Scored", _truncate(message)),
+            interval_seconds=plan.interval,
+        )
+
+    def _failure(self, plan: ScorerPlan, exc: AgentError) -> PublishRequest:
+        ctx = self._ctx
+        name = plan.score_name
+        stage: Stage = exc.stage or self._stage
+        ctx.metrics.count_failure(name, stage, exc.reason)
+        self.log.warning("%s failed (%s): %s", stage, exc.reason, exc)
+        if self._valid_until is not None and ctx.wall_clock() >= self._valid_until:
+            ctx.metrics.clear_scores(name)
+        message = f"{stage} failed for scorer {plan.summary.name or name}: {exc}"
+        return PublishRequest(
+            score_name=name,
+            aps_name=plan.aps_name,
+            items=None,
+            valid_until=self._valid_until,
+            condition=CycleCondition(CONDITION_TYPE, "False", exc.reason, _truncate(message)),
+            interval_seconds=plan.interval,
+        )
+
+    async def _write(self, plan: ScorerPlan, outcome: PublishRequest) -> bool:
+        ctx = self._ctx
+        name = plan.score_name
+        if not plan.publish:
+            if outcome.succeeded:
+                ctx.metrics.add_stage_seconds(name, "write", 0.0, success=True)
+            return True
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(ctx.settings.publish_timeout_seconds):
+                await ctx.publisher.publish(outcome)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            ctx.metrics.add_stage_seconds(name, "write", time.monotonic() - began, success=False)
+            error = (
+                exc
+                if isinstance(exc, PublishError)
+                else PublishError(_truncate(f"publishing failed: {type(exc).__name__}: {exc}", 300))
+            )
+            ctx.metrics.count_failure(name, "write", error.reason)
+            self.log.warning("write failed for %s: %s", plan.aps_name, error)
+            return False
+        self._published = True
+        ctx.metrics.add_stage_seconds(name, "write", time.monotonic() - began, success=outcome.succeeded)
+        return True
+
+    async def _remove_published(self, plan: ScorerPlan) -> None:
+        try:
+            async with asyncio.timeout(self._ctx.settings.publish_timeout_seconds):
+                await self._ctx.publisher.remove(plan.aps_name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.log.warning(
+                "removing %s failed (%s); will retry next cycle", plan.aps_name, type(exc).__name__
+            )
+            return
+        self._published = False
+        self.log.info("destination is no longer AddOnPlacementScore; removed %s", plan.aps_name)
+
+
+__all__ = ["InternalError", "ScorerWorker", "WorkerContext", "utc_now"]
