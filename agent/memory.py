@@ -1,0 +1,96 @@
+"""In-memory implementations of the agent's ports, for running the core without Kubernetes.
+
+They are real implementations of ``SecretReader`` and ``ScorePublisher`` with the documented
+semantics (a missing key raises ``SecretNotFound``; ``items=None`` keeps the previous scores), used
+by the component tests, the benchmark, and anywhere the scoring loop runs without a hub (a dry run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from agent.errors import SecretNotFound
+from agent.ports import CycleCondition, PublishRequest, ScoreItem
+
+
+class MemorySecrets:
+    """A ``SecretReader`` over a dict ``{secret_name: {key: value}}`` that tests may change at any time.
+
+    Args:
+        namespace: used in error messages, as the Kubernetes reader would.
+    """
+
+    def __init__(self, data: dict[str, dict[str, bytes]] | None = None, namespace: str = "memory") -> None:
+        self.data: dict[str, dict[str, bytes]] = data if data is not None else {}
+        self.namespace = namespace
+        self.reads = 0
+
+    def set(self, name: str, key: str, value: bytes | str) -> None:
+        """Create or change one key."""
+        self.data.setdefault(name, {})[key] = value.encode() if isinstance(value, str) else value
+
+    async def read(self, name: str, key: str) -> bytes:
+        """Return the value, or raise ``SecretNotFound`` naming namespace, Secret and key."""
+        self.reads += 1
+        secret = self.data.get(name)
+        if secret is None:
+            raise SecretNotFound(f"secret {self.namespace}/{name} not found")
+        if key not in secret:
+            raise SecretNotFound(f"secret {self.namespace}/{name} has no key {key!r}")
+        return secret[key]
+
+
+@dataclass
+class StoredScore:
+    """What a publisher holds for one AddOnPlacementScore."""
+
+    items: list[ScoreItem]
+    valid_until: datetime | None
+    condition: CycleCondition
+
+
+@dataclass
+class MemoryPublisher:
+    """A ``ScorePublisher`` that keeps scores in a dict and records every call.
+
+    ``publish`` with ``items=None`` keeps the stored items and ``validUntil`` and only replaces the
+    condition, as the Kubernetes publisher does.  ``fail_with`` makes the next calls raise, to test
+    the write stage.
+    """
+
+    scores: dict[str, StoredScore] = field(default_factory=dict)
+    published: list[PublishRequest] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    fail_with: Exception | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def publish(self, result: PublishRequest) -> None:
+        """Record the request and update the stored score."""
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.published.append(result)
+        stored = self.scores.get(result.aps_name)
+        if result.items is not None:
+            self.scores[result.aps_name] = StoredScore(
+                list(result.items), result.valid_until, result.condition
+            )
+        elif stored is not None:
+            stored.condition = result.condition
+        else:
+            self.scores[result.aps_name] = StoredScore([], None, result.condition)
+        self.changed.set()
+
+    async def remove(self, aps_name: str) -> None:
+        """Forget the score; absent names are fine."""
+        self.removed.append(aps_name)
+        self.scores.pop(aps_name, None)
+        self.changed.set()
+
+    def requests_for(self, score_name: str) -> list[PublishRequest]:
+        """Every publish request of one score name, oldest first."""
+        return [r for r in self.published if r.score_name == score_name]
+
+
+__all__ = ["MemoryPublisher", "MemorySecrets", "StoredScore"]

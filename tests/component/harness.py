@@ -1,0 +1,158 @@
+"""Component-test harness: scorer processes, the test PKI, waiting helpers.
+
+Everything here starts real processes on 127.0.0.1 through ``e2e.procs`` and stops them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agent.memory import MemoryPublisher
+from agent.ports import PublishRequest
+from agent.wire import ScorerSummary
+from e2e.pki import CertificateAuthority, Issued
+from e2e.procs import Proc, free_port, wait_until
+
+__all__ = ["ScorerPKI", "ScorerProcess", "eventually", "free_port", "published", "summary"]
+
+APP = Path(__file__).with_name("scorer_app.py")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScorerPKI:
+    """A CA for scorer servers, a CA for agent client certificates, and one nobody trusts."""
+
+    ca: CertificateAuthority
+    server: Issued
+    client_ca: CertificateAuthority
+    client: Issued
+    stranger: CertificateAuthority
+    stranger_client: Issued
+
+    @classmethod
+    def create(cls, directory: Path) -> ScorerPKI:
+        ca = CertificateAuthority(directory / "server-ca", "scorer test CA")
+        server = ca.issue("scorer", common_name="127.0.0.1", server_hosts=("127.0.0.1", "localhost"))
+        client_ca = CertificateAuthority(directory / "client-ca", "agent client CA")
+        client = client_ca.issue("agent", common_name="dynamic-scoring-agent", client=True)
+        stranger = CertificateAuthority(directory / "stranger-ca", "untrusted CA")
+        stranger_client = stranger.issue("intruder", common_name="intruder", client=True)
+        return cls(ca, server, client_ca, client, stranger, stranger_client)
+
+
+class ScorerProcess:
+    """One ``scorer_app.py`` process; HTTPS when given a server certificate."""
+
+    def __init__(
+        self,
+        name: str,
+        workdir: Path,
+        *,
+        server: Issued | None = None,
+        client_ca: Path | None = None,
+        pki: ScorerPKI | None = None,
+    ) -> None:
+        self.name = name
+        self.port = free_port()
+        argv = [sys.executable, str(APP), "--port", str(self.port)]
+        if server is not None:
+            argv += ["--certfile", str(server.cert_path), "--keyfile", str(server.key_path)]
+        if client_ca is not None:
+            argv += ["--client-ca", str(client_ca)]
+        self.scheme = "https" if server is not None else "http"
+        self._context: ssl.SSLContext | None = None
+        if server is not None and pki is not None:
+            self._context = ssl.create_default_context(cafile=str(pki.ca.cert_path))
+            if client_ca is not None:
+                self._context.load_cert_chain(str(pki.client.cert_path), str(pki.client.key_path))
+        self.proc = Proc(name, argv, workdir / f"{name}.log")
+
+    @property
+    def base(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.base}{path}"
+
+    def start(self) -> ScorerProcess:
+        self.proc.start()
+        wait_until(
+            lambda: self._call("GET", "/healthz") == b"ok",
+            timeout=30,
+            what=f"{self.name} /healthz",
+            proc=self.proc,
+        )
+        return self
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+    def _call(self, method: str, path: str, payload: Any = None) -> bytes:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(self.url(path), data=data, method=method)
+        with urllib.request.urlopen(request, timeout=10, context=self._context) as response:
+            body: bytes = response.read()
+            return body
+
+    def requests(self, prefix: str) -> list[dict[str, Any]]:
+        """What the scorer received on paths starting with ``prefix``."""
+        found: list[dict[str, Any]] = json.loads(self._call("GET", f"/_requests?prefix={prefix}"))
+        return found
+
+    def expect(self, key: str, headers: dict[str, str]) -> None:
+        """Make ``/auth/<key>/scoring`` require exactly these header values."""
+        self._call("PUT", f"/_expect/{key}", headers)
+
+    def respond(self, key: str, payload: Any) -> None:
+        """Make ``/fixed/<key>/scoring`` answer ``payload``."""
+        self._call("PUT", f"/_respond/{key}", payload)
+
+
+async def eventually(check: Callable[[], T | None], *, timeout: float = 30.0, what: str = "condition") -> T:
+    """Poll ``check`` on the event loop until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def summary(score_name: str, scoring_endpoint: str, **fields: Any) -> ScorerSummary:
+    """A test summary: no source, publishing, 30 s interval, unless ``fields`` (camelCase) say otherwise."""
+    data: dict[str, Any] = {
+        "name": f"{score_name}-scorer",
+        "scoreName": score_name,
+        "sourceType": "None",
+        "scoringEndpoint": scoring_endpoint,
+        "scoringInterval": 30,
+        "location": "Internal",
+        "scoreDestination": "AddOnPlacementScore",
+        "scoreDimensionFormat": "${scoreName}",
+    }
+    data.update(fields)
+    return ScorerSummary.model_validate(data)
+
+
+async def published(
+    publisher: MemoryPublisher, score_name: str, count: int = 1, timeout: float = 30.0
+) -> list[PublishRequest]:
+    """Wait until ``score_name`` has at least ``count`` publish requests; return them all."""
+
+    def enough() -> list[PublishRequest] | None:
+        found = publisher.requests_for(score_name)
+        return found if len(found) >= count else None
+
+    return await eventually(enough, timeout=timeout, what=f"{count} publish(es) of {score_name}")

@@ -1,0 +1,220 @@
+"""Every auth mode against real HTTP(S) servers, token rotation, and TLS verification on by default."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+
+import pytest
+
+from agent.memory import MemoryPublisher, MemorySecrets
+from agent.supervisor import Supervisor
+from tests.component.harness import ScorerPKI, ScorerProcess, eventually, published, summary
+
+pytestmark = [pytest.mark.component, pytest.mark.anyio]
+
+
+async def test_upstream_bearer_token_is_trimmed_and_rotation_applies_next_cycle(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    secrets.set("scorer-token", "token", "first-token\n")
+    scorer.expect(key, {"Authorization": "Bearer first-token"})
+    s = summary(
+        "bearer",
+        scorer.url(f"/auth/{key}/scoring"),
+        scoringInterval=1,
+        scoringEndpointAuthName="scorer-token",
+        scoringEndpointAuthKey="token",
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "bearer"))[0]
+    assert first.condition.status == "True", first.condition
+
+    secrets.set("scorer-token", "token", "second-token")
+    scorer.expect(key, {"Authorization": "Bearer second-token"})
+
+    def rotated() -> bool:
+        seen = [r["headers"].get("authorization") for r in scorer.requests(f"/auth/{key}/")]
+        return "Bearer second-token" in seen
+
+    await eventually(rotated, what="a request with the rotated token")
+    await eventually(lambda: publisher.requests_for("bearer")[-1].condition.status == "True", what="success")
+
+
+async def test_source_bearer_and_custom_headers_reach_the_source(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    secrets.set("prom", "token", "  prom-token  ")
+    secrets.set("tenant", "id", "tenant-42\n")
+    scorer.expect(
+        key, {"Authorization": "Bearer prom-token", "X-Scope-OrgID": "tenant-42", "X-Static": "yes"}
+    )
+    s = summary(
+        "source_auth",
+        scorer.url("/count/scoring"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url(f"/prom/{key}/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=30,
+        sourceEndpointAuthName="prom",
+        sourceEndpointAuthKey="token",
+        sourceAuth={
+            "headers": [
+                {"name": "X-Scope-OrgID", "secretKeyRef": {"name": "tenant", "key": "id"}},
+                {"name": "X-Static", "value": "yes"},
+            ]
+        },
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "source_auth"))[0]
+    assert first.condition.status == "True", first.condition
+    scoring_request = scorer.requests("/count/scoring")[-1]
+    assert "authorization" not in scoring_request["headers"]  # source credentials stay with the source
+
+
+async def test_extension_bearer_wins_over_the_upstream_pair(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    secrets.set("old", "token", "old-token")
+    secrets.set("new", "t", "new-token")
+    scorer.expect(key, {"Authorization": "Bearer new-token"})
+    s = summary(
+        "precedence",
+        scorer.url(f"/auth/{key}/scoring"),
+        scoringEndpointAuthName="old",
+        scoringEndpointAuthKey="token",
+        scoringAuth={"bearerTokenSecretRef": {"name": "new", "key": "t"}},
+    )
+    await supervisor.apply([s])
+    assert (await published(publisher, "precedence"))[0].condition.status == "True"
+
+
+async def test_basic_auth(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    secrets.set("basic", "username", "agent\n")
+    secrets.set("basic", "password", "p@ss word")
+    expected = "Basic " + base64.b64encode(b"agent:p@ss word").decode()
+    scorer.expect(key, {"Authorization": expected})
+    s = summary(
+        "basic", scorer.url(f"/auth/{key}/scoring"), scoringAuth={"basicAuthSecretRef": {"name": "basic"}}
+    )
+    await supervisor.apply([s])
+    assert (await published(publisher, "basic"))[0].condition.status == "True"
+
+
+async def test_missing_secret_names_it_and_leaks_nothing(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    secrets: MemorySecrets,
+    scorer: ScorerProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    key = uuid.uuid4().hex
+    secrets.set("wrong", "token", "super-secret-value")
+    scorer.expect(key, {"Authorization": "Bearer something-else"})
+    await supervisor.apply(
+        [
+            summary(
+                "missing",
+                scorer.url("/mean/scoring"),
+                scoringAuth={"bearerTokenSecretRef": {"name": "nope", "key": "t"}},
+            ),
+            summary(
+                "rejected",
+                scorer.url(f"/auth/{key}/scoring"),
+                scoringEndpointAuthName="wrong",
+                scoringEndpointAuthKey="token",
+            ),
+        ]
+    )
+    missing = (await published(publisher, "missing"))[0]
+    assert missing.condition.reason == "SecretNotFound"
+    assert "dynamic-scoring/nope" in missing.condition.message
+    rejected = (await published(publisher, "rejected"))[0]
+    assert rejected.condition.reason == "ScorerHTTPError"
+    everything = "\n".join(
+        [caplog.text, supervisor.metrics.exposition().decode()]
+        + [r.condition.message for r in publisher.published]
+    )
+    assert "super-secret-value" not in everything
+    assert "scorer=rejected-scorer score=rejected" in caplog.text
+
+
+async def test_tls_verification_is_on_by_default(
+    supervisor: Supervisor, publisher: MemoryPublisher, tls_scorer: ScorerProcess
+) -> None:
+    await supervisor.apply([summary("untrusted", tls_scorer.url("/mean/scoring"))])
+    first = (await published(publisher, "untrusted"))[0]
+    assert first.condition.reason == "ScorerUnavailable"
+    assert "CERTIFICATE_VERIFY_FAILED" in first.condition.message
+
+
+async def test_tls_with_the_ca_from_a_secret(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    secrets: MemorySecrets,
+    tls_scorer: ScorerProcess,
+    pki: ScorerPKI,
+) -> None:
+    secrets.set("scorer-ca", "ca.crt", pki.ca.cert_pem)
+    s = summary(
+        "trusted",
+        tls_scorer.url("/mean/scoring"),
+        scoringAuth={"caSecretRef": {"name": "scorer-ca", "key": "ca.crt"}},
+    )
+    await supervisor.apply([s])
+    assert (await published(publisher, "trusted"))[0].condition.status == "True"
+
+
+async def test_insecure_skip_verify_must_be_explicit(
+    supervisor: Supervisor, publisher: MemoryPublisher, tls_scorer: ScorerProcess
+) -> None:
+    s = summary("insecure", tls_scorer.url("/mean/scoring"), scoringAuth={"insecureSkipVerify": True})
+    await supervisor.apply([s])
+    assert (await published(publisher, "insecure"))[0].condition.status == "True"
+
+
+@pytest.mark.parametrize(("client", "ok"), [("agent", True), (None, False), ("intruder", False)])
+async def test_client_certificates(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    secrets: MemorySecrets,
+    mtls_scorer: ScorerProcess,
+    pki: ScorerPKI,
+    client: str | None,
+    ok: bool,
+) -> None:
+    secrets.set("scorer-ca", "ca.crt", pki.ca.cert_pem)
+    auth: dict[str, object] = {"caSecretRef": {"name": "scorer-ca", "key": "ca.crt"}}
+    if client is not None:
+        issued = pki.client if client == "agent" else pki.stranger_client
+        secrets.set("client-cert", "tls.crt", issued.cert_pem)
+        secrets.set("client-cert", "tls.key", issued.key_pem)
+        auth["clientCertSecretRef"] = {"name": "client-cert"}
+    await supervisor.apply([summary("mtls", mtls_scorer.url("/mean/scoring"), scoringAuth=auth)])
+    first = (await published(publisher, "mtls"))[0]
+    assert (first.condition.status == "True") == ok, first.condition
+
+
+async def test_unloadable_client_certificate_is_a_secret_problem(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, mtls_scorer: ScorerProcess
+) -> None:
+    secrets.set("broken", "tls.crt", "not a certificate")
+    secrets.set("broken", "tls.key", "not a key")
+    s = summary(
+        "broken_cert",
+        mtls_scorer.url("/mean/scoring"),
+        scoringAuth={"clientCertSecretRef": {"name": "broken"}},
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "broken_cert"))[0]
+    assert first.condition.reason == "SecretInvalid"
+    assert "broken/tls.crt,tls.key" in first.condition.message
