@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import ipaddress
 import secrets
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,8 +111,14 @@ class CertificateAuthority:
         if cert_path.exists() and key_path.exists():
             return Issued(cert_path.read_bytes(), key_path.read_bytes(), cert_path, key_path)
         key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        # Kubernetes identities (e.g. OCM addon agents) exceed X.509's suggested 64-character limit,
+        # and Go's x509 accepts them, so the limit is not enforced here either.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name, _validate=False)]
+            attrs += [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, o, _validate=False) for o in organizations
+            ]
         usages = []
         if server_hosts:
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)

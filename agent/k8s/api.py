@@ -1,0 +1,225 @@
+"""JSON over the Kubernetes REST API, with errors a caller can branch on.
+
+The agent touches four kinds of objects (a ConfigMap, Secrets, a Lease and AddOnPlacementScores),
+so it speaks plain JSON paths through the `kubernetes` package's transport (auth, TLS, kubeconfig
+and in-cluster loading) instead of its generated models.  Blocking calls run in a worker thread
+so the scoring loop never waits on the API.
+
+The hub kubeconfig's client certificate is rotated by the klusterlet while the agent runs; the
+client is rebuilt when the kubeconfig or the certificate files next to it change, so the agent
+keeps its hub access without a restart.
+
+Errors::
+
+    KubeError                 transport failure or unexpected status (has .status, .reason)
+    ├── NotFound              404
+    ├── Conflict              409 (AlreadyExists or a stale resourceVersion)
+    ├── Forbidden             401/403: the identity lacks a permission
+    ├── Gone                  410: a watch's resourceVersion expired; relist
+    └── Invalid               422: the apiserver rejected the object (schema, enum, range)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import urllib3
+from kubernetes import client, config
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
+    """The object does not exist."""
+
+
+class Conflict(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
+    """The object exists already, or changed since it was read."""
+
+
+class Forbidden(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
+    """The identity may not do this."""
+
+
+class Gone(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
+    """A watch's resourceVersion is too old."""
+
+
+class Invalid(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
+    """The apiserver rejected the object."""
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+}
+
+
+def _error(status: int, body: bytes | str) -> KubeError:
+    reason, message = "", body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        doc = json.loads(body)
+        reason, message = str(doc.get("reason", "")), str(doc.get("message", message))
+    except (ValueError, AttributeError):
+        pass
+    return _BY_STATUS.get(status, KubeError)(status, reason, message.strip()[:2000])
+
+
+def _load(kubeconfig: Path | None) -> client.ApiClient:
+    if kubeconfig is None:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return client.ApiClient(cfg)
+    return cast(client.ApiClient, config.new_client_from_config(config_file=str(kubeconfig)))  # type: ignore[no-untyped-call]
+
+
+class KubeAPI:
+    """One cluster's API: blocking `request`/`watch`, and `call` to run them off the event loop."""
+
+    def __init__(self, kubeconfig: Path | None, *, timeout: float = 30.0) -> None:
+        self.kubeconfig = kubeconfig
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._stamp = self._files_stamp()
+        self._client = _load(kubeconfig)
+
+    def _files_stamp(self) -> tuple[float, ...]:
+        if self.kubeconfig is None:
+            return ()
+        stamps = []
+        for name in (self.kubeconfig.name, "tls.crt", "tls.key"):
+            try:
+                stamps.append((self.kubeconfig.parent / name).stat().st_mtime)
+            except FileNotFoundError:
+                stamps.append(0.0)
+        return tuple(stamps)
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The transport, rebuilt first if the kubeconfig or its certificate files changed."""
+        stamp = self._files_stamp()
+        if stamp != self._stamp:
+            with self._lock:
+                if stamp != self._stamp:
+                    log.info("reloading credentials from %s (certificate rotated)", self.kubeconfig)
+                    self._client = _load(self.kubeconfig)
+                    self._stamp = stamp
+        return self._client
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | tuple[float, float],
+    ) -> urllib3.BaseHTTPResponse:
+        api = self.api_client
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        _, url, headers, body, _ = api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+        except client.ApiException as exc:
+            raise _error(int(exc.status or 0), exc.body or str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeError(0, "Unavailable", f"{method} {path}: {exc}") from exc
+        raw = cast(urllib3.BaseHTTPResponse, resp.response)
+        if not 200 <= resp.status < 300:
+            raise _error(resp.status, raw.read())
+        return raw
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """Send one request and return the decoded JSON response (blocking)."""
+        raw = self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
+        )
+        data = raw.read()
+        return cast(JSON, json.loads(data)) if data else {}
+
+    def watch(self, path: str, query: dict[str, str], stop: threading.Event) -> Iterator[JSON]:
+        """Yield watch events (`{"type", "object"}`) until the server closes the stream (blocking).
+
+        `query` should carry `resourceVersion` and `timeoutSeconds`; an ERROR event with status 410
+        is raised as `Gone` so the caller relists.
+        """
+        raw = self._send(
+            "GET",
+            path,
+            query={**query, "watch": "true", "allowWatchBookmarks": "true"},
+            body=None,
+            content_type="application/json",
+            timeout=(self.timeout, float(query.get("timeoutSeconds", "300")) + 30),
+        )
+        try:
+            buffer = b""
+            for chunk in raw.stream(64 * 1024, decode_content=True):
+                if stop.is_set():
+                    return
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = cast(JSON, json.loads(line))
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise _error(int(status.get("code", 0)), json.dumps(status))
+                    yield event
+        finally:
+            raw.release_conn()
+
+    async def arequest(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """`request` off the event loop."""
+        return await asyncio.to_thread(
+            self.request, method, path, query=query, body=body, content_type=content_type
+        )

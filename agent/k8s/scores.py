@@ -1,0 +1,170 @@
+"""AddOnPlacementScores on the hub: the agent's output, written so Placement can trust it.
+
+Scores go through the `status` subresource after the object exists (a create drops `status`,
+which is how upstream lost the first cycle's scores, A-5).  A successful cycle writes the items,
+`validUntil` and a condition; a failed one writes only the condition, so the last good scores
+stay until they expire and are then ignored by Placement (the stale policy).  Writes that would
+change nothing are skipped while `validUntil` is far off, which keeps a fleet of agents from
+rewriting identical objects every interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from agent.errors import PublishError
+from agent.k8s.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from agent.ports import PublishRequest
+
+log = logging.getLogger(__name__)
+
+GROUP_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
+SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
+ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+
+def format_time(t: dt.datetime) -> str:
+    """metav1.Time: RFC 3339 in UTC with second precision."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    """Inverse of `format_time`, tolerant of fractions; None for empty or malformed text."""
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+
+
+@dataclass
+class _Known:
+    """What the object's status holds, as far as this process last saw or wrote it."""
+
+    scores: list[dict[str, Any]] | None
+    valid_until: str | None
+    condition: dict[str, Any] | None
+
+
+def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    return a is not None and all(a.get(k) == b.get(k) for k in ("type", "status", "reason", "message"))
+
+
+class KubeScorePublisher:
+    """`agent.ports.ScorePublisher` writing AddOnPlacementScores in the cluster's hub namespace."""
+
+    def __init__(self, api: KubeAPI, cluster_namespace: str, *, addon_name: str) -> None:
+        self.api = api
+        self.namespace = cluster_namespace
+        self.addon_name = addon_name
+        self._known: dict[str, _Known] = {}
+
+    def _path(self, name: str = "", status: bool = False) -> str:
+        base = f"{GROUP_PATH}/namespaces/{self.namespace}/addonplacementscores"
+        return f"{base}/{name}/status" if status else (f"{base}/{name}" if name else base)
+
+    async def _seed(self, name: str) -> _Known:
+        """Learn the current status once per object, to keep transition times across restarts."""
+        if name not in self._known:
+            try:
+                obj = await self.api.arequest("GET", self._path(name))
+                status = obj.get("status") or {}
+                cond = next(
+                    (c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None
+                )
+                self._known[name] = _Known(status.get("scores"), status.get("validUntil"), cond)
+            except NotFound:
+                self._known[name] = _Known(None, None, None)
+        return self._known[name]
+
+    async def publish(self, result: PublishRequest) -> None:
+        """Create the object if needed and patch its status; skip writes that change nothing."""
+        name = result.aps_name
+        where = f"AddOnPlacementScore {self.namespace}/{name}"
+        now = dt.datetime.now(dt.UTC)
+        try:
+            known = await self._seed(name)
+        except KubeError as exc:
+            raise PublishError(f"{where} could not be read: {exc}") from exc
+        c = result.condition
+        condition: dict[str, Any] = {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "message": c.message[:1024],
+            "lastTransitionTime": format_time(now),
+        }
+        if known.condition is not None and known.condition.get("status") == c.status:
+            condition["lastTransitionTime"] = known.condition.get("lastTransitionTime") or format_time(now)
+        patch: dict[str, Any] = {"conditions": [condition]}
+        if result.items is not None:
+            patch["scores"] = [{"name": i.name, "value": i.value} for i in result.items]
+            if result.valid_until is not None:
+                patch["validUntil"] = format_time(result.valid_until)
+        if self._unchanged(known, patch, result, now):
+            log.debug("%s unchanged and far from expiry; write skipped", where)
+            return
+        try:
+            await self._write(name, result.score_name, {"status": patch})
+        except KubeError as exc:
+            self._known.pop(name, None)
+            raise PublishError(f"{where} could not be written: {exc}") from exc
+        self._known[name] = _Known(
+            patch.get("scores", known.scores), patch.get("validUntil", known.valid_until), condition
+        )
+
+    @staticmethod
+    def _unchanged(known: _Known, patch: dict[str, Any], result: PublishRequest, now: dt.datetime) -> bool:
+        if not _same_condition(known.condition, patch["conditions"][0]):
+            return False
+        if result.items is None:
+            return True
+        if known.scores != patch["scores"] or result.valid_until is None:
+            return False
+        stored = parse_time(known.valid_until or "")
+        if stored is None:
+            return False
+        remaining = (stored - now).total_seconds()
+        window = (result.valid_until - now).total_seconds()
+        return remaining > max(window / 2, result.interval_seconds + 15)
+
+    async def _write(self, name: str, score_name: str, status_patch: dict[str, Any]) -> None:
+        try:
+            await self.api.arequest(
+                "PATCH", self._path(name, status=True), body=status_patch, content_type=MERGE_PATCH
+            )
+            return
+        except NotFound:
+            pass
+        body = {
+            "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnPlacementScore",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {MANAGED_BY_LABEL: "dynamic-scoring-agent", ADDON_LABEL: self.addon_name},
+                "annotations": {SCORE_NAME_ANNOTATION: score_name},
+            },
+        }
+        # Conflict: created meanwhile by a racing write of ours; patching it is what we want.
+        with contextlib.suppress(Conflict):
+            await self.api.arequest("POST", self._path(), body=body)
+        await self.api.arequest(
+            "PATCH", self._path(name, status=True), body=status_patch, content_type=MERGE_PATCH
+        )
+
+    async def remove(self, aps_name: str) -> None:
+        """Delete the object; a missing one is fine."""
+        self._known.pop(aps_name, None)
+        try:
+            await self.api.arequest("DELETE", self._path(aps_name))
+        except NotFound:
+            return
+        except KubeError as exc:
+            raise PublishError(
+                f"AddOnPlacementScore {self.namespace}/{aps_name} could not be deleted: {exc}"
+            ) from exc

@@ -1,0 +1,37 @@
+"""Credential Secrets, read from the agent's install namespace on the managed cluster.
+
+Every read goes to the apiserver, so a rotated token is used at the next cycle without a restart;
+at the agent's scale (a few scorers, each reading one or two Secrets per interval) that costs
+less than a watch would.  Values never appear in errors or logs.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from agent.errors import AuthError, SecretNotFound
+from agent.k8s.api import Forbidden, KubeAPI, KubeError, NotFound
+
+
+class KubeSecretReader:
+    """`agent.ports.SecretReader` backed by the managed cluster's API."""
+
+    def __init__(self, api: KubeAPI, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+
+    async def read(self, name: str, key: str) -> bytes:
+        """Return the decoded value of `key` in Secret `name`."""
+        where = f"secret {self.namespace}/{name}"
+        try:
+            secret = await self.api.arequest("GET", f"/api/v1/namespaces/{self.namespace}/secrets/{name}")
+        except NotFound as exc:
+            raise SecretNotFound(f"{where} not found") from exc
+        except Forbidden as exc:
+            raise AuthError(f"{where}: the agent may not read it ({exc.reason or exc.status})") from exc
+        except KubeError as exc:
+            raise AuthError(f"{where} could not be read: {exc.status} {exc.reason}") from exc
+        data = secret.get("data") or {}
+        if key not in data:
+            raise SecretNotFound(f'{where} has no key "{key}"')
+        return base64.b64decode(data[key])

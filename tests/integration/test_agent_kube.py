@@ -1,0 +1,296 @@
+"""The agent's Kubernetes side against the real apiservers of the local control plane."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from agent.errors import PublishError, SecretNotFound
+from agent.k8s.api import KubeAPI, NotFound
+from agent.k8s.lease import LeaseRenewer
+from agent.k8s.scores import KubeScorePublisher
+from agent.k8s.secrets import KubeSecretReader
+from agent.k8s.summaries import SummaryWatcher
+from agent.ports import CycleCondition, PublishRequest, ScoreItem
+from agent.wire import ScorerSummary
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl
+from e2e.ocm import clusteradm
+from e2e.pki import write_kubeconfig
+from e2e.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+APS = "/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/{ns}/addonplacementscores/{name}"
+
+
+def hub_api(cp: ControlPlane) -> KubeAPI:
+    assert cp.hub is not None
+    return KubeAPI(cp.hub.admin_kubeconfig)
+
+
+def ok(status: str = "True", reason: str = "ScoresUpdated", message: str = "ok") -> CycleCondition:
+    return CycleCondition("ScoresUpToDate", status, reason, message)  # type: ignore[arg-type]
+
+
+def request(items: list[ScoreItem] | None, valid_for: float = 90, **cond: str) -> PublishRequest:
+    until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=valid_for) if items is not None else None
+    return PublishRequest("my_score", "my-score", items, until, ok(**cond), 30)
+
+
+def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: ControlPlane) -> None:
+    api = hub_api(control_plane)
+    pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+    items = [ScoreItem("a", 100), ScoreItem("b", -100), ScoreItem("c", 7)]
+    asyncio.run(pub.publish(request(items)))
+    obj = api.request("GET", APS.format(ns="cluster1", name="my-score"))
+    status = obj["status"]
+    # the first cycle's scores are there (upstream dropped them on create, A-5)
+    assert status["scores"] == [
+        {"name": "a", "value": 100},
+        {"name": "b", "value": -100},
+        {"name": "c", "value": 7},
+    ]
+    until = dt.datetime.fromisoformat(status["validUntil"].replace("Z", "+00:00"))
+    assert 60 < (until - dt.datetime.now(dt.UTC)).total_seconds() <= 91
+    cond = status["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("ScoresUpToDate", "True", "ScoresUpdated")
+    assert (
+        obj["metadata"]["annotations"]["dynamic-scoring.open-cluster-management.io/score-name"] == "my_score"
+    )
+    version = obj["metadata"]["resourceVersion"]
+
+    # the same result again while validUntil is far off: no write
+    asyncio.run(pub.publish(request(items)))
+    assert (
+        api.request("GET", APS.format(ns="cluster1", name="my-score"))["metadata"]["resourceVersion"]
+        == version
+    )
+
+    # a failed cycle keeps the scores and their expiry, and says why
+    asyncio.run(
+        pub.publish(request(None, status="False", reason="ScorerTimeout", message="scorer x timed out"))
+    )
+    after = api.request("GET", APS.format(ns="cluster1", name="my-score"))["status"]
+    assert after["scores"] == status["scores"] and after["validUntil"] == status["validUntil"]
+    assert after["conditions"][0]["status"] == "False"
+    assert after["conditions"][0]["reason"] == "ScorerTimeout"
+
+    # a restarted agent (new publisher) keeps writing the same object
+    fresh = KubeScorePublisher(hub_api(control_plane), "cluster1", addon_name="dynamic-scoring")
+    asyncio.run(fresh.publish(request([ScoreItem("a", 1)])))
+    assert api.request("GET", APS.format(ns="cluster1", name="my-score"))["status"]["scores"] == [
+        {"name": "a", "value": 1}
+    ]
+    asyncio.run(fresh.remove("my-score"))
+    with pytest.raises(NotFound):
+        api.request("GET", APS.format(ns="cluster1", name="my-score"))
+    asyncio.run(fresh.remove("my-score"))  # already gone: fine
+
+
+def test_apiserver_rejects_out_of_range_values(control_plane: ControlPlane) -> None:
+    """Why the agent clamps: one value outside [-100, 100] fails the whole status write."""
+    pub = KubeScorePublisher(hub_api(control_plane), "cluster1", addon_name="dynamic-scoring")
+    with pytest.raises(PublishError, match="could not be written"):
+        asyncio.run(pub.publish(PublishRequest("x", "x-range", [ScoreItem("a", 101)], None, ok(), 30)))
+    asyncio.run(pub.remove("x-range"))
+
+
+def _agent_identity(cp: ControlPlane, cluster: str, tmp: Path) -> Path:
+    """A hub kubeconfig for an addon agent identity of `cluster`, as the addon CSR would give."""
+    assert cp.hub is not None
+    group = f"system:open-cluster-management:cluster:{cluster}:addon:dynamic-scoring"
+    user = f"{group}:agent:it-{uuid.uuid4().hex[:4]}"
+    cert = cp.hub.ca.issue(
+        f"agent-{uuid.uuid4().hex[:6]}",
+        common_name=user,
+        organizations=(group, "system:open-cluster-management:addon:dynamic-scoring"),
+        client=True,
+    )
+    return write_kubeconfig(
+        tmp / "agent.kubeconfig", server=cp.hub.server, ca_pem=cp.hub.ca.cert_pem, user=user, client=cert
+    )
+
+
+def test_agent_hub_rbac_allows_own_cluster_only(control_plane: ControlPlane, tmp_path: Path) -> None:
+    assert control_plane.tools is not None and control_plane.hub is not None
+    admin = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+    template = jinja2.Template((REPO / "templates/hub/agent-rbac.yaml.j2").read_text())
+    admin.apply(template.render(cluster_name="cluster1", addon_name="dynamic-scoring"))
+    agent_api = KubeAPI(_agent_identity(control_plane, "cluster1", tmp_path))
+    own = KubeScorePublisher(agent_api, "cluster1", addon_name="dynamic-scoring")
+    asyncio.run(own.publish(PublishRequest("s", "rbac-probe", [ScoreItem("a", 5)], None, ok(), 30)))
+    assert hub_api(control_plane).request("GET", APS.format(ns="cluster1", name="rbac-probe"))["status"][
+        "scores"
+    ]
+    other = KubeScorePublisher(agent_api, "cluster2", addon_name="dynamic-scoring")
+    with pytest.raises(PublishError) as denied:
+        asyncio.run(other.publish(PublishRequest("s", "rbac-probe", [ScoreItem("a", 5)], None, ok(), 30)))
+    assert "403" in str(denied.value)
+    # nothing beyond scores: the identity cannot read the cluster's secrets
+    with pytest.raises(Exception, match="403"):
+        agent_api.request("GET", "/api/v1/namespaces/cluster1/secrets")
+    asyncio.run(own.remove("rbac-probe"))
+
+
+def test_lease_format_marks_addon_available(control_plane: ControlPlane) -> None:
+    """The Lease we renew is the one OCM's registration agent reads to set Available."""
+    assert (
+        control_plane.tools is not None and control_plane.hub is not None and control_plane.spoke2 is not None
+    )
+    hub = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+    addon = f"lease-{uuid.uuid4().hex[:5]}"
+    hub.apply(
+        json.dumps(
+            {
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ClusterManagementAddOn",
+                "metadata": {"name": addon},
+                "spec": {"installStrategy": {"type": "Manual"}},
+            }
+        )
+    )
+    clusteradm(
+        control_plane.tools,
+        control_plane.hub.admin_kubeconfig,
+        "addon",
+        "enable",
+        "--names",
+        addon,
+        "--clusters",
+        "cluster2",
+    )
+    ns = "open-cluster-management-agent-addon"
+    spoke_api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+    renewer = LeaseRenewer(spoke_api, ns, addon, holder="it-agent")
+    asyncio.run(renewer.renew_once())
+    lease = spoke_api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{addon}")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", lease["spec"]["renewTime"])
+    assert lease["spec"]["leaseDurationSeconds"] == 60
+    first = lease["spec"]["renewTime"]
+    asyncio.run(renewer.renew_once())
+    lease = spoke_api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{addon}")
+    assert lease["spec"]["renewTime"] > first
+
+    def available() -> dict[str, Any] | None:
+        mca = hub.get_json("managedclusteraddon", addon, "-n", "cluster2")
+        conds = {c["type"]: c for c in mca.get("status", {}).get("conditions", [])}
+        cond = conds.get("Available")
+        return cond if cond and cond["status"] == "True" else None
+
+    # the registration agent checks addon leases every 30 s
+    cond = wait_until(available, timeout=75, what="ManagedClusterAddOn Available from our Lease")
+    assert cond["reason"] == "ManagedClusterAddOnLeaseUpdated"
+    clusteradm(
+        control_plane.tools,
+        control_plane.hub.admin_kubeconfig,
+        "addon",
+        "disable",
+        "--names",
+        addon,
+        "--clusters",
+        "cluster2",
+    )
+    hub.run("delete", "clustermanagementaddon", addon)
+
+
+def test_secret_reader_reads_rotated_values(control_plane: ControlPlane) -> None:
+    assert control_plane.spoke2 is not None and control_plane.tools is not None
+    spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
+    ns = f"it-secrets-{uuid.uuid4().hex[:5]}"
+    spoke.run("create", "namespace", ns)
+    spoke.run("create", "secret", "generic", "tok", "-n", ns, "--from-literal=token=one")
+    reader = KubeSecretReader(KubeAPI(control_plane.spoke2.admin_kubeconfig), ns)
+    assert asyncio.run(reader.read("tok", "token")) == b"one"
+    spoke.apply(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "tok", "namespace": ns},
+                "stringData": {"token": "two"},
+            }
+        )
+    )
+    assert asyncio.run(reader.read("tok", "token")) == b"two"
+    with pytest.raises(SecretNotFound, match=f'secret {ns}/tok has no key "nope"'):
+        asyncio.run(reader.read("tok", "nope"))
+    with pytest.raises(SecretNotFound, match=f"secret {ns}/missing not found"):
+        asyncio.run(reader.read("missing", "token"))
+    spoke.run("delete", "namespace", ns, "--wait=false")
+
+
+def _summary(score: str) -> dict[str, Any]:
+    return {
+        "name": f"scorer-{score}",
+        "scoreName": score,
+        "sourceType": "None",
+        "scoringEndpoint": "http://127.0.0.1:9/scoring",
+        "scoringInterval": 30,
+        "location": "Internal",
+        "scoreDestination": "AddOnPlacementScore",
+        "scoreDimensionFormat": "${scoreName}",
+    }
+
+
+def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
+    assert control_plane.spoke2 is not None and control_plane.tools is not None
+    spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
+    ns = f"it-watch-{uuid.uuid4().hex[:5]}"
+    spoke.run("create", "namespace", ns)
+    spoke_kubeconfig = control_plane.spoke2.admin_kubeconfig
+
+    def configmap(payload: str) -> str:
+        cm = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "dynamic-scoring-config", "namespace": ns},
+            "data": {"summaries": payload},
+        }
+        return yaml.safe_dump(cm)
+
+    async def scenario() -> list[list[str]]:
+        seen: list[list[str]] = []
+        changed = asyncio.Event()
+
+        async def apply(summaries: list[ScorerSummary]) -> None:
+            seen.append([s.score_name for s in summaries])
+            changed.set()
+
+        async def next_apply() -> list[str]:
+            await asyncio.wait_for(changed.wait(), 30)
+            changed.clear()
+            return seen[-1]
+
+        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, apply, watch_timeout=5)
+        task = asyncio.create_task(watcher.run())
+        try:
+            assert await next_apply() == []  # no ConfigMap yet: nothing to run
+            await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("a"), _summary("b")])))
+            assert await next_apply() == ["a", "b"]
+            # one malformed entry is skipped, the others still apply
+            bad = {**_summary("c"), "scoringInterval": "thirty"}
+            await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("a"), bad])))
+            assert await next_apply() == ["a"]
+            # an unusable payload keeps what runs; the next good one applies
+            await asyncio.to_thread(spoke.apply, configmap("{not json"))
+            await asyncio.sleep(7)  # across a watch timeout and re-list, still nothing applied
+            assert not changed.is_set()
+            await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("d")])))
+            assert await next_apply() == ["d"]
+            await asyncio.to_thread(spoke.run, "delete", "configmap", "dynamic-scoring-config", "-n", ns)
+            assert await next_apply() == []
+        finally:
+            task.cancel()
+        return seen
+
+    asyncio.run(scenario())
+    spoke.run("delete", "namespace", ns, "--wait=false")
