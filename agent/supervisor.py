@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from agent.http import ClientPool
 from agent.metrics import AgentMetrics
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary
-from agent.ports import ScorePublisher, SecretReader
+from agent.ports import PublishRequest, ScorePublisher, SecretReader
 from agent.settings import AgentSettings
 from agent.wire import ScorerSummary, parse_summaries
 from agent.worker import ScorerWorker, WorkerContext
@@ -155,6 +155,20 @@ class Supervisor:
                     report.unchanged.append(name)
             self._applied = True
             return report
+
+    async def run_once(self, summary: ScorerSummary) -> PublishRequest:
+        """Run one cycle of ``summary`` now, outside any schedule, and return its outcome.
+
+        The cycle is the one a worker runs (same clients, semaphore, metrics and publisher), which
+        is what a dry-run command or a benchmark needs.
+
+        Raises:
+            InvalidSummary: the summary cannot be run.
+        """
+        plan = plan_summary(summary, self.settings)
+        worker = ScorerWorker(plan, self._ctx)
+        async with self._ctx.slots:
+            return await worker.run_cycle(plan)
 
     async def _retire(self, name: str) -> None:
         worker = self._workers.pop(name)

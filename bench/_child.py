@@ -1,0 +1,144 @@
+"""The measured side of the agent benchmarks, run as its own process so its memory is its own.
+
+Modes (JSON result on stdout):
+
+* ``raw``: the same two HTTP exchanges as one agent cycle, by a client that only moves bytes
+  (``httpx`` GET of the recorded response, POST of those bytes to the scorer).
+* ``cycle``: real agent cycles (``Supervisor.run_once``: credentials, fetch, validation, scoring
+  call, response validation, items, metrics, publish to the in-memory publisher).  Reports each
+  cycle's time, the resident memory before the first large cycle and its high-water mark.
+* ``steady``: a ``Supervisor`` running ``--scorers`` small scorers plus the health server, for
+  ``--seconds``; the parent samples this process's memory from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import time
+from pathlib import Path
+
+import httpx
+
+from agent.memory import MemoryPublisher, MemorySecrets
+from agent.metrics import AgentMetrics
+from agent.server import HealthServer
+from agent.settings import AgentSettings
+from agent.supervisor import Supervisor
+from agent.wire import ScorerSummary
+
+
+def status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+
+
+def summary(name: str, source: str, scorer: str, interval: int = 60) -> ScorerSummary:
+    return ScorerSummary.model_validate(
+        {
+            "name": name,
+            "scoreName": name,
+            "sourceType": "Prometheus",
+            "sourceEndpoint": source,
+            "sourceQuery": "sum by (node, namespace, pod) (rate(container_cpu_usage_seconds_total[1m]))",
+            "sourceRange": 3600,
+            "sourceStep": 60,
+            "scoringEndpoint": scorer,
+            "scoringInterval": interval,
+            "scoreDestination": "AddOnPlacementScore",
+            "scoreDimensionFormat": "${meta}",
+        }
+    )
+
+
+def new_supervisor() -> Supervisor:
+    settings = AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=())
+    return Supervisor(
+        cluster_name="bench",
+        secrets=MemorySecrets(),
+        publisher=MemoryPublisher(),
+        metrics=AgentMetrics(),
+        settings=settings,
+    )
+
+
+async def raw(args: argparse.Namespace) -> dict[str, object]:
+    times = []
+    async with httpx.AsyncClient(timeout=60) as client:
+        for run in range(args.runs + 1):
+            began = time.perf_counter()
+            got = await client.get(args.source)
+            body = got.content
+            sent = await client.post(args.scorer, content=body, headers={"Content-Type": "application/json"})
+            _ = sent.content
+            if run:  # the first run opens the connections
+                times.append(time.perf_counter() - began)
+            del got, body
+    return {"times": times}
+
+
+async def cycle(args: argparse.Namespace) -> dict[str, object]:
+    sup = new_supervisor()
+    small = summary("warmup", args.small_source, args.scorer)
+    big = summary("bench", args.source, args.scorer)
+    for _ in range(3):
+        outcome = await sup.run_once(small)
+        assert outcome.succeeded, outcome.condition
+    gc.collect()
+    baseline = status_kib("VmRSS")
+    reset_peak()
+    times = []
+    peaks = []
+    for _ in range(args.runs + 1):
+        began = time.perf_counter()
+        outcome = await sup.run_once(big)
+        times.append(time.perf_counter() - began)
+        assert outcome.succeeded, outcome.condition
+        peaks.append(status_kib("VmHWM"))
+    await sup.close()
+    return {"times": times[1:], "first": times[0], "baseline_kib": baseline, "peak_kib": max(peaks)}
+
+
+async def steady(args: argparse.Namespace) -> dict[str, object]:
+    sup = new_supervisor()
+    server = HealthServer(sup.metrics, lambda: sup.ready, port=0)
+    server.start()
+    await sup.apply(
+        [
+            summary(f"scorer-{i:02d}", args.small_source, args.scorer, interval=args.interval)
+            for i in range(args.scorers)
+        ]
+    )
+    await asyncio.sleep(args.seconds)
+    cycles = sum(w.cycles for w in sup.workers.values())
+    failures = sum(1 for w in sup.workers.values() if w.last_outcome is None or not w.last_outcome.succeeded)
+    await sup.close()
+    server.stop()
+    return {"cycles": cycles, "failing_scorers": failures}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["raw", "cycle", "steady"])
+    parser.add_argument("--source", default="")
+    parser.add_argument("--small-source", default="")
+    parser.add_argument("--scorer", required=True)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scorers", type=int, default=20)
+    parser.add_argument("--interval", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=20)
+    args = parser.parse_args()
+    modes = {"raw": raw, "cycle": cycle, "steady": steady}
+    print(json.dumps(asyncio.run(modes[args.mode](args))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
