@@ -19,7 +19,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -236,9 +236,17 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
-def printable_excerpt(data: bytes | bytearray, limit: int = 200) -> str:
-    """The start of a body as a one-line printable string, for error messages."""
-    text = bytes(data[: limit * 4]).decode("utf-8", "replace")
+def printable_excerpt(data: bytes | bytearray, limit: int = 200, scrub: Iterable[str] = ()) -> str:
+    """The start of a body as a one-line printable string, for error messages.
+
+    ``scrub`` lists values that must not appear (the credentials just sent: a server that echoes
+    request headers in its error page must not get them into a condition message).
+    """
+    # Decode well past the limit so that a credential straddling it is scrubbed whole, not half-kept.
+    text = bytes(data[: limit * 4 + 16384]).decode("utf-8", "replace")
+    for secret in scrub:
+        if secret:
+            text = text.replace(secret, "<redacted>")
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

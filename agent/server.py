@@ -8,6 +8,7 @@ supervisor has applied a summary list.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -32,6 +33,10 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes every few seconds would drown the scorer logs
@@ -52,8 +57,9 @@ class HealthServer:
     ) -> None:
         self._metrics = metrics
         self._ready = ready
+        server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
         self._server = make_server(
-            host, port, self._app, server_class=_ThreadingServer, handler_class=_QuietHandler
+            host, port, self._app, server_class=server_class, handler_class=_QuietHandler
         )
         self._thread: threading.Thread | None = None
 

@@ -78,6 +78,12 @@ async def _stream(pieces: Sequence[memoryview | bytes]) -> AsyncIterator[bytes]:
             yield bytes(view[offset : offset + SLICE])
 
 
+def _excerpt(body: bytes | bytearray, headers: Mapping[str, str] | None) -> str:
+    sent = list((headers or {}).values())
+    sent += [v.split(" ", 1)[1] for v in sent if " " in v]  # the token without its scheme
+    return printable_excerpt(body, scrub=sent)
+
+
 async def call_scorer(
     client: httpx.AsyncClient,
     endpoint: str,
@@ -114,7 +120,7 @@ async def call_scorer(
         raise ScorerResponseTooLarge(f"scoring API {where} answered with more than {max_bytes} bytes")
     if not 200 <= status < 300:
         raise ScorerHTTPError(
-            f"scoring API {where} answered HTTP {status}: {printable_excerpt(body)}", status=status
+            f"scoring API {where} answered HTTP {status}: {_excerpt(body, headers)}", status=status
         )
     try:
         return ScoringResponse.model_validate_json(body)

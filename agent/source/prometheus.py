@@ -86,12 +86,14 @@ def query_url(endpoint: str, query: str, window: RangeWindow) -> str:
     return f"{endpoint}{separator}{params}"
 
 
-def _prometheus_error(body: bytes | bytearray) -> tuple[str, str]:
+def _prometheus_error(body: bytes | bytearray, headers: Mapping[str, str] | None) -> tuple[str, str]:
     with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
         env = msgspec.json.decode(body, type=_ErrorEnvelope)
         if env.error:
             return env.errorType, env.error
-    return "", printable_excerpt(body)
+    sent = list((headers or {}).values())
+    sent += [v.split(" ", 1)[1] for v in sent if " " in v]  # the token without its scheme
+    return "", printable_excerpt(body, scrub=sent)
 
 
 async def query_range(
@@ -139,7 +141,7 @@ async def query_range(
     if body is None:
         raise PrometheusResponseError(f"{name}: response from {where} is larger than {max_bytes} bytes")
     if not 200 <= status < 300:
-        error_type, error = _prometheus_error(body)
+        error_type, error = _prometheus_error(body, headers)
         detail = f"{error_type}: {error}" if error_type else error
         if status >= 500 or status in (408, 429):
             raise PrometheusUnavailable(f"{name}: Prometheus at {where} answered HTTP {status}: {detail}")

@@ -16,6 +16,7 @@ for real.  Behaviours (all ``POST``):
     /flaky/<n>/scoring?key=K the first n requests with key K get 503, later ones /mean
     /auth/<key>/scoring      401 unless the headers registered with PUT /_expect/<key> are present
     /fixed/<key>/scoring     answers the JSON registered with PUT /_respond/<key>
+    /echo/scoring            401 with every request header echoed in the body
 
 ``GET /prom/<key>/api/v1/query_range`` plays a Prometheus that checks the headers registered for
 ``<key>`` and answers one fixed series.  Every request is recorded; ``GET /_requests?prefix=/auth/x``
@@ -178,6 +179,10 @@ class Handler(BaseHTTPRequestHandler):
                 )
             else:
                 self._json(401, {"detail": "unauthorised"})
+        elif kind == "echo":
+            self._json(
+                401, {"authorization": self.headers.get("Authorization"), "all": dict(self.headers.items())}
+            )
         elif kind == "fixed":
             with LOCK:
                 payload = RESPOND.get(parts[1], {"results": []})

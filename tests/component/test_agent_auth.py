@@ -218,3 +218,16 @@ async def test_unloadable_client_certificate_is_a_secret_problem(
     first = (await published(publisher, "broken_cert"))[0]
     assert first.condition.reason == "SecretInvalid"
     assert "broken/tls.crt,tls.key" in first.condition.message
+
+
+async def test_credentials_echoed_by_a_server_are_redacted(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    secrets.set("echo", "token", "echo-me-not")
+    s = summary(
+        "echo", scorer.url("/echo/scoring"), scoringEndpointAuthName="echo", scoringEndpointAuthKey="token"
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "echo"))[0]
+    assert first.condition.reason == "ScorerHTTPError"
+    assert "echo-me-not" not in first.condition.message and "<redacted>" in first.condition.message
