@@ -27,7 +27,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
@@ -64,10 +73,20 @@ class _Wire(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
+        serialize_by_alias=True,
         extra="ignore",
         strict=True,
         frozen=True,
     )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Every serialisation path (model_dump, model_dump_json, nested models) produces the wire
+        # form: optional fields that are unset are omitted rather than sent as null.
+        data = handler(self)
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -202,7 +221,7 @@ class ScorerSummary(_Wire):
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json")
 
     @property
     def label(self) -> str:
