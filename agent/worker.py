@@ -189,7 +189,10 @@ class ScorerWorker:
             outcome = self._failure(plan, exc)
         except Exception as exc:
             self.log.exception("unexpected error in cycle")
-            error = InternalError(f"internal error: {type(exc).__name__}: {exc}", stage=self._stage)
+            # Only the type goes on the hub: the text of an unexpected exception is not vetted.
+            error = InternalError(
+                f"internal error ({type(exc).__name__}); see the agent log", stage=self._stage
+            )
             outcome = self._failure(plan, error)
         wrote = await self._write(plan, outcome)
         ok = outcome.succeeded and wrote
