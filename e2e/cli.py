@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from e2e.controlplane import ControlPlane, running, status, stop_recorded
+from e2e.loadgen import LoadFile
 from e2e.procs import StartupError
 from e2e.tools import ToolsError
 
@@ -80,6 +82,38 @@ def status_cmd(run_dir: Path) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("cluster", type=click.Choice(["cluster1", "cluster2"]))
+@click.argument("pod", metavar="NAMESPACE/POD")
+@click.argument("cores", type=click.FloatRange(min=0), required=False)
+@click.option("--remove", is_flag=True, help="Stop exposing the pod instead.")
+@click.pass_obj
+def load(run_dir: Path, cluster: str, pod: str, cores: float | None, remove: bool) -> None:
+    """Set the synthetic CPU load (in cores) of one pod on CLUSTER's Prometheus."""
+    if cores is None and not remove:
+        raise click.UsageError("give CORES, or --remove")
+    state = run_dir / "state.json"
+    if not state.exists():
+        raise click.ClickException(f"no control plane state in {run_dir}; run `make e2e-up` first")
+    path = json.loads(state.read_text())["clusters"].get(cluster, {}).get("load_file")
+    if not path:
+        raise click.ClickException(f"{cluster} has no load exporter (started with --no-prometheus?)")
+    namespace, _, name = pod.partition("/")
+    if not name:
+        raise click.BadParameter("expected NAMESPACE/POD", param_hint="POD")
+    node = f"{cluster}-node"
+    if remove or cores is None:
+        LoadFile(Path(path)).remove(namespace, name, node=node)
+        click.echo(f"{cluster}: {pod} removed")
+    else:
+        LoadFile(Path(path)).set_cpu(namespace, name, cores, node=node)
+        click.echo(f"{cluster}: {pod} now uses {cores} cores (Prometheus sees it within a few scrapes)")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -35,12 +36,15 @@ from e2e.procs import (
     group_alive,
     kill_groups,
     listening_ports,
+    pid_alive,
     process_start_ticks,
     wait_until,
 )
 from e2e.tools import Tools, locate
 
 CLUSTERS = ("cluster1", "cluster2")
+# Initial CPU cores per demo pod, so a fresh environment already has something to score.
+DEFAULT_LOAD = {"cluster1": (0.2, 0.4), "cluster2": (1.2, 1.6)}
 Progress = Callable[[str], None]
 
 
@@ -55,6 +59,7 @@ class ManagedClusterInfo:
     name: str
     kubeconfig: Path
     prometheus_url: str = ""
+    load_file: Path | None = None
 
 
 @dataclass
@@ -76,7 +81,6 @@ class ControlPlane:
         self.hub: KubeCluster | None = None
         self.spoke2: KubeCluster | None = None
         self.prometheus: dict[str, Any] = {}
-        self.exporters: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ start
     def up(self) -> None:
@@ -86,7 +90,9 @@ class ControlPlane:
                 f"a control plane is already running from {self.run_dir}; "
                 "run `make e2e-down` (or `dynamic-scoring-e2e down`) first"
             )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.run_dir.exists():  # a previous run's data (etcd, PKI, hub credentials) must not leak in
+            shutil.rmtree(self.run_dir)
+        self.run_dir.mkdir(parents=True)
         started = time.monotonic()
         try:
             self._up()
@@ -193,18 +199,38 @@ class ControlPlane:
         return ok >= set(CLUSTERS)
 
     def _start_prometheus(self) -> None:
-        from e2e.prometheus import LoadExporter, PrometheusServer
+        from e2e.loadgen import LoadFile
+        from e2e.prometheus import PrometheusServer
 
         for name in CLUSTERS:
-            self.progress(f"starting Prometheus for {name}")
-            exporter = LoadExporter(node=f"{name}-node")
-            exporter.start()
-            self.exporters[name] = exporter
-            prom = PrometheusServer(self.run_dir / f"prometheus-{name}", scrape_targets=[exporter.target])
+            self.progress(f"starting the load exporter and Prometheus for {name}")
+            workdir = self.run_dir / f"prometheus-{name}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            load = LoadFile(workdir / "load.json")
+            for i, cores in enumerate(DEFAULT_LOAD[name], start=1):
+                load.set_cpu("demo", f"app-{i}", cores, node=f"{name}-node")
+            port_file = workdir / "exporter.port"
+            port_file.unlink(missing_ok=True)
+            exporter = Proc(
+                f"{name}-load-exporter",
+                [sys.executable, "-m", "e2e.loadgen", f"--load-file={load.path}", f"--port-file={port_file}"],
+                self.run_dir / "logs" / f"{name}-load-exporter.log",
+            ).start()
+            self._track(exporter)
+            port = wait_until(
+                lambda pf=port_file: pf.exists() and pf.read_text(),  # type: ignore[misc]
+                timeout=30,
+                what=f"{name} load exporter port",
+                proc=exporter,
+            )
+            prom = PrometheusServer(workdir, scrape_targets=[f"127.0.0.1:{port}"])
             prom.start()
             self.prometheus[name] = prom
-            self._track(*prom.procs)
+            assert prom.proc is not None
+            prom.proc.name = f"{name}-prometheus"
+            self._track(prom.proc)
             self.clusters[name].prometheus_url = prom.url
+            self.clusters[name].load_file = load.path
 
     def _start_runner(self) -> None:
         assert self.hub is not None and self.spoke2 is not None
@@ -245,7 +271,11 @@ class ControlPlane:
             "run_dir": str(self.run_dir),
             "processes": records,
             "clusters": {
-                n: {"kubeconfig": str(c.kubeconfig), "prometheus_url": c.prometheus_url}
+                n: {
+                    "kubeconfig": str(c.kubeconfig),
+                    "prometheus_url": c.prometheus_url,
+                    "load_file": str(c.load_file or ""),
+                }
                 for n, c in self.clusters.items()
             },
             "hub_kubeconfig": str(self.hub.admin_kubeconfig) if self.hub else "",
@@ -266,6 +296,7 @@ class ControlPlane:
         for name, info in self.clusters.items():
             values[f"{name.upper()}_KUBECONFIG"] = str(info.kubeconfig)
             values[f"{name.upper()}_PROMETHEUS_URL"] = info.prometheus_url
+            values[f"{name.upper()}_LOAD_FILE"] = str(info.load_file or "")
         lines = [f"export {k}={shlex.quote(v)}" for k, v in values.items()]
         lines.append(f'export PATH={shlex.quote(":".join(path_dirs))}:"$PATH"')
         self.env_path.write_text("# written by dynamic-scoring-e2e up; source it\n" + "\n".join(lines) + "\n")
@@ -273,9 +304,6 @@ class ControlPlane:
     # ------------------------------------------------------------------ stop
     def down(self) -> list[str]:
         """Stop every recorded process; returns problems found afterwards (empty when clean)."""
-        for exporter in self.exporters.values():
-            exporter.stop()
-        self.exporters.clear()
         problems = stop_recorded(self.state_path) if self.state_path.exists() else []
         for proc in self.procs:  # already stopped; this reaps the children this process started
             proc.stop(timeout=1)
@@ -290,7 +318,7 @@ def _records(state_path: Path) -> list[dict[str, Any]]:
 
 def _ours(rec: dict[str, Any]) -> bool:
     pid = int(rec.get("pid") or 0)
-    return pid > 0 and process_start_ticks(pid) == rec.get("start")
+    return pid > 0 and process_start_ticks(pid) == rec.get("start") and pid_alive(pid)
 
 
 def running(state_path: Path) -> list[dict[str, Any]]:

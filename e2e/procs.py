@@ -161,19 +161,23 @@ def kill_groups(pids: Sequence[int], timeout: float = 10.0) -> None:
 
 
 def group_alive(pgid: int) -> bool:
-    """True while any process of group `pgid` exists (zombies of our own children are reaped)."""
+    """True while a live (non-zombie) process of group `pgid` exists.
+
+    Zombies do not count: when another process started the group (the CLI's `down` stops what a
+    test session started), only that parent can reap them, but they hold no port and no CPU.
+    """
     with contextlib.suppress(ChildProcessError):
-        while True:
-            reaped, _ = os.waitpid(-pgid, os.WNOHANG)
-            if reaped == 0:
-                break
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        while os.waitpid(-pgid, os.WNOHANG)[0] != 0:
+            pass
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":  # fields[0] = state, fields[2] = pgrp
+            return True
+    return False
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -185,6 +189,15 @@ def process_start_ticks(pid: int) -> int | None:
     # the command name (field 2) may contain spaces; it is wrapped in parentheses
     fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[19])
+
+
+def pid_alive(pid: int) -> bool:
+    """True if `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def listening_ports(pids: set[int]) -> set[int]:

@@ -142,6 +142,11 @@ class PrometheusServer:
         return self.workdir / "data"
 
     @property
+    def proc(self) -> Proc | None:
+        """The running process (for callers that track every process they start)."""
+        return self._proc
+
+    @property
     def log_path(self) -> Path:
         """Prometheus' log file."""
         return self.workdir / "prometheus.log"

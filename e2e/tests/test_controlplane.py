@@ -332,3 +332,25 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
             os.kill(pid, 0)
             time.sleep(0.1)
     spoke.run("delete", "namespace", ns, "--wait=false")
+
+
+def test_prometheus_per_cluster_follows_shaped_load(control_plane: ControlPlane) -> None:
+    from e2e.loadgen import LoadFile
+
+    info = control_plane.clusters["cluster2"]
+    assert info.prometheus_url and info.load_file
+    assert control_plane.clusters["cluster1"].prometheus_url != info.prometheus_url
+    LoadFile(info.load_file).set_cpu("e2e", "shaped", 2.5, node="cluster2-node")
+    prom = control_plane.prometheus["cluster2"]
+    query = 'sum by (pod) (rate(container_cpu_usage_seconds_total{namespace="e2e",pod="shaped"}[10s]))'
+
+    def near(target: float) -> bool:
+        result = prom.query(query)
+        return bool(result) and abs(float(result[0]["value"][1]) - target) < 0.05 * target
+
+    wait_until(lambda: near(2.5), timeout=60, what="Prometheus rate near 2.5 cores")
+    LoadFile(info.load_file).set_cpu("e2e", "shaped", 0.5, node="cluster2-node")
+    wait_until(lambda: near(0.5), timeout=60, what="Prometheus rate near 0.5 cores after the change")
+    # cluster1's Prometheus does not see cluster2's load
+    assert control_plane.prometheus["cluster1"].query(query) == []
+    LoadFile(info.load_file).remove("e2e", "shaped", node="cluster2-node")

@@ -1,0 +1,109 @@
+"""Per-cluster synthetic load: a LoadExporter process steered by a JSON file.
+
+The control plane outlives the command that started it (`make e2e-up` returns), so the metrics
+endpoint each cluster's Prometheus scrapes must be a process of its own.  Tests and demos shape
+the load by rewriting a small JSON file, which the exporter re-reads twice a second:
+
+    {"cpu": [{"namespace": "demo", "pod": "app-1", "node": "cluster1-node", "cores": 0.5}]}
+
+Each entry becomes a `container_cpu_usage_seconds_total` counter growing by `cores` per second,
+so `rate(...)` over a short window converges to `cores`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from e2e.prometheus import LoadExporter
+
+
+def _key(entry: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (entry["namespace"], entry["pod"], entry.get("node", "node-1"), entry.get("container", "app"))
+
+
+class LoadFile:
+    """Read-modify-write access to one cluster's load file (atomic replace, so readers never see half)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[dict[str, Any]]:
+        """The current CPU entries."""
+        try:
+            entries: list[dict[str, Any]] = json.loads(self.path.read_text()).get("cpu", [])
+        except FileNotFoundError:
+            return []
+        return entries
+
+    def write(self, entries: list[dict[str, Any]]) -> None:
+        """Replace every entry."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps({"cpu": entries}, indent=1))
+        tmp.replace(self.path)
+
+    def set_cpu(
+        self, namespace: str, pod: str, cores: float, *, node: str = "node-1", container: str = "app"
+    ) -> None:
+        """Set (or add) one pod's CPU rate."""
+        entry = {"namespace": namespace, "pod": pod, "node": node, "container": container, "cores": cores}
+        others = [e for e in self.read() if _key(e) != _key(entry)]
+        self.write([*others, entry])
+
+    def remove(self, namespace: str, pod: str, *, node: str = "node-1", container: str = "app") -> None:
+        """Stop exposing one pod."""
+        key = (namespace, pod, node, container)
+        self.write([e for e in self.read() if _key(e) != key])
+
+
+def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> None:
+    """Apply the load file to the exporter whenever it changes."""
+    applied: dict[tuple[str, str, str, str], float] = {}
+    stamp = -1.0
+    while not stop.wait(0.5):
+        try:
+            mtime = load.path.stat().st_mtime
+        except FileNotFoundError:
+            mtime = 0.0
+        if mtime == stamp:
+            continue
+        stamp = mtime
+        try:
+            wanted = {_key(e): float(e["cores"]) for e in load.read()}
+        except (ValueError, KeyError, TypeError) as exc:
+            print(f"loadgen: ignoring malformed {load.path}: {exc}", flush=True)
+            continue
+        for key in set(applied) - set(wanted):
+            exporter.remove_pod(key[0], key[1], node=key[2], container=key[3])
+        for key, cores in wanted.items():
+            if applied.get(key) != cores:
+                exporter.set_cpu_rate(key[0], key[1], cores, node=key[2], container=key[3])
+        applied = wanted
+
+
+@click.command()
+@click.option("--load-file", type=click.Path(path_type=Path), required=True, help="JSON file to follow.")
+@click.option("--port-file", type=click.Path(path_type=Path), required=True, help="Where to write the port.")
+def main(load_file: Path, port_file: Path) -> None:
+    """Serve synthetic container CPU counters on 127.0.0.1, steered by LOAD_FILE."""
+    exporter = LoadExporter().start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    tmp = port_file.with_name(f".{port_file.name}.tmp")
+    tmp.write_text(str(exporter.port))
+    os.replace(tmp, port_file)
+    try:
+        follow(exporter, LoadFile(load_file), stop)
+    finally:
+        exporter.stop()
+
+
+if __name__ == "__main__":
+    main()
