@@ -130,6 +130,17 @@ class Proc:
             )
         return self
 
+    def send_signal(self, sig: int) -> None:
+        """Signal the process itself (not its group)."""
+        if self._popen is not None:
+            self._popen.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the process to end and return its exit code."""
+        if self._popen is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self._popen.wait(timeout=timeout)
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL what is left after `timeout` seconds."""
         if self._popen is None:

@@ -1,0 +1,153 @@
+"""The agent as a real process: ConfigMap in, scores on the hub, Lease renewed, clean SIGTERM.
+
+It runs against cluster2 of the local control plane with the least-privilege hub identity from
+`templates/hub/agent-rbac.yaml.j2`, cluster2's real Prometheus (fed by the load exporter) and a
+real scorer process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from agent.k8s.api import KubeAPI, NotFound
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl
+from e2e.pki import write_kubeconfig
+from e2e.procs import Proc, free_port, wait_until
+from tests.component.harness import ScorerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "open-cluster-management-agent-addon"
+APS = "/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/cluster2/addonplacementscores/{}"
+QUERY = 'sum by (node, namespace, pod) (rate(container_cpu_usage_seconds_total{namespace="demo"}[30s]))'
+
+
+def _hub_identity(cp: ControlPlane, tmp: Path) -> Path:
+    assert cp.hub is not None and cp.tools is not None
+    template = jinja2.Template((REPO / "templates/hub/agent-rbac.yaml.j2").read_text())
+    Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig).apply(
+        template.render(cluster_name="cluster2", addon_name="dynamic-scoring")
+    )
+    group = "system:open-cluster-management:cluster:cluster2:addon:dynamic-scoring"
+    cert = cp.hub.ca.issue(
+        f"proc-agent-{uuid.uuid4().hex[:6]}",
+        common_name=f"{group}:agent:proc",
+        organizations=(group,),
+        client=True,
+    )
+    return write_kubeconfig(
+        tmp / "hub" / "kubeconfig", server=cp.hub.server, ca_pem=cp.hub.ca.cert_pem, user="agent", client=cert
+    )
+
+
+def _summary(score: str, endpoint: str, prometheus: str) -> dict[str, Any]:
+    return {
+        "name": f"scorer-{score}",
+        "scoreName": score,
+        "sourceType": "Prometheus",
+        "sourceEndpoint": f"{prometheus}/api/v1/query_range",
+        "sourceQuery": QUERY,
+        "sourceRange": 60,
+        "sourceStep": 5,
+        "scoringEndpoint": endpoint,
+        "scoringInterval": 5,
+        "location": "Internal",
+        "scoreDestination": "AddOnPlacementScore",
+        "scoreDimensionFormat": "${namespace}-${pod}",
+        "scoreNormalization": {"min": 0, "max": 2},
+    }
+
+
+def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPlane, tmp_path: Path) -> None:
+    assert control_plane.spoke2 is not None and control_plane.tools is not None
+    spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
+    hub_admin = KubeAPI(control_plane.hub.admin_kubeconfig)  # type: ignore[union-attr]
+    prometheus = control_plane.clusters["cluster2"].prometheus_url
+    scorer = ScorerProcess("proc-scorer", tmp_path).start()
+    port = free_port()
+    agent = Proc(
+        "agent",
+        [
+            str(Path(sys.executable).parent / "dynamic-scoring-agent"),
+            f"--hub-kubeconfig={_hub_identity(control_plane, tmp_path)}",
+            f"--managed-kubeconfig={control_plane.spoke2.admin_kubeconfig}",
+            "--cluster-name=cluster2",
+            f"--addon-namespace={NS}",
+            f"--metrics-bind-address=127.0.0.1:{port}",
+            "--lease-renew-seconds=2",
+        ],
+        tmp_path / "agent.log",
+    )
+    try:
+        agent.start()
+        summaries = [
+            _summary("cpu_load", scorer.url("/mean/scoring"), prometheus),
+            _summary("cpu_count", scorer.url("/count/scoring"), prometheus),
+        ]
+        cm = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "dynamic-scoring-config", "namespace": NS},
+            "data": {"summaries": json.dumps(summaries)},
+        }
+        spoke.apply(yaml.safe_dump(cm))
+
+        def scores(name: str) -> dict[str, int] | None:
+            try:
+                status = hub_admin.request("GET", APS.format(name)).get("status") or {}
+            except NotFound:
+                return None
+            items = {s["name"]: s["value"] for s in status.get("scores") or []}
+            return items if len(items) >= 2 else None
+
+        load = wait_until(
+            lambda: scores("cpu-load"), timeout=90, what="cpu-load scores on the hub", proc=agent
+        )
+        # cluster2's demo pods use 1.2 and 1.6 cores; normalised from [0, 2] cores to [0, 100]
+        assert set(load) >= {"demo-app-1", "demo-app-2"}
+        assert 0 < load["demo-app-1"] < load["demo-app-2"] <= 100
+        status = hub_admin.request("GET", APS.format("cpu-load"))["status"]
+        assert status["conditions"][0]["status"] == "True" and status["validUntil"]
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        assert 'dynamic_score{ds_app="",ds_cluster="cluster2"' in text or 'ds_cluster="cluster2"' in text
+        assert 'dynamic_scoring_requests_total{score_name="cpu_load",status="success"}' in text
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
+            assert resp.status == 200
+
+        lease = KubeAPI(control_plane.spoke2.admin_kubeconfig).request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/dynamic-scoring"
+        )
+        assert lease["spec"]["leaseDurationSeconds"] == 60
+
+        # a scorer removed from the ConfigMap: its worker stops and its APS goes away
+        cm["data"] = {"summaries": json.dumps(summaries[:1])}
+        spoke.apply(yaml.safe_dump(cm))
+        wait_until(lambda: scores("cpu-count") is None, timeout=30, what="cpu-count APS deleted", proc=agent)
+        assert scores("cpu-load")
+
+        # SIGTERM ends the process within 5 s
+        started = time.monotonic()
+        agent.send_signal(signal.SIGTERM)
+        code = agent.wait(timeout=10)
+        assert time.monotonic() - started < 5.0
+        assert code == 0
+    finally:
+        agent.stop()
+        scorer.stop()
+        spoke.run("delete", "configmap", "dynamic-scoring-config", "-n", NS, "--ignore-not-found")
+        for name in ("cpu-load", "cpu-count"):
+            with contextlib.suppress(NotFound):
+                hub_admin.request("DELETE", APS.format(name))

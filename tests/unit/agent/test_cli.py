@@ -1,0 +1,55 @@
+"""Flag validation of `dynamic-scoring-agent`, in process with click's CliRunner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from agent.cli import main
+
+
+def test_help_lists_upstream_flags() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for flag in (
+        "--hub-kubeconfig",
+        "--managed-kubeconfig",
+        "--cluster-name",
+        "--addon-namespace",
+        "--addon-name",
+    ):
+        assert flag in result.output
+
+
+def test_invalid_cluster_name_is_a_usage_error(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    result = CliRunner().invoke(
+        main,
+        ["--hub-kubeconfig", str(kubeconfig), "--cluster-name", "Not_A_Namespace", "--addon-namespace", "x"],
+    )
+    assert result.exit_code == 2
+    assert "not a valid cluster (namespace) name" in result.output
+
+
+def test_missing_hub_kubeconfig_says_what_to_check(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["--hub-kubeconfig", str(tmp_path / "nope"), "--cluster-name", "cluster1", "--addon-namespace", "x"],
+    )
+    assert result.exit_code == 1
+    assert "dynamic-scoring-hub-kubeconfig" in result.output and "ManagedClusterAddOn" in result.output
+
+
+def test_bad_bind_address(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    result = CliRunner().invoke(
+        main,
+        [
+            "--hub-kubeconfig", str(kubeconfig), "--cluster-name", "c1", "--addon-namespace", "x",
+            "--metrics-bind-address", "8080",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "expected host:port" in result.output
