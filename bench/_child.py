@@ -2,8 +2,9 @@
 
 Modes (JSON result on stdout):
 
-* ``raw``: the same two HTTP exchanges as one agent cycle, by a client that only moves bytes
-  (``httpx`` GET of the recorded response, POST of those bytes to the scorer).
+* ``compare``: alternately, the raw exchange and an agent cycle.  The raw exchange is what one cycle
+  does on the wire, by a client that only moves bytes (``httpx`` GET of the source's answer, POST of
+  those bytes to the scorer); alternating makes drift in the servers' speed hit both alike.
 * ``cycle``: real agent cycles (``Supervisor.run_once``: credentials, fetch, validation, scoring
   call, response validation, items, metrics, publish to the in-memory publisher).  Reports each
   cycle's time, the resident memory before the first large cycle and its high-water mark.
@@ -41,14 +42,19 @@ def reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
 
 
-def summary(name: str, source: str, scorer: str, interval: int = 60) -> ScorerSummary:
+DEFAULT_QUERY = "sum by (node, namespace, pod) (rate(container_cpu_usage_seconds_total[1m]))"
+
+
+def summary(
+    name: str, source: str, scorer: str, interval: int = 60, query: str = DEFAULT_QUERY
+) -> ScorerSummary:
     return ScorerSummary.model_validate(
         {
             "name": name,
             "scoreName": name,
             "sourceType": "Prometheus",
             "sourceEndpoint": source,
-            "sourceQuery": "sum by (node, namespace, pod) (rate(container_cpu_usage_seconds_total[1m]))",
+            "sourceQuery": query,
             "sourceRange": 3600,
             "sourceStep": 60,
             "scoringEndpoint": scorer,
@@ -70,25 +76,10 @@ def new_supervisor() -> Supervisor:
     )
 
 
-async def raw(args: argparse.Namespace) -> dict[str, object]:
-    times = []
-    async with httpx.AsyncClient(timeout=60) as client:
-        for run in range(args.runs + 1):
-            began = time.perf_counter()
-            got = await client.get(args.source)
-            body = got.content
-            sent = await client.post(args.scorer, content=body, headers={"Content-Type": "application/json"})
-            _ = sent.content
-            if run:  # the first run opens the connections
-                times.append(time.perf_counter() - began)
-            del got, body
-    return {"times": times}
-
-
 async def cycle(args: argparse.Namespace) -> dict[str, object]:
     sup = new_supervisor()
     small = summary("warmup", args.small_source, args.scorer)
-    big = summary("bench", args.source, args.scorer)
+    big = summary("bench", args.source, args.scorer, query=args.query)
     for _ in range(3):
         outcome = await sup.run_once(small)
         assert outcome.succeeded, outcome.condition
@@ -103,8 +94,52 @@ async def cycle(args: argparse.Namespace) -> dict[str, object]:
         times.append(time.perf_counter() - began)
         assert outcome.succeeded, outcome.condition
         peaks.append(status_kib("VmHWM"))
+    stages = {}
+    for stage in ("fetch", "score", "write"):
+        labels = {"score_name": "bench", "stage": stage}
+        total = (
+            sup.metrics.registry.get_sample_value("dynamic_scoring_stage_duration_seconds_sum", labels) or 0.0
+        )
+        count = (
+            sup.metrics.registry.get_sample_value("dynamic_scoring_stage_duration_seconds_count", labels)
+            or 1.0
+        )
+        stages[stage] = total / count
     await sup.close()
-    return {"times": times[1:], "first": times[0], "baseline_kib": baseline, "peak_kib": max(peaks)}
+    return {
+        "times": times[1:],
+        "first": times[0],
+        "baseline_kib": baseline,
+        "peak_kib": max(peaks),
+        "stages": stages,
+    }
+
+
+async def compare(args: argparse.Namespace) -> dict[str, object]:
+    """Raw exchanges and agent cycles alternately in one process, so drift affects both alike."""
+    sup = new_supervisor()
+    big = summary("bench", args.source, args.scorer, query=args.query)
+    raw_times, agent_times = [], []
+    async with httpx.AsyncClient(timeout=60) as client:
+        for run in range(args.runs + 1):
+            end = int(time.time())
+            url = args.raw_source.replace("END", str(end)).replace("START", str(end - 3600))
+            began = time.perf_counter()
+            got = await client.get(url)
+            body = got.content
+            sent = await client.post(args.scorer, content=body, headers={"Content-Type": "application/json"})
+            _ = sent.content
+            raw_s = time.perf_counter() - began
+            del got, body
+            began = time.perf_counter()
+            outcome = await sup.run_once(big)
+            agent_s = time.perf_counter() - began
+            assert outcome.succeeded, outcome.condition
+            if run:  # the first round opens the connections
+                raw_times.append(raw_s)
+                agent_times.append(agent_s)
+    await sup.close()
+    return {"raw": raw_times, "agent": agent_times}
 
 
 async def steady(args: argparse.Namespace) -> dict[str, object]:
@@ -127,16 +162,18 @@ async def steady(args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["raw", "cycle", "steady"])
+    parser.add_argument("mode", choices=["cycle", "compare", "steady"])
+    parser.add_argument("--raw-source", default="", help="URL for the raw GET; END and START are replaced")
     parser.add_argument("--source", default="")
     parser.add_argument("--small-source", default="")
+    parser.add_argument("--query", default=DEFAULT_QUERY)
     parser.add_argument("--scorer", required=True)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--scorers", type=int, default=20)
     parser.add_argument("--interval", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20)
     args = parser.parse_args()
-    modes = {"raw": raw, "cycle": cycle, "steady": steady}
+    modes = {"cycle": cycle, "compare": compare, "steady": steady}
     print(json.dumps(asyncio.run(modes[args.mode](args))), flush=True)
 
 
