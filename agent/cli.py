@@ -26,7 +26,6 @@ from agent.metrics import AgentMetrics
 from agent.server import HealthServer, parse_bind_address
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
-from agent.wire import ScorerSummary
 
 log = logging.getLogger("agent")
 
@@ -58,12 +57,7 @@ async def run_agent(
         settings=settings,
     )
 
-    async def apply(summaries: list[ScorerSummary]) -> None:
-        report = await supervisor.apply(summaries)
-        for rejected in report.rejected:
-            log.error("scorer %s rejected: %s", rejected.name or "-", rejected.reason)
-
-    watcher = SummaryWatcher(managed, addon_namespace, apply, name=config_map)
+    watcher = SummaryWatcher(managed, addon_namespace, supervisor.apply_payload, name=config_map)
     lease = LeaseRenewer(
         managed,
         addon_namespace,

@@ -102,13 +102,21 @@ class Supervisor:
         """The running workers by score name (a copy)."""
         return dict(self._workers)
 
-    async def apply_payload(self, payload: str | bytes | None) -> ApplyReport:
-        """Apply the raw ConfigMap value; ``None`` (ConfigMap or key absent) stops every worker."""
+    async def apply_payload(self, payload: str | bytes | None) -> ApplyReport | None:
+        """Apply the raw ConfigMap value; ``None`` (ConfigMap or key absent) stops every worker.
+
+        A malformed entry is rejected by name while the others apply.  A payload that is not a JSON
+        list at all changes nothing and returns ``None``: a bad write to the ConfigMap must not stop
+        scorers that work.
+        """
         if payload is None:
             return await self.apply([])
         summaries, errors = parse_summaries(payload)
         for error in errors:
             logger.error("rejected %s", error)
+        if any(e.index is None for e in errors):
+            logger.error("summary payload unusable; keeping the %d scorers that run", len(self._workers))
+            return None
         report = await self.apply(summaries)
         report.rejected[:0] = [Rejection(e.name, e.message, e.index) for e in errors]
         return report

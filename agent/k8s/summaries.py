@@ -4,9 +4,8 @@ The hub delivers `dynamic-scoring-config` (key `summaries`) into the install nam
 ManifestWork.  A list-then-watch loop in a thread follows it and hands each new payload to the
 event loop; the loop relists on 410 Gone and reconnects with backoff on any other failure, so
 the agent rides out apiserver restarts.  A deleted ConfigMap, or one without the key, means
-"no scorers": every worker stops (upstream kept them running, A-3).  A payload that is not a JSON
-list is reported and ignored, keeping the scorers that run; a malformed entry is reported by
-name and skipped while the others apply.
+"no scorers": every worker stops (upstream kept them running, A-3).  Decoding, and what a
+malformed payload means, is the supervisor's business (`Supervisor.apply_payload`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from agent.k8s.api import Gone, KubeAPI, KubeError
-from agent.wire import ScorerSummary, parse_summaries
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +23,12 @@ CONFIGMAP_NAME = "dynamic-scoring-config"
 SUMMARIES_KEY = "summaries"
 _MISSING = object()
 
-Apply = Callable[[list[ScorerSummary]], Awaitable[None]]
+Apply = Callable[[str | None], Awaitable[object]]
+"""Receives the raw `summaries` value, or None when the ConfigMap or its key is absent."""
 
 
 class SummaryWatcher:
-    """Follows one ConfigMap and calls `apply` with its decoded summaries whenever they change."""
+    """Follows one ConfigMap and calls `apply` with its `summaries` value whenever it changes."""
 
     def __init__(
         self,
@@ -101,16 +100,7 @@ class SummaryWatcher:
             return
         if payload is None:
             log.info("%s absent or empty: stopping every scorer", self.where)
-            summaries: list[ScorerSummary] = []
-        else:
-            summaries, errors = parse_summaries(payload)
-            for err in errors:
-                log.error("%s: %s; entry skipped", self.where, err)
-            if any(err.index is None for err in errors):
-                log.error("%s: payload unusable; keeping the scorers that run", self.where)
-                self._last = payload
-                return
-        await self.apply(summaries)
+        await self.apply(payload)
         self._last = payload
         self.applied_once.set()
 

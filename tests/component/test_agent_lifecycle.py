@@ -74,8 +74,8 @@ async def test_removed_scorer_stops_and_leaves_nothing_behind(
     await published(publisher, "staying", len(publisher.requests_for("staying")) + 2)
     assert len(publisher.requests_for("going")) == count
 
-    report = await supervisor.apply_payload(None)  # the ConfigMap is gone
-    assert report.stopped == ["staying"]
+    gone = await supervisor.apply_payload(None)  # the ConfigMap is gone
+    assert gone is not None and gone.stopped == ["staying"]
     assert publisher.removed == ["going", "staying"]
     assert not supervisor.workers
 
@@ -97,6 +97,7 @@ async def test_invalid_and_duplicate_entries_are_rejected_by_name(
     )
     payload = payload[:-1] + ',{"scoreName":"typed","scoringInterval":"30"}]'
     report = await supervisor.apply_payload(payload)
+    assert report is not None
     assert report.started == ["good"]
     reasons = {r.name: r.reason for r in report.rejected}
     assert set(reasons) == {"typed", "zero", "good", "odd"}

@@ -20,8 +20,9 @@ from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
 from agent.k8s.summaries import SummaryWatcher
+from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
-from agent.wire import ScorerSummary
+from agent.supervisor import Supervisor
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import clusteradm
@@ -257,40 +258,37 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
         }
         return yaml.safe_dump(cm)
 
-    async def scenario() -> list[list[str]]:
-        seen: list[list[str]] = []
-        changed = asyncio.Event()
+    async def scenario() -> None:
+        supervisor = Supervisor(cluster_name="cluster2", secrets=MemorySecrets(), publisher=MemoryPublisher())
 
-        async def apply(summaries: list[ScorerSummary]) -> None:
-            seen.append([s.score_name for s in summaries])
-            changed.set()
+        async def running(*names: str) -> None:
+            async def check() -> None:
+                while sorted(supervisor.workers) != sorted(names) or not supervisor.ready:
+                    await asyncio.sleep(0.1)
 
-        async def next_apply() -> list[str]:
-            await asyncio.wait_for(changed.wait(), 30)
-            changed.clear()
-            return seen[-1]
+            await asyncio.wait_for(check(), 30)
 
-        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, apply, watch_timeout=5)
+        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, supervisor.apply_payload, watch_timeout=5)
         task = asyncio.create_task(watcher.run())
         try:
-            assert await next_apply() == []  # no ConfigMap yet: nothing to run
+            await running()  # no ConfigMap yet: applied, nothing to run
             await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("a"), _summary("b")])))
-            assert await next_apply() == ["a", "b"]
+            await running("a", "b")
             # one malformed entry is skipped, the others still apply
             bad = {**_summary("c"), "scoringInterval": "thirty"}
             await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("a"), bad])))
-            assert await next_apply() == ["a"]
-            # an unusable payload keeps what runs; the next good one applies
+            await running("a")
+            # an unusable payload keeps what runs, across a watch timeout and re-list
             await asyncio.to_thread(spoke.apply, configmap("{not json"))
-            await asyncio.sleep(7)  # across a watch timeout and re-list, still nothing applied
-            assert not changed.is_set()
+            await asyncio.sleep(7)
+            assert sorted(supervisor.workers) == ["a"]
             await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("d")])))
-            assert await next_apply() == ["d"]
+            await running("d")
             await asyncio.to_thread(spoke.run, "delete", "configmap", "dynamic-scoring-config", "-n", ns)
-            assert await next_apply() == []
+            await running()
         finally:
             task.cancel()
-        return seen
+            await supervisor.close()
 
     asyncio.run(scenario())
     spoke.run("delete", "namespace", ns, "--wait=false")
