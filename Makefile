@@ -25,7 +25,9 @@ tools: ## build the pinned etcd/Kubernetes/OCM/clusteradm binaries into the cach
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
 	  echo "installing Debian package prometheus (needs root)"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null 2>&1 || { \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; } \
+	  || { echo "could not install prometheus; install Debian's 'prometheus' package and retry" >&2; exit 1; }; }
 
 lint: $(STAMP) ## ruff, mypy --strict, import layering
 	$(BIN)/ruff check .

@@ -81,11 +81,15 @@ class LeaseRenewer:
     async def run(self) -> None:
         """Renew until cancelled; API errors are logged and retried at the next period."""
         while True:
+            renewed = False
             if self.healthy():
                 try:
                     await self.renew_once()
+                    renewed = True
                 except KubeError as exc:
                     log.warning("lease %s/%s not renewed: %s", self.namespace, self.name, exc)
             else:
-                log.warning("agent unhealthy; lease %s/%s not renewed", self.namespace, self.name)
-            await asyncio.sleep(self.period * (1 + random.uniform(0, self.jitter)))
+                log.warning("agent not healthy yet; lease %s/%s not renewed", self.namespace, self.name)
+            # after a miss, try again soon: the addon should turn Available as soon as it is healthy
+            delay = self.period if renewed else min(self.period, 5.0)
+            await asyncio.sleep(delay * (1 + random.uniform(0, self.jitter)))

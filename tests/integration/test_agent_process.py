@@ -127,8 +127,14 @@ def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPl
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
             assert resp.status == 200
 
-        lease = KubeAPI(control_plane.spoke2.admin_kubeconfig).request(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/dynamic-scoring"
+        spoke_api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+        lease = wait_until(
+            lambda: spoke_api.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/dynamic-scoring"
+            ),
+            timeout=15,
+            what="the agent's health Lease",
+            proc=agent,
         )
         assert lease["spec"]["leaseDurationSeconds"] == 60
 
