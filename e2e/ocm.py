@@ -10,6 +10,8 @@ approves it; kube-controller-manager signs it.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,26 +171,34 @@ class Klusterlet:
             token=self.bootstrap_token,
             cluster="hub",
         )
-        logs = self.spoke.run_dir / "logs"
-        self.registration = Proc(
-            f"{self.cluster_name}-registration-agent",
+        self.registration = self._agent(
+            "registration",
+            f"--bootstrap-kubeconfig={bootstrap}",
+            "--cluster-healthcheck-period=10s",
+            f"--spoke-external-server-urls={self.spoke.server}",
+        )
+        return self.registration
+
+    def _agent(self, kind: str, *extra: str) -> Proc:
+        """Start `registration agent` or `work agent` with the flags both share."""
+        binary = self.tools.registration if kind == "registration" else self.tools.work
+        name = f"{self.cluster_name}-{kind}-agent"
+        return Proc(
+            name,
             [
-                str(self.tools.registration),
+                str(binary),
                 "agent",
                 f"--kubeconfig={self.spoke.admin_kubeconfig}",
                 f"--namespace={AGENT_NAMESPACE}",
                 "--disable-leader-election",
                 f"--listen=127.0.0.1:{free_port()}",
                 f"--spoke-cluster-name={self.cluster_name}",
-                f"--bootstrap-kubeconfig={bootstrap}",
-                f"--hub-kubeconfig-dir={self.hub_kubeconfig_dir}",
                 f"--agent-id={self.cluster_name}-agent",
-                "--cluster-healthcheck-period=10s",
-                f"--spoke-external-server-urls={self.spoke.server}",
+                f"--hub-kubeconfig-dir={self.hub_kubeconfig_dir}",
+                *extra,
             ],
-            logs / f"{self.cluster_name}-registration-agent.log",
+            self.spoke.run_dir / "logs" / f"{name}.log",
         ).start()
-        return self.registration
 
     def start_work(self, timeout: float = 180) -> Proc:
         """Start the work agent once the hub kubeconfig exists (it exits without one)."""
@@ -198,31 +208,41 @@ class Klusterlet:
             what=f"{self.cluster_name} hub kubeconfig (is the cluster accepted?)",
             proc=self.registration,
         )
-        logs = self.spoke.run_dir / "logs"
-        self.work = Proc(
-            f"{self.cluster_name}-work-agent",
-            [
-                str(self.tools.work),
-                "agent",
-                f"--kubeconfig={self.spoke.admin_kubeconfig}",
-                f"--namespace={AGENT_NAMESPACE}",
-                "--disable-leader-election",
-                f"--listen=127.0.0.1:{free_port()}",
-                f"--spoke-cluster-name={self.cluster_name}",
-                f"--agent-id={self.cluster_name}-agent",
-                f"--hub-kubeconfig-dir={self.hub_kubeconfig_dir}",
-                "--workload-source-driver=kube",
-                f"--workload-source-config={self.hub_kubeconfig}",
-                "--status-sync-interval=2s",
-            ],
-            logs / f"{self.cluster_name}-work-agent.log",
-        ).start()
+        self.work = self._agent(
+            "work",
+            "--workload-source-driver=kube",
+            f"--workload-source-config={self.hub_kubeconfig}",
+            "--status-sync-interval=2s",
+        )
         return self.work
 
     @property
     def procs(self) -> list[Proc]:
         """The agent processes started so far."""
         return [p for p in (self.registration, self.work) if p is not None]
+
+
+@contextmanager
+def manual_addon(tools: Tools, hub_kubeconfig: Path, name: str, cluster: str) -> Iterator[str]:
+    """A ClusterManagementAddOn with manual install strategy, enabled on `cluster` by clusteradm.
+
+    Yields what `clusteradm addon enable` printed.  On exit the addon is disabled with clusteradm
+    and the ClusterManagementAddOn deleted.
+    """
+    kubectl = Kubectl(tools.kubectl, hub_kubeconfig)
+    cma = {
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "ClusterManagementAddOn",
+        "metadata": {"name": name},
+        "spec": {"addOnMeta": {"displayName": name}, "installStrategy": {"type": "Manual"}},
+    }
+    kubectl.apply(yaml.safe_dump(cma))
+    out = clusteradm(tools, hub_kubeconfig, "addon", "enable", "--names", name, "--clusters", cluster)
+    try:
+        yield out
+    finally:
+        clusteradm(tools, hub_kubeconfig, "addon", "disable", "--names", name, "--clusters", cluster)
+        kubectl.run("delete", "clustermanagementaddon", name, "--ignore-not-found")
 
 
 def clusteradm(tools: Tools, hub_kubeconfig: Path, *args: str, timeout: float = 120) -> str:

@@ -13,7 +13,7 @@ import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
-from e2e.ocm import clusteradm
+from e2e.ocm import manual_addon
 from e2e.procs import wait_until
 
 
@@ -162,26 +162,11 @@ def test_clusteradm_enable_and_addon_csr_signed(control_plane: ControlPlane) -> 
     assert control_plane.tools is not None and control_plane.hub is not None
     hub, spoke = kubectl(control_plane), kubectl(control_plane, "cluster2")
     addon = f"e2e-addon-{uuid.uuid4().hex[:5]}"
-    hub.apply(
-        json.dumps(
-            {
-                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                "kind": "ClusterManagementAddOn",
-                "metadata": {"name": addon},
-                "spec": {"addOnMeta": {"displayName": addon}, "installStrategy": {"type": "Manual"}},
-            }
-        )
-    )
-    out = clusteradm(
-        control_plane.tools,
-        control_plane.hub.admin_kubeconfig,
-        "addon",
-        "enable",
-        "--names",
-        addon,
-        "--clusters",
-        "cluster2",
-    )
+    with manual_addon(control_plane.tools, control_plane.hub.admin_kubeconfig, addon, "cluster2") as out:
+        _addon_csr_flow(hub, spoke, addon, out)
+
+
+def _addon_csr_flow(hub: Kubectl, spoke: Kubectl, addon: str, out: str) -> None:
     assert "cluster2" in out
     mca = hub.get_json("managedclusteraddon", addon, "-n", "cluster2")
     assert mca["spec"]["installNamespace"] == "open-cluster-management-agent-addon"
@@ -231,17 +216,6 @@ def test_clusteradm_enable_and_addon_csr_signed(control_plane: ControlPlane) -> 
         what="addon hub-kubeconfig secret on cluster2",
     )
     assert {"kubeconfig", "tls.crt", "tls.key"} <= set(secret["data"])
-    clusteradm(
-        control_plane.tools,
-        control_plane.hub.admin_kubeconfig,
-        "addon",
-        "disable",
-        "--names",
-        addon,
-        "--clusters",
-        "cluster2",
-    )
-    hub.run("delete", "clustermanagementaddon", addon)
 
 
 def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) -> None:

@@ -25,7 +25,7 @@ from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
-from e2e.ocm import clusteradm
+from e2e.ocm import manual_addon
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until
 
@@ -149,28 +149,12 @@ def test_lease_format_marks_addon_available(control_plane: ControlPlane) -> None
     )
     hub = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
     addon = f"lease-{uuid.uuid4().hex[:5]}"
-    hub.apply(
-        json.dumps(
-            {
-                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                "kind": "ClusterManagementAddOn",
-                "metadata": {"name": addon},
-                "spec": {"installStrategy": {"type": "Manual"}},
-            }
-        )
-    )
-    clusteradm(
-        control_plane.tools,
-        control_plane.hub.admin_kubeconfig,
-        "addon",
-        "enable",
-        "--names",
-        addon,
-        "--clusters",
-        "cluster2",
-    )
+    with manual_addon(control_plane.tools, control_plane.hub.admin_kubeconfig, addon, "cluster2"):
+        _lease_makes_available(hub, KubeAPI(control_plane.spoke2.admin_kubeconfig), addon)
+
+
+def _lease_makes_available(hub: Kubectl, spoke_api: KubeAPI, addon: str) -> None:
     ns = "open-cluster-management-agent-addon"
-    spoke_api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
     renewer = LeaseRenewer(spoke_api, ns, addon, holder="it-agent")
     asyncio.run(renewer.renew_once())
     lease = spoke_api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{addon}")
@@ -190,17 +174,6 @@ def test_lease_format_marks_addon_available(control_plane: ControlPlane) -> None
     # the registration agent checks addon leases every 30 s
     cond = wait_until(available, timeout=75, what="ManagedClusterAddOn Available from our Lease")
     assert cond["reason"] == "ManagedClusterAddOnLeaseUpdated"
-    clusteradm(
-        control_plane.tools,
-        control_plane.hub.admin_kubeconfig,
-        "addon",
-        "disable",
-        "--names",
-        addon,
-        "--clusters",
-        "cluster2",
-    )
-    hub.run("delete", "clustermanagementaddon", addon)
 
 
 def test_secret_reader_reads_rotated_values(control_plane: ControlPlane) -> None:
