@@ -6,6 +6,7 @@ import base64
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -298,6 +299,42 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
         what="probe restarted after the crash",
     )
     wait_until(available, timeout=60, what="probe Available again after restart")
+
+    # a rotated Secret reaches the mounted file while the process runs, as the kubelet syncs it
+    spoke.apply(
+        json.dumps(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "probe-secret", "namespace": ns},
+             "stringData": {"value": "rotated"}}
+        )
+    )  # fmt: skip
+    mounted = Path(pod()["log"]).parent / "volumes" / "secret" / "value"  # type: ignore[index]
+    wait_until(lambda: mounted.read_text() == "rotated", timeout=30, what="secret volume re-synced")
+
+    # a changed pod template replaces the process
+    before = pod()["pid"]  # type: ignore[index]
+    spoke.run("set", "env", "deployment/probe", "-n", ns, "EXTRA=1")
+    wait_until(
+        lambda: (p := pod()) is not None and p["pid"] not in (None, before) and p["ready"],
+        timeout=60,
+        what="probe replaced after the template change",
+    )
+    wait_until(available, timeout=60, what="probe Available after the template change")
+
+    # scale to zero stops it and still counts as available; scaling back starts it again
+    spoke.run("scale", "deployment/probe", "-n", ns, "--replicas=0")
+    wait_until(lambda: pod() is None, timeout=30, what="no probe process at zero replicas")
+    wait_until(
+        lambda: (
+            conditions(spoke.get_json("deployment", "probe", "-n", ns)).get("Available") == "True"
+            # the apiserver omits zero counts
+            and spoke.get_json("deployment", "probe", "-n", ns)["status"].get("replicas", 0) == 0
+        ),
+        timeout=30,
+        what="status of a Deployment scaled to zero",
+    )
+    spoke.run("scale", "deployment/probe", "-n", ns, "--replicas=1")
+    wait_until(available, timeout=60, what="probe Available after scaling back")
+
     pid = pod()["pid"]  # type: ignore[index]
     spoke.run("delete", "deployment", "probe", "-n", ns)
     wait_until(lambda: pod() is None, timeout=30, what="runner dropped the deleted Deployment")
