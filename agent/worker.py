@@ -24,10 +24,11 @@ neither Placement nor a dashboard sees a stale value as current.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -213,6 +214,17 @@ class ScorerWorker:
             )
         return await resolve_credentials(s.scoring_auth, scoring_secret(plan), self._ctx.secrets, stage=stage)
 
+    @contextlib.contextmanager
+    def _timed(self, score_name: str, stage: Stage) -> Iterator[None]:
+        """Record a stage's duration, labelled by whether it raised."""
+        began = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self._ctx.metrics.add_stage_seconds(score_name, stage, time.monotonic() - began, success=ok)
+
     def _on_retry(self, plan: ScorerPlan, stage: Stage) -> Callable[[AgentError, float], None]:
         def note(exc: AgentError, pause: float) -> None:
             self._ctx.metrics.count_retry(plan.score_name, stage)
@@ -236,8 +248,7 @@ class ScorerWorker:
         series: list[msgspec.Raw] = []
         self._stage = "fetch"
         if plan.fetch:
-            began = time.monotonic()
-            try:
+            with self._timed(name, "fetch"):
                 client, creds = await self._stage_client(plan, "fetch")
                 window = RangeWindow.ending_at(
                     time.time(), plan.summary.source_range, plan.summary.source_step
@@ -265,14 +276,9 @@ class ScorerWorker:
                             on_retry=self._on_retry(plan, "fetch"),
                         )
                     )
-            except BaseException:
-                ctx.metrics.add_stage_seconds(name, "fetch", time.monotonic() - began, success=False)
-                raise
-            ctx.metrics.add_stage_seconds(name, "fetch", time.monotonic() - began, success=True)
 
         self._stage = "score"
-        began = time.monotonic()
-        try:
+        with self._timed(name, "score"):
             client, creds = await self._stage_client(plan, "score")
 
             async def post(timeout: float) -> ScoringResponse:
@@ -292,10 +298,6 @@ class ScorerWorker:
                 policy=settings.retry,
                 on_retry=self._on_retry(plan, "score"),
             )
-        except BaseException:
-            ctx.metrics.add_stage_seconds(name, "score", time.monotonic() - began, success=False)
-            raise
-        ctx.metrics.add_stage_seconds(name, "score", time.monotonic() - began, success=True)
         return response
 
     def _success(self, plan: ScorerPlan, response: ScoringResponse) -> PublishRequest:
