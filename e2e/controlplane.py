@@ -17,19 +17,18 @@ process and no port of the run is left.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from e2e import ocm
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Etcd, KubeCluster, Kubectl
+from e2e.pki import bootstrap_token
 from e2e.procs import (
     Proc,
     StartupError,
@@ -37,6 +36,7 @@ from e2e.procs import (
     kill_groups,
     listening_ports,
     pid_alive,
+    port_in_use,
     process_start_ticks,
     wait_until,
 )
@@ -116,8 +116,6 @@ class ControlPlane:
         self.progress("starting etcd")
         etcd.start()
         self._track(etcd.proc)
-
-        from e2e.pki import bootstrap_token
 
         token_id, token_secret = bootstrap_token()
         boot_token = f"{token_id}.{token_secret}"
@@ -336,18 +334,12 @@ def stop_recorded(state_path: Path) -> list[str]:
     problems = [f"{r['name']} (pid {r['pid']}) still running" for r in alive if group_alive(int(r["pid"]))]
     deadline = time.monotonic() + 10
     while True:
-        held = sorted(p for p in ports if _port_listening(p))
+        held = sorted(p for p in ports if port_in_use(p))
         if not held or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     problems += [f"port {p} still held" for p in held]
     return problems
-
-
-def _port_listening(port: int) -> bool:
-    from e2e.procs import port_in_use
-
-    return port_in_use(port)
 
 
 def status(state_path: Path) -> list[tuple[str, str, str]]:
@@ -361,24 +353,3 @@ def status(state_path: Path) -> list[tuple[str, str, str]]:
         else:
             rows.append((rec["name"], "stopped", rec.get("log", "")))
     return rows
-
-
-@contextmanager
-def control_plane(run_dir: Path, progress: Progress = _quiet, **kwargs: Any) -> Iterator[ControlPlane]:
-    """Start a control plane for the duration of a `with` block (used by the pytest fixtures)."""
-    cp = ControlPlane(run_dir, progress=progress, **kwargs)
-    cp.up()
-    try:
-        yield cp
-    finally:
-        problems = cp.down()
-        if problems:
-            print("control plane teardown left: " + "; ".join(problems), file=sys.stderr)
-
-
-def env_for(cp: ControlPlane) -> dict[str, str]:
-    """Environment variables a child process (clusteradm, kubectl) needs, PATH included."""
-    assert cp.tools is not None
-    env = dict(os.environ)
-    env["PATH"] = ":".join([*(str(d) for d in cp.tools.bin_dirs), env.get("PATH", "")])
-    return env

@@ -118,12 +118,6 @@ class KubeCluster:
         (self.pki / "tokens.csv").write_text("\n".join(lines) + "\n")
         return serving
 
-    def start(self, timeout: float = 120) -> None:
-        """Start the apiserver, wait for /readyz, then start the controller-manager."""
-        self.launch_apiserver()
-        self.wait_ready(timeout)
-        self.start_controller_manager()
-
     def launch_apiserver(self) -> None:
         """Start the apiserver process without waiting (so several clusters boot in parallel)."""
         serving = self._write_credentials()

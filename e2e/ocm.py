@@ -216,11 +216,6 @@ class Klusterlet:
         )
         return self.work
 
-    @property
-    def procs(self) -> list[Proc]:
-        """The agent processes started so far."""
-        return [p for p in (self.registration, self.work) if p is not None]
-
 
 @contextmanager
 def manual_addon(tools: Tools, hub_kubeconfig: Path, name: str, cluster: str) -> Iterator[str]:

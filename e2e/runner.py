@@ -126,7 +126,6 @@ class Replica:
         self.waiting_reason = ""
         self.token_expiry = 0.0
         self.synced_versions: dict[str, str] = {}
-        self.stopped = False
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -371,7 +370,6 @@ class Replica:
 
     def stop(self, timeout: float = 10) -> None:
         """Stop the process (TERM, then KILL after the grace period)."""
-        self.stopped = True
         if self.proc is not None and self.proc.poll() is None:
             grace = float(self.spec.get("terminationGracePeriodSeconds", timeout))
             kill_group(self.proc.pid, min(grace, timeout))

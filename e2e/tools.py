@@ -39,10 +39,8 @@ class Tools:
         return sorted({self.kubectl.parent, self.clusteradm.parent})
 
 
-def locate(build: bool = True) -> Tools:
-    """Return the tool paths, building missing components first when `build` is true."""
-    if not build:
-        raise ToolsError("locating without building is not supported; run `make tools`")
+def locate() -> Tools:
+    """Return the tool paths, building missing components first."""
     proc = subprocess.run([str(BUILD_SCRIPT), *COMPONENTS], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ToolsError(f"building the control-plane tools failed:\n{proc.stderr[-4000:]}")
