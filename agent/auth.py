@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from agent.errors import AgentError, AuthError, SecretInvalid, Stage
 from agent.http import TLSMaterial
 from agent.ports import SecretReader
-from agent.wire import EndpointAuth, SecretKeyRef
+from dynamic_scoring.wire import EndpointAuth, SecretKeyRef
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import click
 
-from agent.k8s.api import KubeAPI
 from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
@@ -26,6 +25,7 @@ from agent.metrics import AgentMetrics
 from agent.server import HealthServer, parse_bind_address
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
+from dynamic_scoring.kube.api import KubeAPI
 
 log = logging.getLogger("agent")
 

@@ -48,7 +48,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.errors import Stage
-from agent.wire import ScoreResult
+from dynamic_scoring.wire import ScoreResult
 
 LABEL_VALUE_MAX_CHARS = 256
 SCORE_LABELS: tuple[str, ...] = (

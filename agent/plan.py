@@ -24,7 +24,7 @@ from agent.scoring.dimensions import DEFAULT_FORMAT
 from agent.scoring.naming import aps_name
 from agent.settings import AgentSettings
 from agent.source.splitting import split_queries
-from agent.wire import ScorerSummary
+from dynamic_scoring.wire import ScorerSummary
 
 
 class InvalidSummary(ValueError):  # noqa: N818 - reads better at the raise site

@@ -24,8 +24,8 @@ from agent.metrics import AgentMetrics
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary
 from agent.ports import PublishRequest, ScorePublisher, SecretReader
 from agent.settings import AgentSettings
-from agent.wire import ScorerSummary, parse_summaries
 from agent.worker import ScorerWorker, WorkerContext
+from dynamic_scoring.wire import ScorerSummary, parse_summaries
 
 logger = logging.getLogger("agent.supervisor")
 

@@ -47,7 +47,7 @@ from agent.scoring.dimensions import build_items
 from agent.scoring.maths import valid_until
 from agent.settings import AgentSettings
 from agent.source.prometheus import RangeWindow, query_range
-from agent.wire import ScoringResponse
+from dynamic_scoring.wire import ScoringResponse
 
 logger = logging.getLogger("agent.worker")
 

@@ -28,7 +28,7 @@ from agent.metrics import AgentMetrics
 from agent.server import HealthServer
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
-from agent.wire import ScorerSummary
+from dynamic_scoring.wire import ScorerSummary
 
 
 def status_kib(field: str) -> int:

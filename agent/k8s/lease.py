@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Callable
 
-from agent.k8s.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import PublishError
-from agent.k8s.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 from agent.ports import PublishRequest
+from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 

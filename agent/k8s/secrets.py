@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 
 from agent.errors import AuthError, SecretNotFound
-from agent.k8s.api import Forbidden, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import Forbidden, KubeAPI, KubeError, NotFound
 
 
 class KubeSecretReader:

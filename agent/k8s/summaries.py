@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 
-from agent.k8s.api import Gone, KubeAPI, KubeError
+from dynamic_scoring.kube.api import Gone, KubeAPI, KubeError
 
 log = logging.getLogger(__name__)
 

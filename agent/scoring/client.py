@@ -8,7 +8,7 @@ decoded or re-encoded.  The body is streamed in slices of the original buffers w
 body is ``{"data":[]}``, never ``null`` (upstream A-16).
 
 The answer is read incrementally and abandoned past the size limit, then validated against
-``agent.wire.ScoringResponse``; any 2xx status is accepted.
+``dynamic_scoring.wire.ScoringResponse``; any 2xx status is accepted.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agent.errors import (
     ScorerUnavailable,
 )
 from agent.http import printable_excerpt, read_limited, redact_url
-from agent.wire import ScoringResponse
+from dynamic_scoring.wire import ScoringResponse
 
 SLICE = 1024 * 1024
 _WHITESPACE = b" \t\r\n"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from agent.ports import ScoreItem
 from agent.scoring.maths import score_value
-from agent.wire import ScoreNormalization, ScoreResult
+from dynamic_scoring.wire import ScoreNormalization, ScoreResult
 
 DEFAULT_FORMAT = "${scoreName}"
 METRIC_PLACEHOLDERS: tuple[str, ...] = ("node", "device", "namespace", "app", "pod", "container", "meta")

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from agent.memory import MemoryPublisher
 from agent.ports import PublishRequest
-from agent.wire import ScorerSummary
+from dynamic_scoring.wire import ScorerSummary
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until
 

@@ -17,7 +17,7 @@ from agent.metrics import AgentMetrics
 from agent.ports import ScoreItem
 from agent.server import HealthServer
 from agent.supervisor import Supervisor
-from agent.wire import dump_summaries
+from dynamic_scoring.wire import dump_summaries
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, published, summary
 

@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from agent.errors import PublishError, SecretNotFound
-from agent.k8s.api import KubeAPI, NotFound
 from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
@@ -23,6 +22,7 @@ from agent.k8s.summaries import SummaryWatcher
 from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
+from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon

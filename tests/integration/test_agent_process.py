@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from agent.k8s.api import KubeAPI, NotFound
+from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.pki import write_kubeconfig

@@ -6,7 +6,7 @@ from agent.auth import resolve_credentials
 from agent.errors import SecretInvalid, SecretNotFound
 from agent.http import TLSMaterial, redact_url
 from agent.memory import MemorySecrets
-from agent.wire import EndpointAuth
+from dynamic_scoring.wire import EndpointAuth
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from agent.ports import ScoreItem
 from agent.scoring.dimensions import build_items, item_name_problem, render_name
-from agent.wire import ScoreResult
+from dynamic_scoring.wire import ScoreResult
 
 pytestmark = pytest.mark.unit
 

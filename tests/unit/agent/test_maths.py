@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.scoring.maths import clamp, expiry_window, normalise, round_half_away, score_value, valid_until
-from agent.wire import ScoreNormalization
+from dynamic_scoring.wire import ScoreNormalization
 
 pytestmark = pytest.mark.unit
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from agent.metrics import AgentMetrics, truncate_label
-from agent.wire import ScoreResult
+from dynamic_scoring.wire import ScoreResult
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ import pytest
 
 from agent.plan import InvalidSummary, plan_summary
 from agent.settings import AgentSettings
-from agent.wire import ScorerSummary
+from dynamic_scoring.wire import ScorerSummary
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agent.wire import (
+from dynamic_scoring.wire import (
     UPSTREAM_SUMMARY_KEYS,
     ScorerConfig,
     ScorerSummary,
