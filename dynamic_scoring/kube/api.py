@@ -22,6 +22,7 @@ Errors::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -88,6 +89,28 @@ def _error(status: int, body: bytes | str) -> KubeError:
     return _BY_STATUS.get(status, KubeError)(status, reason, message.strip()[:2000])
 
 
+@contextlib.contextmanager
+def map_transport_errors(what: str) -> Iterator[None]:
+    """Turn every transport failure inside the block into `KubeError(0, "Unavailable")`.
+
+    This is the one place where urllib3's and the socket layer's exceptions meet the typed tree,
+    in the manner of httpx's `map_exceptions`.  It wraps the request *and* the reading of a body or
+    a watch stream: a stream that breaks mid-body raises urllib3's `ProtocolError` or
+    `ReadTimeoutError`, which are not `OSError`, and an unmapped one once ended the agent's watch
+    thread while its Lease kept saying it was healthy.
+    """
+    try:
+        yield
+    except KubeError:
+        raise
+    except client.ApiException as exc:
+        raise _error(int(exc.status or 0), exc.body or str(exc)) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KubeError(0, "Unavailable", f"{what}: {type(exc).__name__}: {exc}") from exc
+    except ValueError as exc:  # a truncated or garbled JSON document
+        raise KubeError(0, "BadResponse", f"{what}: undecodable response: {exc}") from exc
+
+
 def _load(kubeconfig: Path | None) -> client.ApiClient:
     if kubeconfig is None:
         cfg = client.Configuration()
@@ -151,15 +174,11 @@ class KubeAPI:
             body=body,
             auth_settings=["BearerToken"],
         )
-        try:
+        with map_transport_errors(f"{method} {path}"):
             resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
-        except client.ApiException as exc:
-            raise _error(int(exc.status or 0), exc.body or str(exc)) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise KubeError(0, "Unavailable", f"{method} {path}: {exc}") from exc
-        raw = cast(urllib3.BaseHTTPResponse, resp.response)
-        if not 200 <= resp.status < 300:
-            raise _error(resp.status, raw.read())
+            raw = cast(urllib3.BaseHTTPResponse, resp.response)
+            if not 200 <= resp.status < 300:
+                raise _error(resp.status, raw.read())
         return raw
 
     def request(
@@ -175,8 +194,9 @@ class KubeAPI:
         raw = self._send(
             method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
         )
-        data = raw.read()
-        return cast(JSON, json.loads(data)) if data else {}
+        with map_transport_errors(f"{method} {path}"):
+            data = raw.read()
+            return cast(JSON, json.loads(data)) if data else {}
 
     def watch(self, path: str, query: dict[str, str], stop: threading.Event) -> Iterator[JSON]:
         """Yield watch events (`{"type", "object"}`) until the server closes the stream (blocking).
@@ -193,20 +213,21 @@ class KubeAPI:
             timeout=(self.timeout, float(query.get("timeoutSeconds", "300")) + 30),
         )
         try:
-            buffer = b""
-            for chunk in raw.stream(64 * 1024, decode_content=True):
-                if stop.is_set():
-                    return
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    event = cast(JSON, json.loads(line))
-                    if event.get("type") == "ERROR":
-                        status = event.get("object", {})
-                        raise _error(int(status.get("code", 0)), json.dumps(status))
-                    yield event
+            with map_transport_errors(f"watch {path}"):
+                buffer = b""
+                for chunk in raw.stream(64 * 1024, decode_content=True):
+                    if stop.is_set():
+                        return
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        if not line.strip():
+                            continue
+                        event = cast(JSON, json.loads(line))
+                        if event.get("type") == "ERROR":
+                            status = event.get("object", {})
+                            raise _error(int(status.get("code", 0)), json.dumps(status))
+                        yield event
         finally:
             raw.release_conn()
 
