@@ -13,10 +13,15 @@ import logging
 import os
 import re
 import signal
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from agent.errors import PublishError
+from agent.health import Health
 from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
@@ -31,6 +36,162 @@ log = logging.getLogger("agent")
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SHUTDOWN_SECONDS = 4.0
+WATCH_DOWN_LIMIT_SECONDS = 120.0
+"""The summaries watch may be unable to list for this long before the agent reports unhealthy."""
+DEAD_WORKER_EXIT_SECONDS = 60.0
+"""A dead worker task is reported this long (unhealthy, Lease not renewed) before the process exits 1."""
+
+
+@dataclass
+class Agent:
+    """The parts of one running agent, wired together; `serve` runs them."""
+
+    supervisor: Supervisor
+    publisher: KubeScorePublisher
+    watcher: SummaryWatcher
+    lease: LeaseRenewer
+    health: Health
+    server: HealthServer
+    dead_worker_exit_seconds: float
+    exit_reason: str = ""
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Run until `stop` is set (exit code 0) or a loop dies (exit code 1).
+
+        The long-lived loops are the summaries watch, the Lease and the worker watchdog.  Any of
+        them ending is a crash: the process exits non-zero so that the kubelet (or the e2e process
+        runner) restarts it, instead of running on with a part missing.
+        """
+        self.server.start()
+        loops = [
+            asyncio.create_task(self.watcher.run(), name="summaries"),
+            asyncio.create_task(self.lease.run(), name="lease"),
+            asyncio.create_task(self._watchdog(), name="watchdog"),
+        ]
+        cleanup = asyncio.create_task(self._remove_orphans(), name="orphan-cleanup")
+        stopping = asyncio.create_task(stop.wait(), name="stop")
+        code = 0
+        try:
+            done, _ = await asyncio.wait([stopping, *loops], return_when=asyncio.FIRST_COMPLETED)
+            for task in loops:
+                if task in done:
+                    code = 1
+                    exc = None if task.cancelled() else task.exception()
+                    self.exit_reason = f"{task.get_name()} loop ended: {exc!r}"
+                    log.critical("%s; exiting with code 1 so that the agent is restarted", self.exit_reason)
+        finally:
+            log.info("stopping")
+            for pending in (*loops, cleanup, stopping):
+                pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*loops, cleanup, stopping, return_exceptions=True)
+            await self.supervisor.close(SHUTDOWN_SECONDS)
+            self.server.stop()
+        return code
+
+    async def _watchdog(self) -> None:
+        """End the process once a worker task has been dead for `dead_worker_exit_seconds`.
+
+        Until then `/healthz` says which one and the Lease is not renewed, so the state is visible
+        before the restart.
+        """
+        dead_since: float | None = None
+        while True:
+            dead = self.supervisor.dead_workers()
+            now = time.monotonic()
+            if not dead:
+                dead_since = None
+            elif dead_since is None:
+                dead_since = now
+            elif now - dead_since >= self.dead_worker_exit_seconds:
+                raise RuntimeError(f"worker task(s) dead: {', '.join(sorted(dead))}")
+            await asyncio.sleep(0.5)
+
+    async def _remove_orphans(self) -> None:
+        """Once the first summary list is applied, delete our APSs that no scorer publishes."""
+        await self.watcher.applied_once.wait()
+        backoff = 1.0
+        while True:
+            try:
+                owned = await self.publisher.list_owned()
+                orphans = await self.supervisor.remove_orphans(owned)
+                log.info(
+                    "start-up check: %d APS(s) of ours on the hub, %d orphaned", len(owned), len(orphans)
+                )
+                return
+            except PublishError as exc:
+                log.warning("start-up check for orphaned APSs failed (%s); retrying in %.0fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+
+    def on_sighup(self) -> None:
+        """SIGHUP: re-apply the summaries now and retry owed APS deletes now; keep running."""
+        log.info("SIGHUP: re-applying the summaries and retrying pending APS deletes")
+        self.watcher.request_resync()
+        self.supervisor.retry_removals_now()
+
+
+def build_agent(
+    *,
+    hub: KubeAPI,
+    managed: KubeAPI,
+    cluster_name: str,
+    addon_namespace: str,
+    addon_name: str,
+    bind: tuple[str, int],
+    config_map: str = CONFIGMAP_NAME,
+    lease_seconds: float = 60.0,
+    settings: AgentSettings | None = None,
+    watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
+    dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
+    watch_resync_seconds: float = 300.0,
+) -> Agent:
+    """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
+    metrics = AgentMetrics()
+    publisher = KubeScorePublisher(hub, cluster_name, addon_name=addon_name)
+    supervisor = Supervisor(
+        cluster_name=cluster_name,
+        secrets=KubeSecretReader(managed, addon_namespace),
+        publisher=publisher,
+        metrics=metrics,
+        settings=settings,
+    )
+    watcher = SummaryWatcher(
+        managed,
+        addon_namespace,
+        supervisor.apply_payload,
+        name=config_map,
+        resync_seconds=watch_resync_seconds,
+    )
+
+    def watch_check() -> str | None:
+        down = watcher.down_for()
+        if down > watch_down_limit_seconds:
+            return (
+                f"summaries watch of {watcher.where} down for {down:.0f}s "
+                f"(limit {watch_down_limit_seconds:.0f}s)"
+            )
+        return None
+
+    def workers_check() -> str | None:
+        dead = supervisor.dead_workers()
+        if dead:
+            return "worker task ended: " + ", ".join(f"{name} ({how})" for name, how in sorted(dead.items()))
+        return None
+
+    health = Health([watch_check, workers_check])
+    lease = LeaseRenewer(
+        managed,
+        addon_namespace,
+        addon_name,
+        holder=os.environ.get("HOSTNAME") or f"{addon_name}-agent-{cluster_name}",
+        period=lease_seconds,
+        healthy=lambda: watcher.applied_once.is_set() and health.healthy(),
+    )
+    server = HealthServer(
+        metrics, lambda: supervisor.ready, host=bind[0], port=bind[1], problems=health.problems
+    )
+    return Agent(supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds)
 
 
 async def run_agent(
@@ -44,61 +205,37 @@ async def run_agent(
     config_map: str,
     lease_seconds: float,
     settings: AgentSettings,
-) -> None:
-    """Run until SIGTERM/SIGINT, then stop within `SHUTDOWN_SECONDS` plus a margin."""
-    hub = KubeAPI(hub_kubeconfig)
-    managed = KubeAPI(managed_kubeconfig)
-    metrics = AgentMetrics()
-    supervisor = Supervisor(
+    watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
+    dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
+) -> int:
+    """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
+    agent = build_agent(
+        hub=KubeAPI(hub_kubeconfig),
+        managed=KubeAPI(managed_kubeconfig),
         cluster_name=cluster_name,
-        secrets=KubeSecretReader(managed, addon_namespace),
-        publisher=KubeScorePublisher(hub, cluster_name, addon_name=addon_name),
-        metrics=metrics,
+        addon_namespace=addon_namespace,
+        addon_name=addon_name,
+        bind=bind,
+        config_map=config_map,
+        lease_seconds=lease_seconds,
         settings=settings,
+        watch_down_limit_seconds=watch_down_limit_seconds,
+        dead_worker_exit_seconds=dead_worker_exit_seconds,
     )
-
-    watcher = SummaryWatcher(managed, addon_namespace, supervisor.apply_payload, name=config_map)
-    lease = LeaseRenewer(
-        managed,
-        addon_namespace,
-        addon_name,
-        holder=os.environ.get("HOSTNAME") or f"{addon_name}-agent-{cluster_name}",
-        period=lease_seconds,
-        healthy=watcher.applied_once.is_set,
-    )
-    server = HealthServer(metrics, lambda: supervisor.ready, host=bind[0], port=bind[1])
-    server.start()
     log.info(
         "agent for cluster %s started: watching configmap %s/%s, metrics on %s:%d",
         cluster_name,
         addon_namespace,
         config_map,
         bind[0],
-        server.port,
+        agent.server.port,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [
-        asyncio.create_task(watcher.run(), name="summaries"),
-        asyncio.create_task(lease.run(), name="lease"),
-    ]
-    try:
-        done, _ = await asyncio.wait(
-            [asyncio.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED
-        )
-        for task in done:
-            if task in tasks and task.exception() is not None:
-                log.error("%s loop ended: %s", task.get_name(), task.exception())
-    finally:
-        log.info("stopping")
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await supervisor.close(SHUTDOWN_SECONDS)
-        server.stop()
+    loop.add_signal_handler(signal.SIGHUP, agent.on_sighup)
+    return await agent.serve(stop)
 
 
 @click.command(context_settings={"show_default": True, "max_content_width": 100})
@@ -132,6 +269,18 @@ async def run_agent(
     "--max-concurrent-cycles", type=click.IntRange(min=1), default=8, help="Scoring cycles running at once."
 )
 @click.option(
+    "--watch-down-limit-seconds",
+    type=click.FloatRange(min=1),
+    default=WATCH_DOWN_LIMIT_SECONDS,
+    help="Report unhealthy once the summaries watch has been unable to list for this long.",
+)
+@click.option(
+    "--dead-worker-exit-seconds",
+    type=click.FloatRange(min=0),
+    default=DEAD_WORKER_EXIT_SECONDS,
+    help="Exit with code 1 once a worker task has been dead this long (unhealthy meanwhile).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -147,6 +296,8 @@ def main(
     config_map: str,
     lease_renew_seconds: float,
     max_concurrent_cycles: int,
+    watch_down_limit_seconds: float,
+    dead_worker_exit_seconds: float,
     log_level: str,
 ) -> None:
     """Score this managed cluster: feed metrics to every configured scoring API, publish the results.
@@ -154,6 +305,9 @@ def main(
     Reads scorer summaries from the ConfigMap the hub delivers, runs one worker per score name,
     writes AddOnPlacementScores to this cluster's namespace on the hub, exports Prometheus metrics,
     and renews the health Lease OCM uses to mark the addon Available.
+
+    Exit codes: 0 after SIGTERM/SIGINT; 1 when a loop of the agent died (it should be restarted).
+    SIGHUP re-applies the summary ConfigMap and retries pending AddOnPlacementScore deletes.
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not DNS_LABEL.match(cluster_name):
@@ -172,7 +326,7 @@ def main(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--metrics-bind-address") from exc
     settings = AgentSettings(max_concurrent_cycles=max_concurrent_cycles)
-    asyncio.run(
+    code = asyncio.run(
         run_agent(
             hub_kubeconfig=hub_kubeconfig,
             managed_kubeconfig=managed_kubeconfig,
@@ -183,5 +337,8 @@ def main(
             config_map=config_map,
             lease_seconds=lease_renew_seconds,
             settings=settings,
+            watch_down_limit_seconds=watch_down_limit_seconds,
+            dead_worker_exit_seconds=dead_worker_exit_seconds,
         )
     )
+    sys.exit(code)

@@ -1,9 +1,10 @@
 """The agent's small HTTP endpoint: ``/metrics``, ``/healthz`` and ``/readyz``.
 
 It runs in a thread with the standard library's WSGI server, so a scrape never competes with the
-scoring loop for the event loop and a stuck loop still answers ``/healthz`` (which only says the
-process is alive; liveness must not depend on scorers).  ``/readyz`` answers 200 once the
-supervisor has applied a summary list.
+scoring loop for the event loop.  ``/healthz`` answers 200 while the agent's health checks find no
+problem and 503 with one line per problem otherwise (the summaries watch down too long, a worker
+task dead); it never depends on a scorer's own failures, which are reported on its APS instead.
+``/readyz`` answers 200 once the supervisor has applied a summary list.
 """
 
 from __future__ import annotations
@@ -48,15 +49,22 @@ class HealthServer:
     Args:
         metrics: whose registry ``/metrics`` exposes.
         ready: returns True when the agent is ready (``Supervisor.ready``).
+        problems: returns the current health problems (``Health.problems``); none means healthy.
         host: bind host; loopback by default, ``0.0.0.0`` in the Deployment.
         port: bind port; 0 picks a free one (see ``port``).
     """
 
     def __init__(
-        self, metrics: AgentMetrics, ready: Callable[[], bool], host: str = "127.0.0.1", port: int = 8080
+        self,
+        metrics: AgentMetrics,
+        ready: Callable[[], bool],
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        problems: Callable[[], list[str]] = list,
     ) -> None:
         self._metrics = metrics
         self._ready = ready
+        self._problems = problems
         server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
         self._server = make_server(
             host, port, self._app, server_class=server_class, handler_class=_QuietHandler
@@ -75,8 +83,12 @@ class HealthServer:
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_METRICS)])
             return [body]
         if path == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
+            problems = self._problems()
+            if not problems:
+                start_response("200 OK", [("Content-Type", "text/plain")])
+                return [b"ok\n"]
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")])
+            return ["".join(f"{p}\n" for p in problems).encode("utf-8", "replace")]
         if path == "/readyz":
             if self._ready():
                 start_response("200 OK", [("Content-Type", "text/plain")])

@@ -7,17 +7,27 @@ when the ConfigMap or its key disappears).  A malformed or invalid entry is reje
 and a reason and never stops the others; the first entry of a duplicated score name wins.
 
 Stopping a worker because its scorer disappeared also removes its metric series and asks the
-publisher to delete its AddOnPlacementScore.  Shutting the agent down (``close``) does neither:
-those scores are still true and expire through ``validUntil`` if the agent does not come back.
+publisher to delete its AddOnPlacementScore.  A delete that fails is retried with backoff (1 s
+doubling to 60 s) until it succeeds, so no orphan stays on the hub; a delete that timed out but went
+through is confirmed by the retry's 404 and is not reported as a failure.  Scores of scorers removed
+while the agent was down are found by label at start (``remove_orphans``).  Shutting the agent down
+(``close``) removes nothing: those scores are still true and expire through ``validUntil`` if the
+agent does not come back.
+
+Each worker runs as one asyncio task, which catches every failure of a cycle; a task that ends
+anyway is a bug.  The supervisor keeps the task it saw each worker start and reports one that has
+ended (``dead_workers``), which the agent's health turns into an unhealthy ``/healthz``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.http import ClientPool
 from agent.metrics import AgentMetrics
@@ -88,6 +98,10 @@ class Supervisor:
             rng=rng or random.Random(),
         )
         self._workers: dict[str, ScorerWorker] = {}
+        self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self._removals: dict[str, str] = {}  # APS name -> scorer label, deletes still owed to the hub
+        self._removal_task: asyncio.Task[None] | None = None
+        self._removal_wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._applied = False
         self._closed = False
@@ -96,6 +110,28 @@ class Supervisor:
     def ready(self) -> bool:
         """True once a summary list has been applied (``/readyz``)."""
         return self._applied and not self._closed
+
+    @property
+    def pending_removals(self) -> list[str]:
+        """APS names whose delete has not succeeded yet (retried in the background)."""
+        return sorted(self._removals)
+
+    def dead_workers(self) -> dict[str, str]:
+        """Score names whose worker task ended while the worker should run, with how it ended.
+
+        Safe to call from another thread: it only reads the tasks' state.
+        """
+        dead: dict[str, str] = {}
+        for name, tasks in list(self._tasks.items()):
+            for task in list(tasks):
+                if not task.done():
+                    continue
+                if task.cancelled():
+                    dead[name] = "cancelled"
+                else:
+                    exc = task.exception()  # its type only: the text of a bug's exception is not vetted
+                    dead[name] = f"raised {type(exc).__name__}" if exc is not None else "returned"
+        return dead
 
     @property
     def workers(self) -> dict[str, ScorerWorker]:
@@ -152,7 +188,10 @@ class Supervisor:
                 if worker is None:
                     worker = ScorerWorker(plan, self._ctx)
                     self._workers[name] = worker
+                    self._removals.pop(plan.aps_name, None)  # the scorer is back: its APS is wanted
+                    before = asyncio.all_tasks()
                     worker.start()
+                    self._tasks[name] = asyncio.all_tasks() - before
                     report.started.append(name)
                     logger.info("%s started (every %ds)", plan.label, plan.interval)
                 elif worker.plan != plan:
@@ -180,20 +219,81 @@ class Supervisor:
 
     async def _retire(self, name: str) -> None:
         worker = self._workers.pop(name)
+        self._tasks.pop(name, None)
         await worker.stop(self.settings.stop_timeout_seconds)
         self.metrics.forget(name)
+        self._removals[worker.plan.aps_name] = worker.plan.label
+        await self._remove(worker.plan.aps_name, first=True)
+        logger.info("%s stopped", worker.plan.label)
+
+    async def _remove(self, aps_name: str, *, first: bool = False) -> bool:
+        """One attempt to delete an owed APS; True when it is gone (now or already)."""
+        label = self._removals.get(aps_name, aps_name)
         try:
             async with asyncio.timeout(self.settings.publish_timeout_seconds):
-                await self._ctx.publisher.remove(worker.plan.aps_name)
+                await self._ctx.publisher.remove(aps_name)
+        except TimeoutError:
+            # The apiserver may well have done it: the retry's 404 will tell, so no failure here.
+            logger.info(
+                "%s: deleting AddOnPlacementScore %s got no answer within %.0fs; confirming it shortly",
+                label,
+                aps_name,
+                self.settings.publish_timeout_seconds,
+            )
         except Exception as exc:
             logger.warning(
-                "%s: removing AddOnPlacementScore %s failed (%s: %s)",
-                worker.plan.label,
-                worker.plan.aps_name,
+                "%s: removing AddOnPlacementScore %s failed (%s: %s); retrying until it succeeds",
+                label,
+                aps_name,
                 type(exc).__name__,
                 exc,
             )
-        logger.info("%s stopped", worker.plan.label)
+        else:
+            self._removals.pop(aps_name, None)
+            if not first:
+                logger.info("%s: AddOnPlacementScore %s removed", label, aps_name)
+            return True
+        self._ensure_removal_task()
+        return False
+
+    def _ensure_removal_task(self) -> None:
+        if self._removal_task is None or self._removal_task.done():
+            self._removal_task = asyncio.create_task(self._retry_removals(), name="aps-removals")
+
+    async def _retry_removals(self) -> None:
+        """Retry owed deletes with backoff (1 s doubling to 60 s) until none is left."""
+        backoff = 1.0
+        while self._removals and not self._closed:
+            self._removal_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._removal_wake.wait(), backoff * (0.5 + self._ctx.rng.random() / 2)
+                )
+            async with self._lock:
+                if self._closed:
+                    return
+                results = [await self._remove(name) for name in list(self._removals)]
+            backoff = 1.0 if all(results) else min(backoff * 2, 60.0)
+
+    def retry_removals_now(self) -> None:
+        """Attempt the owed deletes at once instead of at the next backoff step (SIGHUP)."""
+        self._removal_wake.set()
+
+    async def remove_orphans(self, owned: Sequence[str]) -> list[str]:
+        """Delete the APSs in ``owned`` (ours, by label) that no running scorer publishes.
+
+        Called once the first summary list is applied, with the names ``list_owned`` found: they
+        are the scores of scorers removed while the agent was down.  Returns the names queued.
+        """
+        async with self._lock:
+            wanted = {w.plan.aps_name for w in self._workers.values() if w.plan.publish}
+            orphans = [name for name in owned if name not in wanted]
+            for name in orphans:
+                logger.info("AddOnPlacementScore %s belongs to no configured scorer; removing it", name)
+                self._removals.setdefault(name, name)
+            for name in orphans:
+                await self._remove(name)
+            return orphans
 
     async def close(self, timeout: float = 4.0) -> None:
         """Stop every worker and close the HTTP clients within ``timeout`` seconds.
@@ -202,8 +302,11 @@ class Supervisor:
         scores expire by themselves if it does not come back.
         """
         self._closed = True
+        if self._removal_task is not None:
+            self._removal_task.cancel()
         workers = list(self._workers.values())
         self._workers.clear()
+        self._tasks.clear()
         per_worker = max(0.1, timeout * 0.75)
         try:
             async with asyncio.timeout(timeout):

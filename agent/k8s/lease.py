@@ -15,6 +15,7 @@ import logging
 import random
 from collections.abc import Callable
 
+from agent.k8s.paths import namespaced
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class LeaseRenewer:
         self.period = period
         self.jitter = jitter
         self.healthy = healthy
-        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self.path = namespaced("/apis/coordination.k8s.io/v1", namespace, "leases")
+        self.object_path = namespaced("/apis/coordination.k8s.io/v1", namespace, "leases", name)
 
     async def renew_once(self) -> None:
         """Set `renewTime` to now, creating the Lease when it does not exist."""
@@ -59,9 +61,7 @@ class LeaseRenewer:
             "renewTime": now,
         }
         try:
-            await self.api.arequest(
-                "PATCH", f"{self.path}/{self.name}", body={"spec": spec}, content_type=MERGE_PATCH
-            )
+            await self.api.arequest("PATCH", self.object_path, body={"spec": spec}, content_type=MERGE_PATCH)
             return
         except NotFound:
             pass
@@ -74,9 +74,7 @@ class LeaseRenewer:
         try:
             await self.api.arequest("POST", self.path, body=body)
         except Conflict:
-            await self.api.arequest(
-                "PATCH", f"{self.path}/{self.name}", body={"spec": spec}, content_type=MERGE_PATCH
-            )
+            await self.api.arequest("PATCH", self.object_path, body={"spec": spec}, content_type=MERGE_PATCH)
 
     async def run(self) -> None:
         """Renew until cancelled; API errors are logged and retried at the next period."""
@@ -89,7 +87,9 @@ class LeaseRenewer:
                 except KubeError as exc:
                     log.warning("lease %s/%s not renewed: %s", self.namespace, self.name, exc)
             else:
-                log.warning("agent not healthy yet; lease %s/%s not renewed", self.namespace, self.name)
+                log.warning(
+                    "agent not healthy (see /healthz); lease %s/%s not renewed", self.namespace, self.name
+                )
             # after a miss, try again soon: the addon should turn Available as soon as it is healthy
             delay = self.period if renewed else min(self.period, 5.0)
             await asyncio.sleep(delay * (1 + random.uniform(0, self.jitter)))

@@ -3,9 +3,17 @@
 Scores go through the `status` subresource after the object exists (a create drops `status`,
 which is how upstream lost the first cycle's scores, A-5).  A successful cycle writes the items,
 `validUntil` and a condition; a failed one writes only the condition, so the last good scores
-stay until they expire and are then ignored by Placement (the stale policy).  Writes that would
-change nothing are skipped while `validUntil` is far off, which keeps a fleet of agents from
-rewriting identical objects every interval.
+stay until they expire and are then ignored by Placement (the stale policy).
+
+Writes that would change nothing are skipped while `validUntil` is far off, which keeps a fleet of
+agents from rewriting identical objects every interval.  "Nothing" is judged against the object
+as the hub holds it now, read before every decision, not against what this process last wrote:
+an APS deleted by hand, or with a forged item edited into its status, is restored by the next
+cycle (a read costs the apiserver far less than a write).
+
+Every object the agent creates carries the labels `app.kubernetes.io/managed-by:
+dynamic-scoring-agent` and `dynamic-scoring.open-cluster-management.io/addon: <addon>`, so
+`list_owned` can find the ones left by scorers removed while the agent was down.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import PublishError
+from agent.k8s.paths import namespaced
 from agent.ports import PublishRequest
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 
@@ -43,7 +52,7 @@ def parse_time(text: str) -> dt.datetime | None:
 
 @dataclass
 class _Known:
-    """What the object's status holds, as far as this process last saw or wrote it."""
+    """What the object's status holds on the hub."""
 
     scores: list[dict[str, Any]] | None
     valid_until: str | None
@@ -61,25 +70,32 @@ class KubeScorePublisher:
         self.api = api
         self.namespace = cluster_namespace
         self.addon_name = addon_name
-        self._known: dict[str, _Known] = {}
 
     def _path(self, name: str = "", status: bool = False) -> str:
-        base = f"{GROUP_PATH}/namespaces/{self.namespace}/addonplacementscores"
-        return f"{base}/{name}/status" if status else (f"{base}/{name}" if name else base)
+        return namespaced(
+            GROUP_PATH, self.namespace, "addonplacementscores", name, "status" if status else ""
+        )
 
-    async def _seed(self, name: str) -> _Known:
-        """Learn the current status once per object, to keep transition times across restarts."""
-        if name not in self._known:
-            try:
-                obj = await self.api.arequest("GET", self._path(name))
-                status = obj.get("status") or {}
-                cond = next(
-                    (c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None
-                )
-                self._known[name] = _Known(status.get("scores"), status.get("validUntil"), cond)
-            except NotFound:
-                self._known[name] = _Known(None, None, None)
-        return self._known[name]
+    async def _read(self, name: str) -> _Known:
+        """The object's status as the hub holds it now (all None when it does not exist)."""
+        try:
+            obj = await self.api.arequest("GET", self._path(name))
+        except NotFound:
+            return _Known(None, None, None)
+        status = obj.get("status") or {}
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None)
+        return _Known(status.get("scores"), status.get("validUntil"), cond)
+
+    async def list_owned(self) -> list[str]:
+        """Names of the APSs in this cluster's namespace that this addon's agent created."""
+        selector = f"{MANAGED_BY_LABEL}=dynamic-scoring-agent,{ADDON_LABEL}={self.addon_name}"
+        try:
+            listed = await self.api.arequest("GET", self._path(), query={"labelSelector": selector})
+        except KubeError as exc:
+            raise PublishError(
+                f"AddOnPlacementScores in {self.namespace} could not be listed: {exc}"
+            ) from exc
+        return sorted(str(i["metadata"]["name"]) for i in listed.get("items") or [])
 
     async def publish(self, result: PublishRequest) -> None:
         """Create the object if needed and patch its status; skip writes that change nothing."""
@@ -87,7 +103,7 @@ class KubeScorePublisher:
         where = f"AddOnPlacementScore {self.namespace}/{name}"
         now = dt.datetime.now(dt.UTC)
         try:
-            known = await self._seed(name)
+            known = await self._read(name)
         except KubeError as exc:
             raise PublishError(f"{where} could not be read: {exc}") from exc
         c = result.condition
@@ -111,11 +127,7 @@ class KubeScorePublisher:
         try:
             await self._write(name, result.score_name, {"status": patch})
         except KubeError as exc:
-            self._known.pop(name, None)
             raise PublishError(f"{where} could not be written: {exc}") from exc
-        self._known[name] = _Known(
-            patch.get("scores", known.scores), patch.get("validUntil", known.valid_until), condition
-        )
 
     @staticmethod
     def _unchanged(known: _Known, patch: dict[str, Any], result: PublishRequest, now: dt.datetime) -> bool:
@@ -127,6 +139,8 @@ class KubeScorePublisher:
             return False
         stored = parse_time(known.valid_until or "")
         if stored is None:
+            return False
+        if stored > result.valid_until:  # later than anything we wrote: edited on the hub
             return False
         remaining = (stored - now).total_seconds()
         window = (result.valid_until - now).total_seconds()
@@ -158,8 +172,7 @@ class KubeScorePublisher:
         )
 
     async def remove(self, aps_name: str) -> None:
-        """Delete the object; a missing one is fine."""
-        self._known.pop(aps_name, None)
+        """Delete the object; a missing one is fine (a retried delete whose first try went through)."""
         try:
             await self.api.arequest("DELETE", self._path(aps_name))
         except NotFound:

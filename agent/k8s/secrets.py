@@ -2,7 +2,9 @@
 
 Every read goes to the apiserver, so a rotated token is used at the next cycle without a restart;
 at the agent's scale (a few scorers, each reading one or two Secrets per interval) that costs
-less than a watch would.  Values never appear in errors or logs.
+less than a watch would.  Values never appear in errors or logs.  Every path segment is
+URL-quoted, so a name like `../../other/secrets/x` names a (missing) Secret here and never a path
+into another namespace.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 
 from agent.errors import AuthError, SecretNotFound
+from agent.k8s.paths import namespaced
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, KubeError, NotFound
 
 
@@ -24,7 +27,8 @@ class KubeSecretReader:
         """Return the decoded value of `key` in Secret `name`."""
         where = f"secret {self.namespace}/{name}"
         try:
-            secret = await self.api.arequest("GET", f"/api/v1/namespaces/{self.namespace}/secrets/{name}")
+            path = namespaced("/api/v1", self.namespace, "secrets", name)
+            secret = await self.api.arequest("GET", path)
         except NotFound as exc:
             raise SecretNotFound(f"{where} not found") from exc
         except Forbidden as exc:
