@@ -73,7 +73,8 @@ def test_manifestwork_reaches_cluster2_apiserver(control_plane: ControlPlane) ->
     cm = spoke.get_json("configmap", name, "-n", "default")
     assert cm["data"] == {"hello": "cluster2"}
     # and not on the hub, which is cluster1's apiserver
-    assert hub.run("get", "configmap", name, "-n", "default", check=False) == ""
+    # (--ignore-not-found: an absent object prints nothing and exits 0; any failure of kubectl raises)
+    assert hub.run("get", "configmap", name, "-n", "default", "--ignore-not-found") == ""
     hub.run("delete", "manifestwork", name, "-n", "cluster2")
     wait_until(
         lambda: spoke.run("get", "configmap", name, "-n", "default", "--ignore-not-found") == "",

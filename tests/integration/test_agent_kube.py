@@ -22,7 +22,7 @@ from agent.k8s.summaries import SummaryWatcher
 from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
-from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
@@ -137,8 +137,9 @@ def test_agent_hub_rbac_allows_own_cluster_only(control_plane: ControlPlane, tmp
         asyncio.run(other.publish(PublishRequest("s", "rbac-probe", [ScoreItem("a", 5)], None, ok(), 30)))
     assert "403" in str(denied.value)
     # nothing beyond scores: the identity cannot read the cluster's secrets
-    with pytest.raises(Exception, match="403"):
+    with pytest.raises(Forbidden) as no_secrets:
         agent_api.request("GET", "/api/v1/namespaces/cluster1/secrets")
+    assert no_secrets.value.status == 403
     asyncio.run(own.remove("rbac-probe"))
 
 
@@ -233,6 +234,11 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
 
     async def scenario() -> None:
         supervisor = Supervisor(cluster_name="cluster2", secrets=MemorySecrets(), publisher=MemoryPublisher())
+        seen: list[str | None] = []
+
+        async def apply(payload: str | None) -> object:
+            seen.append(payload)
+            return await supervisor.apply_payload(payload)
 
         async def running(*names: str) -> None:
             async def check() -> None:
@@ -241,7 +247,7 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
 
             await asyncio.wait_for(check(), 30)
 
-        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, supervisor.apply_payload, watch_timeout=5)
+        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, apply, watch_timeout=5, resync_seconds=3)
         task = asyncio.create_task(watcher.run())
         try:
             await running()  # no ConfigMap yet: applied, nothing to run
@@ -253,7 +259,15 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
             await running("a")
             # an unusable payload keeps what runs, across a watch timeout and re-list
             await asyncio.to_thread(spoke.apply, configmap("{not json"))
-            await asyncio.sleep(7)
+
+            async def delivered_then_relisted() -> None:
+                while "{not json" not in seen:
+                    await asyncio.sleep(0.1)
+                relists = watcher.relists
+                while watcher.relists < relists + 1:
+                    await asyncio.sleep(0.1)
+
+            await asyncio.wait_for(delivered_then_relisted(), 30)
             assert sorted(supervisor.workers) == ["a"]
             await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("d")])))
             await running("d")
