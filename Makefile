@@ -51,13 +51,13 @@ test-e2e: $(STAMP) deps tools ## e2e tier only
 	$(BIN)/pytest -m e2e
 
 e2e-up: $(STAMP) deps tools ## start the local OCM control plane in the background; writes .e2e/env
-	$(BIN)/dynamic-scoring-e2e up
+	$(BIN)/python -m e2e.cli up
 
 e2e-down: $(STAMP) ## stop everything e2e-up started
-	$(BIN)/dynamic-scoring-e2e down
+	$(BIN)/python -m e2e.cli down
 
 e2e-status: $(STAMP) ## say what the local control plane runs
-	$(BIN)/dynamic-scoring-e2e status
+	$(BIN)/python -m e2e.cli status
 
 bench: $(STAMP) deps ## run the benchmarks under bench/ (prints numbers)
 	$(BIN)/python -m bench

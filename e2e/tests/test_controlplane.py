@@ -244,7 +244,7 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
                         {
                             "name": "probe",
                             "image": "quay.io/dynamic-scoring/dynamic-scoring:e2e",
-                            "command": ["dynamic-scoring-e2e-probe"],
+                            "command": ["python", "-m", "e2e.probe"],  # the harness ships no console script
                             "args": ["--secret-file=/etc/probe/value", "--bind-address=:8080"],
                             "env": [
                                 {
