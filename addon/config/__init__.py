@@ -1,0 +1,1 @@
+"""AddOnDeploymentConfig handling: which config applies, its spec hash, its values, the install namespace."""

@@ -1,0 +1,92 @@
+"""Where the agent is installed on the managed cluster, and whether that namespace is ours.
+
+The same name must reach three places (contract §6.3): the rendered manifests, MCA
+`status.namespace` (where the klusterlet writes the hub-kubeconfig Secret and reads the Lease) and
+the agent's `--addon-namespace`.  Computing it once, here, is what keeps them equal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from addon.config.deployment_config import DeploymentConfig
+from addon.constants import DEFAULT_INSTALL_NAMESPACE, INSTALL_NAMESPACE_ANNOTATION
+from addon.errors import AddonConfigError
+
+JSON = dict[str, Any]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+# Namespaces that exist on every cluster or belong to OCM itself: never created, never deleted,
+# never even put in a work (the work agent would take ownership of them).
+_SYSTEM_NAMESPACES = frozenset(
+    {"default", "open-cluster-management", "open-cluster-management-agent", "open-cluster-management-hub"}
+)
+_SYSTEM_PREFIXES = ("kube-", "openshift")
+
+
+def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str:
+    """The install namespace: the ADC's `agentInstallNamespace`, else the MCA's, else the default.
+
+    `config` is the ADC referenced by the MCA (None when none is).  The ADC CRD defaults its field
+    to `open-cluster-management-agent-addon`, so a referenced ADC wins over `clusteradm
+    --namespace` unless it sets the field to "" explicitly: that is the framework's rule, kept.
+
+    Raises:
+        AddonConfigError: the chosen name is not a DNS label.
+    """
+    if config is not None and config.agent_install_namespace:
+        namespace, where = config.agent_install_namespace, "spec.agentInstallNamespace"
+    else:
+        spec_ns = (mca.get("spec") or {}).get("installNamespace") or ""
+        annotated = ((mca.get("metadata") or {}).get("annotations") or {}).get(
+            INSTALL_NAMESPACE_ANNOTATION, ""
+        )
+        namespace = spec_ns or annotated or DEFAULT_INSTALL_NAMESPACE
+        where = "ManagedClusterAddOn spec.installNamespace"
+    if not _DNS_LABEL.match(namespace):
+        raise AddonConfigError(where, f"{namespace!r} is not a valid namespace name")
+    return namespace
+
+
+@dataclass(frozen=True)
+class NamespacePlan:
+    """What the work does with the install namespace.
+
+    Attributes:
+        name: the namespace.
+        manifest: whether the work carries a Namespace object (so the work agent creates it if
+            missing; the klusterlet needs it to exist before it can write the hub kubeconfig).
+        orphan: whether that object carries the deletion-orphan annotation, so that disabling the
+            addon leaves the namespace (and anything else in it) where it is.
+    """
+
+    name: str
+    manifest: bool
+    orphan: bool
+
+
+def plan_namespace(namespace: str, config: DeploymentConfig) -> NamespacePlan:
+    """Decide whether the namespace is the addon's to create and to delete.
+
+    The hub cannot see whether a namespace already existed on the managed cluster, and the work
+    agent adopts an existing object it applies, deleting it with the work.  So the safe default is:
+    create it when missing, never delete it (orphan).  Only a user who says the namespace is the
+    addon's own (`DeleteInstallNamespace=true`) gets it deleted on disable, and never the shared
+    default namespace or a system one.
+
+    Raises:
+        AddonConfigError: `DeleteInstallNamespace=true` for a namespace that is not the addon's to delete.
+    """
+    system = namespace in _SYSTEM_NAMESPACES or namespace.startswith(_SYSTEM_PREFIXES)
+    delete = config.variables.delete_install_namespace
+    if delete and (system or namespace == DEFAULT_INSTALL_NAMESPACE):
+        raise AddonConfigError(
+            "spec.customizedVariables[DeleteInstallNamespace]",
+            f"namespace {namespace!r} is shared with other components and is never deleted by this addon",
+        )
+    if system:
+        return NamespacePlan(name=namespace, manifest=False, orphan=True)
+    return NamespacePlan(name=namespace, manifest=True, orphan=not delete)

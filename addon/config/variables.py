@@ -1,0 +1,119 @@
+"""The customized variables this addon understands (ADC `spec.customizedVariables`).
+
+Every variable is validated here, so a typo or a bad value surfaces as a condition naming the
+variable instead of a Deployment the cluster rejects or an agent that crash-loops.  Unknown names
+are errors for the same reason: a silently ignored `LogLvel` is worse than a loud one.
+docs/addon-manager.md lists the same table for users.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from addon.errors import AddonConfigError
+
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(?P<port>[0-9]{1,5})$")
+
+
+@dataclass(frozen=True)
+class Variables:
+    """Values of the customized variables after validation, with the defaults filled in."""
+
+    image: str | None = None  # None: the manager's default agent image
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    log_level: str = "info"
+    metrics_bind_address: str = ":8080"
+    max_concurrent_cycles: int = 8
+    delete_install_namespace: bool = False
+
+    @property
+    def metrics_port(self) -> int:
+        """The port of `metrics_bind_address`: the containerPort and the probes' port."""
+        match = _BIND.match(self.metrics_bind_address)
+        assert match is not None  # validated on parse
+        return int(match["port"])
+
+
+def _image(value: str) -> object:
+    if not _IMAGE.match(value):
+        raise ValueError("must be an image reference such as registry.example.com/dynamic-scoring:1.0")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[str], object]:
+    def check(value: str) -> object:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    return check
+
+
+def _pull_secrets(value: str) -> object:
+    # Upstream's format: a JSON array of Secret names, e.g. ["hub-registry-secret"].
+    try:
+        names = json.loads(value)
+    except json.JSONDecodeError:
+        raise ValueError('must be a JSON array of Secret names, e.g. ["my-pull-secret"]') from None
+    if not isinstance(names, list) or not all(isinstance(n, str) and _DNS_SUBDOMAIN.match(n) for n in names):
+        raise ValueError('must be a JSON array of Secret names, e.g. ["my-pull-secret"]')
+    return tuple(names)
+
+
+def _bind_address(value: str) -> object:
+    match = _BIND.match(value)
+    if not match or not 1 <= int(match["port"]) <= 65535:
+        raise ValueError("must be host:port with an explicit port, e.g. :8080 or 0.0.0.0:8080")
+    return value
+
+
+def _positive_int(value: str) -> object:
+    if not value.isdigit() or not 1 <= int(value) <= 1000:
+        raise ValueError("must be an integer from 1 to 1000")
+    return int(value)
+
+
+def _boolean(value: str) -> object:
+    if value not in ("true", "false"):
+        raise ValueError('must be "true" or "false"')
+    return value == "true"
+
+
+# variable name -> (Variables field, parser)
+VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
+    "Image": ("image", _image),
+    "ImagePullPolicy": ("image_pull_policy", _choice("Always", "IfNotPresent", "Never")),
+    "ImagePullSecrets": ("image_pull_secrets", _pull_secrets),
+    "LogLevel": ("log_level", _choice("debug", "info", "warning", "error")),
+    "MetricsBindAddress": ("metrics_bind_address", _bind_address),
+    "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
+    "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
+}
+
+
+def parse_variables(items: list[dict[str, str]] | None) -> Variables:
+    """Validate `spec.customizedVariables` into `Variables`.
+
+    Raises:
+        AddonConfigError: an unknown name or an invalid value, naming the variable.
+    """
+    values: dict[str, object] = {}
+    for item in items or []:
+        name, value = item.get("name", ""), item.get("value", "")
+        if name not in VARIABLES:
+            raise AddonConfigError(
+                f"spec.customizedVariables[{name}]",
+                f"unknown variable; this addon understands {', '.join(sorted(VARIABLES))}",
+            )
+        field, parse = VARIABLES[name]
+        try:
+            values[field] = parse(value)
+        except ValueError as exc:
+            raise AddonConfigError(f"spec.customizedVariables[{name}]", f"{value!r} {exc}") from None
+    return Variables(**values)  # type: ignore[arg-type]

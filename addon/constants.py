@@ -1,0 +1,56 @@
+"""Names, labels and defaults that OCM and this addon agree on (ocm-addon-contract, appendix D).
+
+Every derived name follows from `ADDON_NAME`, exactly as addon-framework derives it, so that OCM's
+own controllers, the klusterlet and `clusteradm` find our objects where they look for a Go addon's.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+ADDON_NAME: Final = "dynamic-scoring"
+
+# The agent image.  The single place where the shipped repository and tag are written down is the
+# `images:` entry of manifests/kustomization.yaml; kustomize copies it into the manager Deployment's
+# DYNAMIC_SCORING_AGENT_IMAGE env var, so a release retags agents and manager together.  This
+# constant is only the fallback for a manager started without that variable (a developer's shell);
+# tests/unit/addon/test_image_single_source.py fails if the two ever disagree.
+IMAGE_NAME: Final = "dynamic-scoring"
+DEFAULT_IMAGE_REPOSITORY: Final = "quay.io/open-cluster-management/dynamic-scoring"
+DEFAULT_IMAGE_TAG: Final = "0.1.0"
+DEFAULT_IMAGE: Final = f"{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"
+AGENT_IMAGE_ENV: Final = "DYNAMIC_SCORING_AGENT_IMAGE"
+
+DEFAULT_INSTALL_NAMESPACE: Final = "open-cluster-management-agent-addon"
+
+# Labels and annotations (OCM API constants).
+ADDON_NAME_LABEL: Final = "open-cluster-management.io/addon-name"
+CLUSTER_NAME_LABEL: Final = "open-cluster-management.io/cluster-name"
+CONFIG_SPEC_HASH_ANNOTATION: Final = "open-cluster-management.io/config-spec-hash"
+DELETION_ORPHAN_ANNOTATION: Final = "addon.open-cluster-management.io/deletion-orphan"
+INSTALL_NAMESPACE_ANNOTATION: Final = "addon.open-cluster-management.io/v1alpha1-install-namespace"
+CSR_USER_ANNOTATION: Final = "open-cluster-management.io/csr-user"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+
+# API groups and versions we write (v1alpha1 for the addon group: contract §0).
+ADDON_GROUP: Final = "addon.open-cluster-management.io"
+ADDON_API_VERSION: Final = f"{ADDON_GROUP}/v1alpha1"
+ADC_RESOURCE: Final = "addondeploymentconfigs"
+RESERVED_NO_DEFAULT: Final = "__reserved_no_default__"
+
+# Derived names.
+DEPLOY_WORK_PREFIX: Final = f"addon-{ADDON_NAME}-deploy"
+HUB_KUBECONFIG_SECRET: Final = f"{ADDON_NAME}-hub-kubeconfig"
+AGENT_NAME: Final = (
+    ADDON_NAME  # stable agentName of the registration subject: the framework's fallback (contract §4.1)
+)
+AGENT_DEPLOYMENT: Final = f"{ADDON_NAME}-agent"
+AGENT_SERVICE_ACCOUNT: Final = f"{ADDON_NAME}-agent"
+AGENT_CONTAINER: Final = f"{ADDON_NAME}-agent"  # upstream's name: its containerIDs keep matching
+SUMMARY_CONFIGMAP: Final = "dynamic-scoring-config"
+HUB_RBAC_NAME: Final = f"open-cluster-management:{ADDON_NAME}:agent"
+
+# The framework packs manifests into works of at most 500 KiB x 0.8 (contract §3.4).
+WORK_SIZE_LIMIT: Final = 409_600
+
+KUBE_APISERVER_CLIENT_SIGNER: Final = "kubernetes.io/kube-apiserver-client"

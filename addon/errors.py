@@ -1,0 +1,28 @@
+"""Errors the pure parts raise, worded for the place a user reads them (a condition or an Event)."""
+
+from __future__ import annotations
+
+
+class AddonConfigError(ValueError):
+    """A config the user wrote cannot be applied; `field` names where, the message says why.
+
+    A reconcile turns this into `ManifestApplied=False/ManifestWorkApplyFailed` plus a Warning
+    Event on the ManagedClusterAddOn, and keeps the last good work in place.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ConfigPendingError(Exception):
+    """A referenced config has no spec hash yet; OCM and the hash filler have not caught up.
+
+    Not an error to report: the framework refuses to render in this state too (contract §3.1), and
+    the next MCA update re-queues the reconcile.
+    """
+
+
+class WorkTooLargeError(ValueError):
+    """One manifest alone exceeds the per-work size limit, so no packing can place it."""

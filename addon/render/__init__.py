@@ -1,0 +1,1 @@
+"""Rendering: the agent's manifests for one cluster, and the agent's hub RBAC, from `templates/`."""

@@ -1,0 +1,47 @@
+"""Loading `templates/` and turning a template into Kubernetes objects.
+
+Every value enters a template through `tojson`, and JSON is YAML: a cluster name, an image or a
+proxy URL can therefore never change the document's structure, whatever characters it holds.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+JSON = dict[str, Any]
+
+# The repository's templates/ directory (the package is installed editable next to it).
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+
+
+@functools.lru_cache(maxsize=8)
+def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    """One Jinja environment per directory, cached: a full pass renders thousands of clusters."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,  # a missing value is a bug, never an empty string
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def render_objects(template: str, values: dict[str, Any], templates_dir: Path = TEMPLATES_DIR) -> list[JSON]:
+    """Render one template file and parse its YAML documents; empty documents are dropped.
+
+    Raises:
+        jinja2.TemplateError, yaml.YAMLError: the template itself is broken (a packaging bug).
+    """
+    text = environment(templates_dir).get_template(template).render(**values)
+    objects = []
+    for doc in yaml.safe_load_all(text):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict) or "apiVersion" not in doc or "kind" not in doc:
+            raise ValueError(f"{template}: every document must be an object with apiVersion and kind")
+        objects.append(doc)
+    return objects

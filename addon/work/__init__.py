@@ -1,0 +1,1 @@
+"""The deploy ManifestWorks that carry the rendered agent to a managed cluster."""
