@@ -26,7 +26,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -111,6 +111,14 @@ def map_transport_errors(what: str) -> Iterator[None]:
         raise KubeError(0, "BadResponse", f"{what}: undecodable response: {exc}") from exc
 
 
+def _interrupt(raw: urllib3.BaseHTTPResponse) -> None:
+    """Unblock a thread reading `raw` (urllib3 >= 2.3 shuts the socket down for reading)."""
+    shutdown = getattr(raw, "shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(OSError):
+            shutdown()
+
+
 def _load(kubeconfig: Path | None) -> client.ApiClient:
     if kubeconfig is None:
         cfg = client.Configuration()
@@ -189,20 +197,40 @@ class KubeAPI:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> JSON:
-        """Send one request and return the decoded JSON response (blocking)."""
+        """Send one request and return the decoded JSON response (blocking).
+
+        `timeout` overrides the client's for this call: a leader renewing its Lease must give up
+        before its renew deadline, not after the client's 30 s.
+        """
         raw = self._send(
-            method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=self.timeout if timeout is None else timeout,
         )
         with map_transport_errors(f"{method} {path}"):
             data = raw.read()
             return cast(JSON, json.loads(data)) if data else {}
 
-    def watch(self, path: str, query: dict[str, str], stop: threading.Event) -> Iterator[JSON]:
+    def watch(
+        self,
+        path: str,
+        query: dict[str, str],
+        stop: threading.Event,
+        *,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[JSON]:
         """Yield watch events (`{"type", "object"}`) until the server closes the stream (blocking).
 
         `query` should carry `resourceVersion` and `timeoutSeconds`; an ERROR event with status 410
-        is raised as `Gone` so the caller relists.
+        is raised as `Gone` so the caller relists.  `on_open(cancel)` is called once the server
+        has accepted the watch (a quiet watch yields nothing for minutes, and its owner needs to
+        know it is connected); `cancel()` interrupts the blocking read from another thread, so a
+        stop does not wait for the next event.
         """
         raw = self._send(
             "GET",
@@ -213,14 +241,21 @@ class KubeAPI:
             timeout=(self.timeout, float(query.get("timeoutSeconds", "300")) + 30),
         )
         try:
+            if on_open is not None:
+                on_open(lambda: _interrupt(raw))
             with map_transport_errors(f"watch {path}"):
-                buffer = b""
+                partial: list[bytes] = []  # joined once per line: a 17 MB event is not copied per chunk
                 for chunk in raw.stream(64 * 1024, decode_content=True):
                     if stop.is_set():
                         return
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
+                    if b"\n" not in chunk:
+                        partial.append(chunk)
+                        continue
+                    first, *lines = chunk.split(b"\n")
+                    lines.insert(0, b"".join([*partial, first]))
+                    tail = lines.pop()
+                    partial = [tail] if tail else []
+                    for line in lines:
                         if not line.strip():
                             continue
                         event = cast(JSON, json.loads(line))

@@ -1,0 +1,237 @@
+"""Writes made only on difference, so a resync of a converged world sends nothing.
+
+A controller states the object it wants (`desired`) and passes the object as its cache sees it
+(`current`).  `Writer.ensure` compares only the fields `desired` names, because the apiserver and
+other controllers add fields of their own (defaults, managedFields, finalizers, other owners'
+labels); a field missing from `desired` is none of our business.
+
+Status is shared with other writers (OCM's addon-manager, the klusterlet), so `patch_status`
+always works from a fresh GET, sends a merge patch carrying `uid` and `resourceVersion` (the
+apiserver answers 409 if anyone wrote in between), and recomputes on 409.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.metrics import ControllerMetrics
+from dynamic_scoring.kube.resources import EVENTS, JSON, Resource
+
+log = logging.getLogger(__name__)
+
+_MISSING: Any = object()
+#: Metadata fields a controller may own on an object it writes; the rest belong to the apiserver.
+OWNED_METADATA = ("labels", "annotations", "ownerReferences")
+
+
+def merge_patch(current: JSON, desired: JSON) -> JSON | None:
+    """The smallest JSON merge patch (RFC 7386) that makes `current` agree with `desired`.
+
+    Only keys of `desired` are compared: objects recursively, lists and scalars whole (a merge
+    patch cannot address list items).  A `None` in `desired` means "absent".  Returns None when
+    nothing differs, which is how a no-op resync writes nothing.
+    """
+    patch: JSON = {}
+    for key, want in desired.items():
+        have = current.get(key, _MISSING)
+        if want is None:
+            if have is not _MISSING and have is not None:
+                patch[key] = None
+        elif isinstance(want, dict):
+            sub = merge_patch(have if isinstance(have, dict) else {}, want)
+            if sub is not None:
+                patch[key] = sub
+            elif have is not _MISSING and not isinstance(have, dict):
+                patch[key] = want  # a scalar or list where we want an object
+            # an empty object where the field is absent is no difference: the apiserver
+            # drops empty maps, and insisting on one would patch on every resync
+        elif have is _MISSING or have != want:
+            patch[key] = want
+    return patch or None
+
+
+def owned_fields(desired: JSON) -> JSON:
+    """The part of `desired` that `ensure` compares and writes."""
+    wanted = {k: v for k, v in desired.items() if k not in ("metadata", "apiVersion", "kind", "status")}
+    meta = desired.get("metadata") or {}
+    owned_meta = {k: meta[k] for k in OWNED_METADATA if k in meta}
+    if owned_meta:
+        wanted["metadata"] = owned_meta
+    return wanted
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Writer:
+    """One controller's writes, each counted in `dynamic_scoring_controller_writes_total`."""
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        controller: str,
+        metrics: ControllerMetrics | None = None,
+        *,
+        component: str = "dynamic-scoring-addon",
+    ) -> None:
+        self.api = api
+        self.controller = controller
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
+        self.component = component
+
+    def _call(self, verb: str, resource: Resource, method: str, path: str, **kw: Any) -> JSON:
+        try:
+            result = self.api.request(method, path, **kw)
+        except KubeError:
+            self.metrics.write_failed(self.controller, verb, resource.name)
+            raise
+        self.metrics.wrote(self.controller, verb, resource.name)
+        return result
+
+    def ensure(self, resource: Resource, desired: JSON, current: JSON | None) -> JSON:
+        """Create `desired`, or merge-patch the fields of it that differ from `current`.
+
+        Sends nothing when nothing differs.  A create that meets an existing object (the cache
+        was behind) falls back to a GET and a patch on difference.
+        """
+        meta = desired.get("metadata") or {}
+        name = meta.get("name")
+        namespace = meta.get("namespace") if resource.namespaced else None
+        if not name or (resource.namespaced and not namespace):
+            raise ValueError(f"desired {resource.kind} needs metadata.name (and a namespace)")
+        if current is None:
+            body = {**desired, "apiVersion": resource.api_version, "kind": resource.kind}
+            try:
+                return self._call("create", resource, "POST", resource.path(namespace), body=body)
+            except Conflict:
+                current = self.api.request("GET", resource.path(namespace, name))
+                log.info("%s %s existed already; comparing instead", resource.kind, name)
+        wanted = owned_fields(desired)
+        patch = merge_patch(current, wanted)
+        if patch is None:
+            return current
+        result = self._call(
+            "patch", resource, "PATCH", resource.path(namespace, name), body=patch, content_type=MERGE_PATCH
+        )
+        left = merge_patch(result, wanted)
+        if left is not None:
+            # the apiserver normalised a value (e.g. "1000m" -> "1"): every resync would patch again
+            log.warning(
+                "%s %s/%s does not converge; the apiserver rewrites fields %s: write them in canonical form",
+                resource.kind,
+                namespace or "",
+                name,
+                sorted(left),
+            )
+        return result
+
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
+        """Delete the object (dependents in the background); False when it was already gone."""
+        try:
+            self._call(
+                "delete",
+                resource,
+                "DELETE",
+                resource.path(namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFound:
+            return False
+        return True
+
+    def patch_status(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        compute: Callable[[JSON], JSON | None],
+        *,
+        attempts: int = 5,
+    ) -> bool:
+        """Merge-patch the status fields `compute` returns, on the latest object; True if it wrote.
+
+        `compute(obj)` gets the freshly read object and returns the status merge patch (only the
+        fields we own: a list such as `conditions` must be the full list as read, with only our
+        entries changed) or None when nothing differs.  On 409 it is called again on a fresh read.
+        """
+        path = resource.path(namespace, name)
+        for attempt in range(1, attempts + 1):
+            obj = self.api.request("GET", path)
+            patch = compute(obj)
+            if patch is None:
+                return False
+            meta = obj.get("metadata", {})
+            body = {
+                "metadata": {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+                "status": patch,
+            }
+            try:
+                self._call(
+                    "status",
+                    resource,
+                    "PATCH",
+                    resource.path(namespace, name, "status"),
+                    body=body,
+                    content_type=MERGE_PATCH,
+                )
+            except Conflict:
+                if attempt == attempts:
+                    raise
+                log.debug("status of %s %s changed under us; retrying (%d)", resource.kind, name, attempt)
+                continue
+            return True
+        return False  # attempts < 1
+
+    def event(self, involved: JSON, type_: str, reason: str, message: str) -> None:
+        """Record a core/v1 Event on `involved`; a repeat of the same reason and message counts up.
+
+        Events are advice to a human, so a failure to record one is logged, never raised.
+        """
+        meta = involved.get("metadata", {})
+        namespace = meta.get("namespace") or "default"  # where kubectl looks for cluster-scoped objects
+        digest = hashlib.sha256(f"{meta.get('uid')}|{type_}|{reason}|{message}".encode()).hexdigest()
+        name = f"{meta.get('name')}.{digest[:16]}"
+        now = _now()
+        body: JSON = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            try:
+                self._call("event", EVENTS, "POST", EVENTS.path(namespace), body=body)
+            except Conflict:
+                old = self.api.request("GET", EVENTS.path(namespace, name))
+                patch = {"count": int(old.get("count") or 1) + 1, "lastTimestamp": now}
+                self._call(
+                    "event",
+                    EVENTS,
+                    "PATCH",
+                    EVENTS.path(namespace, name),
+                    body=patch,
+                    content_type=MERGE_PATCH,
+                )
+        except KubeError as exc:
+            log.warning("could not record Event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)
