@@ -1,0 +1,128 @@
+"""Which CertificateSigningRequests the manager approves: the agent's, for a real cluster, only.
+
+The rules of addon-framework's default approver (contract §4.3), plus three explicit checks the
+framework leaves to other components, all of which a legitimate klusterlet request passes:
+
+* the signer is `kubernetes.io/kube-apiserver-client` (the only one our registration declares);
+* the usages are client-certificate usages only (the klusterlet asks for digital signature, key
+  encipherment and client auth);
+* the requester is the cluster's own agent, `system:open-cluster-management:<cluster>:<agent>`:
+  the framework tests a bare prefix, which would let cluster `c10`'s klusterlet obtain an identity
+  for cluster `c1`; we require the `:` after the cluster name.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from addon.constants import (
+    ADDON_NAME,
+    ADDON_NAME_LABEL,
+    CLUSTER_NAME_LABEL,
+    CSR_USER_ANNOTATION,
+    KUBE_APISERVER_CLIENT_SIGNER,
+)
+from addon.registration.identity import default_groups, default_user
+
+JSON = dict[str, Any]
+
+GRPC_SERVER_USER = "system:serviceaccount:open-cluster-management-hub:grpc-server-sa"
+ALLOWED_USAGES = frozenset({"digital signature", "key encipherment", "client auth"})
+APPROVED_REASON = "AutoApprovedByHubCSRApprovingController"
+APPROVED_MESSAGE = "Auto approving addon agent certificate."
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether to approve, and why not (for the log line and the Event on the MCA)."""
+
+    approve: bool
+    reason: str
+
+
+def _no(reason: str) -> Decision:
+    return Decision(False, reason)
+
+
+def is_decided(csr: JSON) -> bool:
+    """Already Approved or Denied (or Failed): terminal, never touched again."""
+    return any(
+        c.get("type") in ("Approved", "Denied", "Failed")
+        for c in (csr.get("status") or {}).get("conditions") or []
+    )
+
+
+def is_ours(csr: JSON, addon_name: str = ADDON_NAME) -> bool:
+    """A CSR the approver considers at all: named `addon*` and labelled for our addon."""
+    labels = csr.get("metadata", {}).get("labels") or {}
+    return (
+        csr.get("metadata", {}).get("name", "").startswith("addon")
+        and labels.get(ADDON_NAME_LABEL) == addon_name
+    )
+
+
+def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: str = ADDON_NAME) -> Decision:
+    """Decide one CSR.
+
+    Args:
+        csr: the certificates.k8s.io/v1 CertificateSigningRequest.
+        cluster: the ManagedCluster its cluster-name label names (None when it does not exist).
+        addon: the ManagedClusterAddOn of our addon in that cluster's namespace (None when absent).
+        addon_name: our addon.
+    """
+    meta = csr.get("metadata", {})
+    spec = csr.get("spec", {})
+    labels = meta.get("labels") or {}
+    if not is_ours(csr, addon_name):
+        return _no("not an addon CSR of this addon")
+    if is_decided(csr):
+        return _no("already approved or denied")
+    cluster_name = labels.get(CLUSTER_NAME_LABEL)
+    if not cluster_name:
+        return _no(f"no {CLUSTER_NAME_LABEL} label")
+    if cluster is None or cluster.get("metadata", {}).get("name") != cluster_name:
+        return _no(f"ManagedCluster {cluster_name} does not exist")
+    if addon is None or addon.get("metadata", {}).get("namespace") != cluster_name:
+        return _no(f"addon {addon_name} is not enabled on cluster {cluster_name}")
+    if spec.get("signerName") != KUBE_APISERVER_CLIENT_SIGNER:
+        return _no(f"signer {spec.get('signerName')!r} is not {KUBE_APISERVER_CLIENT_SIGNER}")
+    usages = set(spec.get("usages") or [])
+    if "client auth" not in usages or not usages <= ALLOWED_USAGES:
+        return _no(f"usages {sorted(usages)} are not client-certificate usages")
+
+    try:
+        request = x509.load_pem_x509_csr(base64.b64decode(spec.get("request", "")))
+    except ValueError:
+        return _no("spec.request is not a PEM CERTIFICATE REQUEST")
+    common_names = request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    organizations = {str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)}
+    expected_user = default_user(cluster_name, addon_name)
+    if len(common_names) != 1 or common_names[0].value != expected_user:
+        return _no(f"subject CN is not {expected_user}")
+    if len(organizations) not in (2, 3):
+        return _no(f"subject has {len(organizations)} organizations, expected 2 or 3")
+    missing = [g for g in default_groups(cluster_name, addon_name) if g not in organizations]
+    if missing:
+        return _no(f"subject organizations lack {missing[0]}")
+
+    requester = spec.get("username", "")
+    if requester == GRPC_SERVER_USER:
+        requester = (meta.get("annotations") or {}).get(CSR_USER_ANNOTATION, "")
+    if not requester.startswith(f"system:open-cluster-management:{cluster_name}:"):
+        return _no(f"requester {requester!r} is not cluster {cluster_name}'s agent")
+    return Decision(True, f"agent certificate for cluster {cluster_name}")
+
+
+def approval_body(csr: JSON) -> JSON:
+    """The CSR with the Approved condition appended, for PUT `.../approval` (UpdateApproval)."""
+    status = dict(csr.get("status") or {})
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        {"type": "Approved", "status": "True", "reason": APPROVED_REASON, "message": APPROVED_MESSAGE},
+    ]
+    return {**csr, "status": status}
