@@ -1,0 +1,304 @@
+"""Typed views of DynamicScorer and DynamicScoringConfig objects, after spelling normalisation.
+
+The apiserver has already applied the CRD's schema (types, enums, formats, defaults), so these models
+mostly give the hub typed access.  They still validate, because an object stored under an older CRD
+may not satisfy the current one; ``parse_scorer`` turns that into a problem naming the field instead
+of an exception in a reconcile loop.
+
+Field names are the CRD's (camelCase JSON aliases); the pieces that map one to one onto the agent's
+summary reuse ``dynamic_scoring.wire`` models, so the two cannot disagree on their shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from addon.scorers.spellings import normalise_config_spec, normalise_scorer_spec
+from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, SecretKeyRef
+
+GROUP = "dynamic-scoring.open-cluster-management.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+SyncMode = Literal["Full", "None"]
+SourceType = Literal["Prometheus", "None"]
+Location = Literal["Internal", "External"]
+Destination = Literal["AddOnPlacementScore", "None"]
+HealthStatus = Literal["Active", "Inactive", "Unknown"]
+
+DEFAULT_DIMENSION_FORMAT = "${scoreName}"
+
+
+class _Spec(BaseModel):
+    """CR sub-objects: camelCase names, unknown keys ignored (the apiserver prunes them anyway)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True, strict=True
+    )
+
+
+class SpecAuth(EndpointAuth):
+    """``spec.source.auth`` / ``spec.scoring.auth``: upstream's token and the agent's auth options.
+
+    Upstream's ``tokenSecretRef`` and the ``EndpointAuth`` fields sit side by side in one object.
+
+    ``tokenSecretRef`` becomes the upstream ``*EndpointAuthName/Key`` pair of the summary; the other
+    fields become the ``sourceAuth``/``scoringAuth`` extension, unchanged.
+    """
+
+    token_secret_ref: SecretKeyRef | None = None
+
+    def extension(self) -> EndpointAuth | None:
+        """The ``EndpointAuth`` extension part, or None when only the upstream token is set."""
+        data = self.model_dump(mode="json", exclude={"token_secret_ref"})
+        data = {k: v for k, v in data.items() if v not in (None, False)}
+        if not data:
+            return None
+        return EndpointAuth.model_validate(data)
+
+
+class SourceParamsSpec(_Spec):
+    """``spec.source.params`` (also the blog's ``spec.source.query``)."""
+
+    query: str | None = None
+    queries: list[str] | None = None
+    range: int | None = Field(default=None, ge=1)
+    step: int | None = Field(default=None, ge=1)
+
+
+class SourceSpec(_Spec):
+    """``spec.source``: where the agent fetches series."""
+
+    type: SourceType | None = None
+    host: str | None = None
+    path: str | None = None
+    params: SourceParamsSpec | None = None
+    auth: SpecAuth | None = None
+
+
+class ScoringParamsSpec(_Spec):
+    """``spec.scoring.params``; ``model``/``horizon`` are the blog's and are not sent anywhere."""
+
+    name: str | None = None
+    interval: int | None = Field(default=None, ge=1)
+    model: str | None = None
+    horizon: int | None = None
+
+
+class ScoringSpec(_Spec):
+    """``spec.scoring``: the scoring API the agent POSTs to."""
+
+    host: str | None = None
+    path: str | None = None
+    params: ScoringParamsSpec | None = None
+    auth: SpecAuth | None = None
+
+
+class SelectorRequirement(_Spec):
+    """One ``matchExpressions`` entry of a label selector."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(_Spec):
+    """A standard Kubernetes label selector; an empty one matches everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[SelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy every requirement (Kubernetes semantics)."""
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In" and not (present and labels[req.key] in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class ProbeSpec(_Spec):
+    """``spec.probe`` (hub-only): credentials and timeout of the hub's /healthz and /config requests."""
+
+    token_secret_ref: SecretKeyRef | None = None
+    timeout_seconds: float | None = Field(default=None, gt=0, le=60)
+
+
+class DynamicScorerSpec(_Spec):
+    """``spec`` of a DynamicScorer, with the CRD's defaults applied when a key is absent."""
+
+    description: str = ""
+    config_url: str | None = Field(default=None, alias="configURL")
+    config_sync_mode: SyncMode = "None"
+    location: Location = "Internal"
+    score_destination: Destination = "AddOnPlacementScore"
+    score_dimension_format: str = DEFAULT_DIMENSION_FORMAT
+    name: str | None = None
+    source: SourceSpec | None = None
+    scoring: ScoringSpec | None = None
+    score_normalization: ScoreNormalization | None = None
+    valid_for_seconds: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    cluster_selector: LabelSelector | None = None
+    probe: ProbeSpec | None = None
+
+
+class DynamicScorerStatus(_Spec):
+    """The parts of ``status`` the hub reads back (health and the last synced /config)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True, strict=False
+    )
+
+    observed_generation: int | None = None
+    health_status: HealthStatus | None = None
+    consecutive_failures: int = 0
+    last_synced_config: ScorerConfig | None = None
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DynamicScorer:
+    """A DynamicScorer object as the hub uses it."""
+
+    name: str
+    namespace: str
+    generation: int
+    creation_timestamp: str
+    spec: DynamicScorerSpec
+    status: DynamicScorerStatus
+    notes: tuple[str, ...] = ()
+    """How accepted alternate spellings were read (for the status message)."""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """A stored object that does not fit the model (e.g. written under an older CRD)."""
+
+    name: str
+    namespace: str
+    message: str
+
+
+def describe_validation(exc: ValidationError, prefix: str) -> str:
+    """One line per error, each naming the field by its CRD path (``spec.source.params.range``)."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{prefix}.{loc}: {err['msg']}" if loc else f"{prefix}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def parse_scorer(obj: Mapping[str, Any]) -> DynamicScorer | SpecProblem:
+    """Read a DynamicScorer JSON object; a spec the model rejects becomes a ``SpecProblem``."""
+    meta = obj.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    spec_raw, notes = normalise_scorer_spec(obj.get("spec") or {})
+    try:
+        spec = DynamicScorerSpec.model_validate(spec_raw)
+    except ValidationError as exc:
+        return SpecProblem(name, namespace, describe_validation(exc, "spec"))
+    try:
+        status = DynamicScorerStatus.model_validate(obj.get("status") or {})
+    except ValidationError:
+        # A status we cannot read is one we will overwrite: start from nothing.
+        status = DynamicScorerStatus()
+    return DynamicScorer(
+        name=name,
+        namespace=namespace,
+        generation=int(meta.get("generation") or 0),
+        creation_timestamp=str(meta.get("creationTimestamp") or ""),
+        spec=spec,
+        status=status,
+        notes=tuple(notes),
+    )
+
+
+class Mask(_Spec):
+    """One ``spec.masks`` entry: do not send ``scoreName`` to ``clusterName``."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True, strict=True
+    )
+
+    cluster_name: str = Field(min_length=1)
+    score_name: str = Field(min_length=1)
+
+
+class DynamicScoringConfigSpec(_Spec):
+    """``spec`` of a DynamicScoringConfig after ``mask:`` was merged into ``masks:``."""
+
+    masks: list[Mask] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DynamicScoringConfig:
+    """A DynamicScoringConfig object as the hub uses it."""
+
+    name: str
+    namespace: str
+    generation: int
+    spec: DynamicScoringConfigSpec
+    notes: tuple[str, ...] = ()
+
+
+def parse_config(obj: Mapping[str, Any]) -> DynamicScoringConfig | SpecProblem:
+    """Read a DynamicScoringConfig JSON object; a spec the model rejects becomes a ``SpecProblem``."""
+    meta = obj.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    spec_raw, notes = normalise_config_spec(obj.get("spec") or {})
+    try:
+        spec = DynamicScoringConfigSpec.model_validate(spec_raw)
+    except ValidationError as exc:
+        return SpecProblem(name, namespace, describe_validation(exc, "spec"))
+    return DynamicScoringConfig(name, namespace, int(meta.get("generation") or 0), spec, tuple(notes))
+
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_DIMENSION_FORMAT",
+    "GROUP",
+    "VERSION",
+    "Destination",
+    "DynamicScorer",
+    "DynamicScorerSpec",
+    "DynamicScorerStatus",
+    "DynamicScoringConfig",
+    "DynamicScoringConfigSpec",
+    "HealthStatus",
+    "LabelSelector",
+    "Location",
+    "Mask",
+    "ProbeSpec",
+    "ScoringParamsSpec",
+    "ScoringSpec",
+    "SelectorRequirement",
+    "SourceParamsSpec",
+    "SourceSpec",
+    "SourceType",
+    "SpecAuth",
+    "SpecProblem",
+    "SyncMode",
+    "describe_validation",
+    "parse_config",
+    "parse_scorer",
+]
