@@ -12,13 +12,16 @@ never contains a credential.
     │   ├── PrometheusUnavailable       connection refused, reset, 5xx, 429   (transient)
     │   │   └── PrometheusTimeout       no answer within the per-request timeout (transient)
     │   ├── PrometheusQueryError        Prometheus rejected one query (4xx, "status": "error")
-    │   └── PrometheusResponseError     the answer is not a range-query matrix, or too large
+    │   ├── PrometheusRequestInvalid    the request cannot be sent (a URL httpx refuses)
+    │   └── PrometheusResponseError     the answer is not a range-query matrix, too large, undecodable
     ├── ScorerError                     stage "score"
     │   ├── ScorerUnavailable           connection refused, reset                (transient)
     │   │   └── ScorerTimeout           no answer within the per-request timeout (transient)
     │   ├── ScorerHTTPError             a non-2xx status; transient for 5xx, 408 and 429
-    │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores
-    │   └── ScorerResponseTooLarge      the body exceeded the configured limit
+    │   ├── ScorerRequestInvalid        the request cannot be sent (a URL httpx refuses)
+    │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores, undecodable
+    │   ├── ScorerResponseTooLarge      the body exceeded the configured limit
+    │   └── ScorerTooManyResults        more results than the per-scorer item limit
     ├── AuthError                       credentials could not be built (stage of the endpoint)
     │   ├── SecretNotFound              the Secret or its key does not exist
     │   └── SecretInvalid               the value cannot be used (bad PEM, newline in a token)
@@ -51,6 +54,8 @@ class AgentError(Exception):
         super().__init__(message)
         self.message = message
         self.stage: Stage | None = stage if stage is not None else self.default_stage
+        self.retry_after: float | None = None
+        """Seconds the peer asked to wait (``Retry-After`` on 429/503) before the next attempt."""
 
     @property
     def reason(self) -> str:
@@ -104,6 +109,10 @@ class PrometheusQueryError(SourceError):
         self.prometheus_error = prometheus_error
 
 
+class PrometheusRequestInvalid(SourceError):  # noqa: N818 - names of the agent's public contract
+    """The request to Prometheus cannot be sent as configured (the HTTP library refuses the URL)."""
+
+
 class PrometheusResponseError(SourceError):
     """Prometheus answered, but not with a range-query matrix the agent can forward."""
 
@@ -138,12 +147,24 @@ class ScorerHTTPError(ScorerError):
         self.transient = status >= 500 or status in (408, 429)
 
 
+class ScorerRequestInvalid(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """The request to the scoring API cannot be sent as configured (the HTTP library refuses the URL)."""
+
+
 class ScorerResponseInvalid(ScorerError):  # noqa: N818 - names of the agent's public contract
     """The scoring API's body is not a valid scoring response."""
 
 
 class ScorerResponseTooLarge(ScorerError):  # noqa: N818 - names of the agent's public contract
     """The scoring API's body exceeded the size limit; reading stopped at the limit."""
+
+
+class ScorerTooManyResults(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """The scoring API returned more results than the agent publishes for one scorer.
+
+    Counted before the results are validated or turned into metrics, so an oversized answer costs
+    neither memory nor ``/metrics`` series; the last good scores stay until they expire.
+    """
 
 
 class AuthError(AgentError):
@@ -172,15 +193,18 @@ __all__ = [
     "AgentError",
     "AuthError",
     "PrometheusQueryError",
+    "PrometheusRequestInvalid",
     "PrometheusResponseError",
     "PrometheusTimeout",
     "PrometheusUnavailable",
     "PublishError",
     "ScorerError",
     "ScorerHTTPError",
+    "ScorerRequestInvalid",
     "ScorerResponseInvalid",
     "ScorerResponseTooLarge",
     "ScorerTimeout",
+    "ScorerTooManyResults",
     "ScorerUnavailable",
     "SecretInvalid",
     "SecretNotFound",

@@ -13,21 +13,31 @@ client certificate (which OpenSSL only loads from a path) goes through an anonym
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 import os
+import re
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 import certifi
 import httpx
 
-from agent.errors import SecretInvalid
+from agent.errors import AgentError, SecretInvalid
+
+# httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
+# connection details at DEBUG.  Neither may reach the agent's log: URLs can carry credentials.
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -105,9 +115,11 @@ def build_ssl_context(tls: TLSMaterial, extra_ca_files: Sequence[Path] = ()) -> 
     """
     if tls.ca_pem is not None:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies and checks host names by default
+        if not tls.ca_pem.isascii():
+            raise SecretInvalid(f"CA bundle from {tls.origin or 'secret'} is not PEM text (binary data)")
         try:
-            ctx.load_verify_locations(cadata=tls.ca_pem.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as exc:
+            ctx.load_verify_locations(cadata=tls.ca_pem.decode("ascii"))
+        except (ssl.SSLError, ValueError, TypeError) as exc:
             raise SecretInvalid(f"CA bundle from {tls.origin or 'secret'} cannot be loaded: {exc}") from exc
     else:
         ctx = default_ssl_context(extra_ca_files)
@@ -157,7 +169,8 @@ class ClientPool:
             verify=verify,
             trust_env=False,
             follow_redirects=False,
-            headers={"User-Agent": self._user_agent},
+            # Only what read_limited can inflate with a bound on the output.
+            headers={"User-Agent": self._user_agent, "Accept-Encoding": "gzip, deflate"},
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=90),
         )
 
@@ -203,61 +216,239 @@ class ClientPool:
             await client.aclose()
 
 
-async def read_limited(response: httpx.Response, limit: int) -> bytearray | None:
-    """Read the (decoded) body into one buffer; ``None`` as soon as it would exceed ``limit`` bytes.
+class BodyTooLarge(Exception):  # noqa: N818 - an outcome, mapped to each family's "too large" error
+    """The (decoded) body would exceed the limit; reading stopped there."""
 
-    The buffer is a ``bytearray`` grown in place, so a large body is held once, not as a list of
-    chunks plus a joined copy; a declared ``Content-Length`` above the limit fails before reading.
+
+_INFLATE_STEP = 1024 * 1024
+"""At most this much decompressed output per step, with a yield to the event loop in between."""
+
+
+def _inflater(content_encoding: str) -> zlib._Decompress | None:
+    """A decompressor for the response's ``Content-Encoding``; ``None`` for identity.
+
+    Raises:
+        httpx.DecodingError: an encoding the agent did not ask for, or more than one.
     """
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return None
+    if len(codings) > 1:
+        raise httpx.DecodingError(f"stacked content encodings are not accepted ({len(codings)})")
+    if codings[0] in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if codings[0] == "deflate":
+        return zlib.decompressobj(zlib.MAX_WBITS)
+    raise httpx.DecodingError("unsupported content encoding (the agent asks for gzip or deflate only)")
+
+
+async def read_limited(response: httpx.Response, limit: int) -> bytearray:
+    """Read and decode the body into one buffer, failing as soon as it would exceed ``limit`` bytes.
+
+    The limit applies to the *decoded* size while it is being decoded: compressed input is inflated
+    in steps of at most 1 MiB of output, so a small gzip body that inflates to gigabytes costs at
+    most ``limit`` plus one step of memory before it is refused (``httpx``'s own decoder inflates
+    each network chunk completely, which is up to a thousand times the chunk).  Between steps the
+    event loop runs, so a large body never stalls other scorers.  The buffer is a ``bytearray``
+    grown in place, held once; a declared ``Content-Length`` above the limit fails before reading.
+
+    Raises:
+        BodyTooLarge: the decoded body would exceed ``limit``.
+        httpx.DecodingError: an unsupported or corrupt content encoding.
+    """
+    encoding = response.headers.get("content-encoding", "")
+    inflater = _inflater(encoding)
     declared = response.headers.get("content-length")
-    if declared is not None and "content-encoding" not in response.headers:
+    if declared is not None and inflater is None:
         with contextlib.suppress(ValueError):
             if int(declared) > limit:
-                return None
+                raise BodyTooLarge(f"declared length {int(declared)} exceeds {limit}")
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        if len(body) + len(chunk) > limit:
-            return None
-        body += chunk
+    async for chunk in response.aiter_raw():
+        if inflater is None:
+            if len(body) + len(chunk) > limit:
+                raise BodyTooLarge(f"more than {limit} bytes")
+            body += chunk
+            continue
+        data = chunk
+        while data and not inflater.eof:
+            try:
+                out = inflater.decompress(data, min(_INFLATE_STEP, limit - len(body) + 1))
+            except zlib.error as exc:
+                raise httpx.DecodingError(f"corrupt {encoding} body: {exc}") from exc
+            body += out
+            if len(body) > limit:
+                raise BodyTooLarge(f"more than {limit} bytes after decompression")
+            data = inflater.unconsumed_tail
+            if data:
+                await asyncio.sleep(0)
     return body
 
 
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every non-printable character (newline, ESC, NUL, U+2028, ...) written as an escape.
+
+    Applied to anything from outside (names, Prometheus and scorer error text) before it reaches a
+    log line or a condition, so that it cannot forge a log line or a terminal escape sequence.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in text)
+
+
 def redact_url(url: str) -> str:
-    """The URL without user-info, safe for logs and messages."""
+    """The URL without user-info and with every query value replaced, safe for logs and messages.
+
+    Query values are hidden wholesale (``?api_key=<redacted>``): the agent cannot tell a credential
+    from a harmless parameter, and the names are enough to recognise the endpoint.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None:
+        host = f"{host}:{port}"
+    query = "&".join(
+        f"{pair.split('=', 1)[0]}=<redacted>" if "=" in pair else pair for pair in parts.query.split("&")
+    )
+    return escape_control(urlunsplit((parts.scheme, host, parts.path, query, "")))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of ``url`` that may be credentials (password, user, query values), to scrub from text."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return "<invalid URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        return []
+    found = [p for p in (parts.password, parts.username) if p]
+    for pair in parts.query.split("&"):
+        value = pair.split("=", 1)[1] if "=" in pair else ""
+        if value:
+            found += [value, unquote_plus(value)]
+    return found
 
 
-def printable_excerpt(data: bytes | bytearray, limit: int = 200, scrub: Iterable[str] = ()) -> str:
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by ``<redacted>``.
+
+    An echo need not be verbatim: servers change case (``BEARER ABC``), percent-encode (``a%2Fb``) or
+    form-encode what they were sent, so each secret is matched case-insensitively in all three forms.
+    Secrets shorter than 4 characters are left alone, as scrubbing them would destroy the message.
+    """
+    forms: set[str] = set()
+    for secret in secrets:
+        if len(secret) < 4:
+            continue
+        forms.update((secret, quote(secret, safe=""), quote_plus(secret, safe="")))
+    if not forms:
+        return text
+    pattern = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+    return re.sub(pattern, "<redacted>", text, flags=re.IGNORECASE)
+
+
+def header_secrets(headers: Mapping[str, str] | None) -> list[str]:
+    """Every header value sent, plus each value without its scheme word (the bare token)."""
+    sent = [v for v in (headers or {}).values() if v]
+    return sent + [v.split(" ", 1)[1] for v in sent if " " in v]
+
+
+def printable_excerpt(data: bytes | bytearray, limit: int = 200, scrub_values: Iterable[str] = ()) -> str:
     """The start of a body as a one-line printable string, for error messages.
 
-    ``scrub`` lists values that must not appear (the credentials just sent: a server that echoes
-    request headers in its error page must not get them into a condition message).
+    ``scrub_values`` lists values that must not appear (the credentials just sent: a server that
+    echoes request headers in its error page must not get them into a condition message).
     """
     # Decode well past the limit so that a credential straddling it is scrubbed whole, not half-kept.
-    text = bytes(data[: limit * 4 + 16384]).decode("utf-8", "replace")
-    for secret in scrub:
-        if secret:
-            text = text.replace(secret, "<redacted>")
+    text = scrub(bytes(data[: limit * 4 + 16384]).decode("utf-8", "replace"), scrub_values)
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The pause a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or ``None``."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), 86400))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class ErrorFamily:
+    """How one client family (Prometheus, scorer) names its failures; see ``transport_errors``."""
+
+    timeout: Callable[[str], AgentError]
+    unavailable: Callable[[str], AgentError]
+    invalid_response: Callable[[str], AgentError]
+    invalid_request: Callable[[str], AgentError]
+
+
+@contextlib.asynccontextmanager
+async def transport_errors(
+    family: ErrorFamily, *, what: str, seconds: float, url: str = ""
+) -> AsyncIterator[None]:
+    """Bound a whole exchange by ``seconds`` and map every transport failure to ``family``'s errors.
+
+    This is the one place where ``httpx``, ``h11``, ``ssl`` and OS exceptions become the agent's
+    typed errors, for the request *and* for streaming the body, and where the deadline of one
+    attempt is enforced: ``asyncio.timeout`` covers connecting, sending, the status line and every
+    byte of the body, so a peer that drips one byte a second is cut off at the deadline instead of
+    holding a concurrency slot (``httpx``'s timeouts are per socket operation and never fire
+    while bytes keep trickling).  Messages name the peer by ``what`` and never carry the URL's
+    credentials: the exception text is scrubbed of the URL's user-info and query values.
+    """
+
+    def text(exc: BaseException) -> str:
+        detail = escape_control(scrub(str(exc) or type(exc).__name__, url_secrets(url)))
+        return detail if len(detail) <= 300 else detail[:299] + "…"
+
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except (httpx.TimeoutException, TimeoutError) as exc:
+        raise family.timeout(f"{what} did not answer within {seconds:.3g}s") from exc
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+        raise family.invalid_request(f"request to {what} cannot be sent: {text(exc)}") from exc
+    except httpx.DecodingError as exc:
+        raise family.invalid_response(f"{what} sent an undecodable body: {text(exc)}") from exc
+    except (httpx.TransportError, OSError) as exc:
+        raise family.unavailable(f"{what} unreachable: {text(exc)}") from exc
+
+
 __all__ = [
+    "BodyTooLarge",
     "ClientPool",
+    "ErrorFamily",
     "TLSMaterial",
     "build_ssl_context",
     "default_ssl_context",
+    "escape_control",
+    "header_secrets",
     "printable_excerpt",
     "read_limited",
     "redact_url",
+    "retry_after_seconds",
+    "scrub",
+    "transport_errors",
+    "url_secrets",
 ]

@@ -52,7 +52,8 @@ async def retrying(
 
     Raises:
         AgentError: the last error, when it is not transient, attempts are exhausted, or the next
-            attempt would not fit before ``deadline``.
+            attempt would not fit before ``deadline`` (after a pause of at least the error's
+            ``retry_after``, when the peer sent ``Retry-After``).
     """
     retries = 0
     while True:
@@ -64,6 +65,10 @@ async def retrying(
                 raise
             retries += 1
             pause = backoff_delay(policy, retries)
+            if exc.retry_after is not None:
+                # The peer said when it can take the next request (429/503): never sooner.  If that
+                # is past the budget, the cycle reports the error instead of retrying too early.
+                pause = max(pause, exc.retry_after)
             if retries >= policy.max_attempts or clock() + pause + policy.min_attempt_seconds > deadline:
                 raise
             if on_retry is not None:

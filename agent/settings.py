@@ -41,8 +41,16 @@ class AgentSettings:
             for a slot, so a burst of slow scorers cannot exhaust sockets or memory.
         default_timeout_seconds: per-request timeout when the summary sets no ``timeoutSeconds``;
             always further bounded by the time left in the scorer's interval.
-        max_response_bytes: largest scoring-API response body accepted (read incrementally).
-        max_source_bytes: largest Prometheus response body accepted, per query.
+        max_response_bytes: largest scoring-API response body accepted (read incrementally; the
+            decompressed size counts).
+        max_results: most results one scoring-API answer may hold.  An APS with 4,096 items of
+            253-character names is about 1.2 MB, inside etcd's 1.5 MiB object limit; 100,000 made
+            every APS write fail with HTTP 413 and grew ``/metrics`` to 16 MB.
+        max_source_bytes: largest Prometheus response body accepted, per query, after
+            decompression.  32 MiB is twice the 17 MB of the benchmark's 10,000 series x 60 points.
+        max_source_bytes_per_cycle: the bodies of all queries of one cycle together; they are held
+            until the scoring call.  With ``max_concurrent_cycles`` cycles at once this bounds what
+            source data can occupy (8 x 64 MiB worst case; typical answers are kilobytes).
         initial_jitter_seconds: the first cycle of a new worker starts after a random delay in
             ``[0, min(this, interval)]``, so that agents restarted together do not hit a shared
             scorer at the same instant.
@@ -57,7 +65,9 @@ class AgentSettings:
     max_concurrent_cycles: int = 8
     default_timeout_seconds: float = 30.0
     max_response_bytes: int = 8 * MIB
-    max_source_bytes: int = 512 * MIB
+    max_results: int = 4096
+    max_source_bytes: int = 32 * MIB
+    max_source_bytes_per_cycle: int = 64 * MIB
     initial_jitter_seconds: float = 5.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     publish_timeout_seconds: float = 15.0

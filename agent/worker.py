@@ -37,7 +37,7 @@ import msgspec
 
 from agent.auth import EndpointCredentials, resolve_credentials
 from agent.errors import AgentError, PublishError, Stage
-from agent.http import ClientPool
+from agent.http import ClientPool, escape_control
 from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, scoring_secret, source_secret
 from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher, SecretReader
@@ -59,8 +59,20 @@ class InternalError(AgentError):
 
 
 class _ScorerLog(logging.LoggerAdapter[logging.Logger]):
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        return f"{self.extra['label'] if self.extra else ''} {msg}", kwargs
+    """Prefixes the scorer's label and escapes control characters in the whole line.
+
+    Names, queries and error texts come from the ConfigMap, Prometheus or a scorer; a newline or an
+    ANSI escape in any of them must not forge a log line.  The line is formatted here, escaped, and
+    handed on as a constant, so no argument reaches the handler unescaped.
+    """
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        text = str(msg) % args if args else str(msg)
+        label = self.extra["label"] if self.extra else ""
+        kwargs.setdefault("stacklevel", 2)
+        self.logger.log(level, "%s %s", label, escape_control(text), **kwargs)
 
 
 def utc_now() -> datetime:
@@ -84,6 +96,8 @@ class WorkerContext:
 
 
 def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A condition message: control characters escaped, at most ``limit`` characters."""
+    text = escape_control(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -246,6 +260,7 @@ class ScorerWorker:
         settings = ctx.settings
         name = plan.score_name
         series: list[msgspec.Raw] = []
+        fetched = 0
         self._stage = "fetch"
         if plan.fetch:
             with self._timed(name, "fetch"):
@@ -254,8 +269,12 @@ class ScorerWorker:
                     time.time(), plan.summary.source_range, plan.summary.source_step
                 )
                 for index, query in enumerate(plan.queries):
+                    # All bodies of a cycle stay in memory until the scoring call: bound their sum.
+                    limit = min(settings.max_source_bytes, settings.max_source_bytes_per_cycle - fetched)
 
-                    async def one(timeout: float, index: int = index, query: str = query) -> msgspec.Raw:
+                    async def one(
+                        timeout: float, index: int = index, query: str = query, limit: int = limit
+                    ) -> msgspec.Raw:
                         return await query_range(
                             client,
                             plan.summary.source_endpoint,
@@ -264,18 +283,18 @@ class ScorerWorker:
                             index=index,
                             headers=creds.headers,
                             timeout=timeout,
-                            max_bytes=settings.max_source_bytes,
+                            max_bytes=max(0, limit),
                         )
 
-                    series.append(
-                        await retrying(
-                            one,
-                            deadline=deadline,
-                            timeout=plan.timeout_seconds,
-                            policy=settings.retry,
-                            on_retry=self._on_retry(plan, "fetch"),
-                        )
+                    raw = await retrying(
+                        one,
+                        deadline=deadline,
+                        timeout=plan.timeout_seconds,
+                        policy=settings.retry,
+                        on_retry=self._on_retry(plan, "fetch"),
                     )
+                    fetched += len(memoryview(raw))
+                    series.append(raw)
 
         self._stage = "score"
         with self._timed(name, "score"):
@@ -289,6 +308,7 @@ class ScorerWorker:
                     headers=creds.headers,
                     timeout=timeout,
                     max_bytes=settings.max_response_bytes,
+                    max_results=settings.max_results,
                 )
 
             response = await retrying(

@@ -7,8 +7,9 @@ decoded or re-encoded.  The body is streamed in slices of the original buffers w
 ``Content-Length`` (no chunked encoding, which some small scorers cannot read).  With no series the
 body is ``{"data":[]}``, never ``null`` (upstream A-16).
 
-The answer is read incrementally and abandoned past the size limit, then validated against
-``dynamic_scoring.wire.ScoringResponse``; any 2xx status is accepted.
+The answer is read incrementally and abandoned past the size limit (decompressed size), its
+results are counted against the per-scorer limit before anything else is built from them, and it
+is then validated against ``dynamic_scoring.wire.ScoringResponse``; any 2xx status is accepted.
 """
 
 from __future__ import annotations
@@ -17,35 +18,79 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
+import msgspec
 from pydantic import ValidationError
 
 from agent.errors import (
     ScorerHTTPError,
+    ScorerRequestInvalid,
     ScorerResponseInvalid,
     ScorerResponseTooLarge,
     ScorerTimeout,
+    ScorerTooManyResults,
     ScorerUnavailable,
 )
-from agent.http import printable_excerpt, read_limited, redact_url
+from agent.http import (
+    BodyTooLarge,
+    ErrorFamily,
+    header_secrets,
+    printable_excerpt,
+    read_limited,
+    redact_url,
+    retry_after_seconds,
+    transport_errors,
+    url_secrets,
+)
 from dynamic_scoring.wire import ScoringResponse
 
 SLICE = 1024 * 1024
 _WHITESPACE = b" \t\r\n"
+_SCAN = 64 * 1024
+
+SCORER_ERRORS = ErrorFamily(
+    timeout=ScorerTimeout,
+    unavailable=ScorerUnavailable,
+    invalid_response=ScorerResponseInvalid,
+    invalid_request=ScorerRequestInvalid,
+)
+"""How transport failures of a scoring-API exchange are named (see ``agent.http.transport_errors``)."""
+
+
+def _skip_ws(view: memoryview, start: int, end: int) -> int:
+    """The first index in ``[start, end)`` that is not JSON whitespace (``end`` if none).
+
+    Scans in 64 KiB slices with ``bytes.lstrip`` (C speed): a Prometheus answer padded with hundreds
+    of megabytes of whitespace must not be walked byte by byte in Python on the event loop.
+    """
+    while start < end:
+        piece = bytes(view[start : min(end, start + _SCAN)])
+        kept = len(piece.lstrip(_WHITESPACE))
+        if kept:
+            return start + len(piece) - kept
+        start += len(piece)
+    return end
+
+
+def _skip_ws_back(view: memoryview, start: int, end: int) -> int:
+    """One past the last index in ``[start, end)`` that is not JSON whitespace (``start`` if none)."""
+    while end > start:
+        piece = bytes(view[max(start, end - _SCAN) : end])
+        kept = len(piece.rstrip(_WHITESPACE))
+        if kept:
+            return end - len(piece) + kept
+        end -= len(piece)
+    return start
 
 
 def _inner(raw: Any) -> memoryview | None:
     """The inside of one raw JSON array, or ``None`` when the array is empty."""
     view = memoryview(raw).cast("B")
-    start, end = 0, len(view)
-    while start < end and view[start] in _WHITESPACE:
-        start += 1
-    while end > start and view[end - 1] in _WHITESPACE:
-        end -= 1
+    start = _skip_ws(view, 0, len(view))
+    end = _skip_ws_back(view, start, len(view))
     if end - start < 2 or view[start] != ord("[") or view[end - 1] != ord("]"):
         raise ValueError("raw series are not a JSON array")
-    start, end = start + 1, end - 1
-    while start < end and view[start] in _WHITESPACE:
-        start += 1
+    start = _skip_ws(view, start + 1, end - 1)
+    end = _skip_ws_back(view, start, end - 1)
     return view[start:end] if start < end else None
 
 
@@ -79,10 +124,16 @@ async def _stream(pieces: Sequence[memoryview | bytes]) -> AsyncIterator[bytes]:
             yield view[offset : offset + SLICE]  # type: ignore[misc]
 
 
-def _excerpt(body: bytes | bytearray, headers: Mapping[str, str] | None) -> str:
-    sent = list((headers or {}).values())
-    sent += [v.split(" ", 1)[1] for v in sent if " " in v]  # the token without its scheme
-    return printable_excerpt(body, scrub=sent)
+class _Count(msgspec.Struct):
+    results: list[msgspec.Raw] | None = None
+
+
+def _count_results(body: bytes | bytearray) -> int | None:
+    """How many results the body holds, found without building them (``None``: not countable)."""
+    try:
+        return len(msgspec.json.decode(body, type=_Count).results or ())
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # the full validation below names the problem
 
 
 async def call_scorer(
@@ -93,35 +144,49 @@ async def call_scorer(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     max_bytes: int = 8 * 1024 * 1024,
+    max_results: int = 4096,
 ) -> ScoringResponse:
     """POST the series to the scoring API and return its validated answer.
 
     Raises:
         ScorerUnavailable: connection failure (transient).
-        ScorerTimeout: no complete answer within ``timeout`` (transient).
-        ScorerHTTPError: a status outside 2xx (transient for 5xx, 408, 429).
-        ScorerResponseTooLarge: the body exceeded ``max_bytes``.
-        ScorerResponseInvalid: the body is not a valid scoring response.
+        ScorerTimeout: no complete answer within ``timeout``, for the whole exchange (transient).
+        ScorerHTTPError: a status outside 2xx (transient for 5xx, 408, 429); ``retry_after`` is set
+            from a ``Retry-After`` header on 429 and 503.
+        ScorerResponseTooLarge: the (decompressed) body exceeded ``max_bytes``.
+        ScorerTooManyResults: more than ``max_results`` results.
+        ScorerResponseInvalid: the body is not a valid scoring response, or cannot be decoded.
+        ScorerRequestInvalid: the URL cannot be sent.
     """
     length, pieces = scoring_body(series)
     request_headers = {"Content-Type": "application/json", "Content-Length": str(length)}
     request_headers.update(headers or {})
     where = redact_url(endpoint)
-    try:
-        async with client.stream(
+    too_large = False
+    async with (
+        transport_errors(SCORER_ERRORS, what=f"scoring API {where}", seconds=timeout, url=endpoint),
+        client.stream(
             "POST", endpoint, content=_stream(pieces), headers=request_headers, timeout=timeout
-        ) as response:
-            status = response.status_code
+        ) as response,
+    ):
+        status = response.status_code
+        retry_after = response.headers.get("retry-after")
+        try:
             body = await read_limited(response, max_bytes)
-    except httpx.TimeoutException as exc:
-        raise ScorerTimeout(f"scoring API {where} did not answer within {timeout:.3g}s") from exc
-    except httpx.HTTPError as exc:
-        raise ScorerUnavailable(f"scoring API {where} unreachable: {exc}") from exc
-    if body is None:
+        except BodyTooLarge:
+            too_large = True
+    if too_large:
         raise ScorerResponseTooLarge(f"scoring API {where} answered with more than {max_bytes} bytes")
     if not 200 <= status < 300:
-        raise ScorerHTTPError(
-            f"scoring API {where} answered HTTP {status}: {_excerpt(body, headers)}", status=status
+        excerpt = printable_excerpt(body, scrub_values=header_secrets(headers) + url_secrets(endpoint))
+        error = ScorerHTTPError(f"scoring API {where} answered HTTP {status}: {excerpt}", status=status)
+        if status in (429, 503):
+            error.retry_after = retry_after_seconds(retry_after)
+        raise error
+    count = _count_results(body)
+    if count is not None and count > max_results:
+        raise ScorerTooManyResults(
+            f"scoring API {where} answered with {count} results; at most {max_results} are accepted"
         )
     try:
         return ScoringResponse.model_validate_json(body)
@@ -134,4 +199,4 @@ async def call_scorer(
         ) from exc
 
 
-__all__ = ["call_scorer", "scoring_body"]
+__all__ = ["SCORER_ERRORS", "call_scorer", "scoring_body"]

@@ -25,13 +25,35 @@ import msgspec
 
 from agent.errors import (
     PrometheusQueryError,
+    PrometheusRequestInvalid,
     PrometheusResponseError,
     PrometheusTimeout,
     PrometheusUnavailable,
 )
-from agent.http import printable_excerpt, read_limited, redact_url
+from agent.http import (
+    BodyTooLarge,
+    ErrorFamily,
+    escape_control,
+    header_secrets,
+    printable_excerpt,
+    read_limited,
+    redact_url,
+    retry_after_seconds,
+    scrub,
+    transport_errors,
+    url_secrets,
+)
 
 QUERY_DISPLAY_LENGTH = 120
+ERROR_TEXT_LENGTH = 300
+
+PROMETHEUS_ERRORS = ErrorFamily(
+    timeout=PrometheusTimeout,
+    unavailable=PrometheusUnavailable,
+    invalid_response=PrometheusResponseError,
+    invalid_request=PrometheusRequestInvalid,
+)
+"""How transport failures of a Prometheus exchange are named (see ``agent.http.transport_errors``)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +91,7 @@ class _ErrorEnvelope(msgspec.Struct):
 
 def display_query(query: str, index: int) -> str:
     """How messages name a query: its 1-based number and its text, shortened to one line."""
-    text = " ".join(query.split())
+    text = escape_control(" ".join(query.split()))
     if len(text) > QUERY_DISPLAY_LENGTH:
         text = text[: QUERY_DISPLAY_LENGTH - 1] + "…"
     return f"query #{index + 1} `{text}`"
@@ -86,14 +108,18 @@ def query_url(endpoint: str, query: str, window: RangeWindow) -> str:
     return f"{endpoint}{separator}{params}"
 
 
-def _prometheus_error(body: bytes | bytearray, headers: Mapping[str, str] | None) -> tuple[str, str]:
+def _clean(text: str, secrets: list[str]) -> str:
+    """Prometheus' own text, made safe for a log line and a condition: scrubbed, escaped, bounded."""
+    text = escape_control(scrub(text, secrets))
+    return text if len(text) <= ERROR_TEXT_LENGTH else text[: ERROR_TEXT_LENGTH - 1] + "…"
+
+
+def _prometheus_error(body: bytes | bytearray, secrets: list[str]) -> tuple[str, str]:
     with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
         env = msgspec.json.decode(body, type=_ErrorEnvelope)
         if env.error:
-            return env.errorType, env.error
-    sent = list((headers or {}).values())
-    sent += [v.split(" ", 1)[1] for v in sent if " " in v]  # the token without its scheme
-    return "", printable_excerpt(body, scrub=sent)
+            return _clean(env.errorType, secrets), _clean(env.error, secrets)
+    return "", printable_excerpt(body, scrub_values=secrets)
 
 
 async def query_range(
@@ -105,7 +131,7 @@ async def query_range(
     index: int = 0,
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
-    max_bytes: int = 512 * 1024 * 1024,
+    max_bytes: int = 32 * 1024 * 1024,
 ) -> msgspec.Raw:
     """Run one range query and return ``data.result`` as raw JSON bytes (a JSON array).
 
@@ -116,35 +142,45 @@ async def query_range(
         window: start, end and step.
         index: the query's position in the scorer's list, used to name it in errors.
         headers: auth and custom headers.
-        timeout: seconds for the whole exchange, body included.
-        max_bytes: largest body accepted.
+        timeout: seconds for the whole exchange (connect, request, every byte of the body).
+        max_bytes: largest body accepted, after decompression.
 
     Raises:
-        PrometheusUnavailable: connection failure, 5xx, 408 or 429 (transient).
+        PrometheusUnavailable: connection failure, 5xx, 408 or 429 (transient); ``retry_after`` is
+            set from a ``Retry-After`` header on 429 and 503.
         PrometheusTimeout: no complete answer within ``timeout`` (transient).
         PrometheusQueryError: Prometheus rejected the query; carries its ``errorType`` and ``error``.
-        PrometheusResponseError: the body is not a successful matrix response, or too large.
+        PrometheusResponseError: the body is not a successful matrix response, too large, or
+            undecodable.
+        PrometheusRequestInvalid: the URL cannot be sent.
     """
     name = display_query(query, index)
     url = query_url(endpoint, query, window)
     where = redact_url(endpoint)
-    try:
-        async with client.stream("GET", url, headers=headers, timeout=timeout) as response:
+    secrets = header_secrets(headers) + url_secrets(endpoint)
+    too_large = False
+    async with (
+        transport_errors(PROMETHEUS_ERRORS, what=f"{name}: Prometheus at {where}", seconds=timeout, url=url),
+        client.stream("GET", url, headers=headers, timeout=timeout) as response,
+    ):
+        status = response.status_code
+        retry_after = response.headers.get("retry-after")
+        try:
             body = await read_limited(response, max_bytes)
-            status = response.status_code
-    except httpx.TimeoutException as exc:
-        raise PrometheusTimeout(
-            f"{name}: Prometheus at {where} did not answer within {timeout:.3g}s"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise PrometheusUnavailable(f"{name}: Prometheus at {where} unreachable: {exc}") from exc
-    if body is None:
+        except BodyTooLarge:
+            too_large = True
+    if too_large:
         raise PrometheusResponseError(f"{name}: response from {where} is larger than {max_bytes} bytes")
     if not 200 <= status < 300:
-        error_type, error = _prometheus_error(body, headers)
+        error_type, error = _prometheus_error(body, secrets)
         detail = f"{error_type}: {error}" if error_type else error
         if status >= 500 or status in (408, 429):
-            raise PrometheusUnavailable(f"{name}: Prometheus at {where} answered HTTP {status}: {detail}")
+            unavailable = PrometheusUnavailable(
+                f"{name}: Prometheus at {where} answered HTTP {status}: {detail}"
+            )
+            if status in (429, 503):
+                unavailable.retry_after = retry_after_seconds(retry_after)
+            raise unavailable
         raise PrometheusQueryError(
             f"{name} rejected by Prometheus (HTTP {status}): {detail}",
             query_index=index,
@@ -156,26 +192,26 @@ async def query_range(
         envelope = msgspec.json.decode(body, type=_Envelope)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise PrometheusResponseError(
-            f"{name}: response from {where} is not a Prometheus API answer: {exc}"
+            f"{name}: response from {where} is not a Prometheus API answer: {_clean(str(exc), secrets)}"
         ) from exc
     if envelope.status != "success":
+        error_type, error = _clean(envelope.errorType, secrets), _clean(envelope.error, secrets)
         raise PrometheusQueryError(
-            f"{name} failed in Prometheus: {envelope.errorType}: {envelope.error}",
+            f"{name} failed in Prometheus: {error_type}: {error}",
             query_index=index,
             query=query,
-            error_type=envelope.errorType,
-            prometheus_error=envelope.error,
+            error_type=error_type,
+            prometheus_error=error,
         )
     if envelope.data is None:
         raise PrometheusResponseError(f"{name}: response from {where} has no data")
     if envelope.data.resultType != "matrix":
-        raise PrometheusResponseError(
-            f"{name}: expected resultType matrix from a range query, got {envelope.data.resultType!r}"
-        )
+        got = _clean(envelope.data.resultType[:40], secrets)
+        raise PrometheusResponseError(f"{name}: expected resultType matrix from a range query, got {got!r}")
     raw = envelope.data.result
     if not bytes(memoryview(raw)[:1]) == b"[":
         raise PrometheusResponseError(f"{name}: data.result is not a JSON array")
     return raw
 
 
-__all__ = ["RangeWindow", "display_query", "query_range", "query_url"]
+__all__ = ["PROMETHEUS_ERRORS", "RangeWindow", "display_query", "query_range", "query_url"]

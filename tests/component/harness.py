@@ -6,12 +6,13 @@ Everything here starts real processes on 127.0.0.1 through ``e2e.procs`` and sto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +23,16 @@ from dynamic_scoring.wire import ScorerSummary
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until
 
-__all__ = ["ScorerPKI", "ScorerProcess", "eventually", "free_port", "published", "summary"]
+__all__ = [
+    "LoopLag",
+    "ScorerPKI",
+    "ScorerProcess",
+    "eventually",
+    "free_port",
+    "peak_rss_growth",
+    "published",
+    "summary",
+]
 
 APP = Path(__file__).with_name("scorer_app.py")
 T = TypeVar("T")
@@ -156,3 +166,43 @@ async def published(
         return found if len(found) >= count else None
 
     return await eventually(enough, timeout=timeout, what=f"{count} publish(es) of {score_name}")
+
+
+class LoopLag:
+    """The longest time the event loop went without running a 10 ms ticker: its worst stall."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+
+    @contextlib.asynccontextmanager
+    async def measuring(self) -> AsyncIterator[LoopLag]:
+        async def tick() -> None:
+            last = time.monotonic()
+            while True:
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                self.worst = max(self.worst, now - last - 0.01)
+                last = now
+
+        task = asyncio.create_task(tick())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+@contextlib.contextmanager
+def peak_rss_growth() -> Iterator[Callable[[], float]]:
+    """How far this process's resident memory peaked above its level at entry, in MiB (Linux)."""
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    base = _status_kib("VmRSS")
+    yield lambda: (_status_kib("VmHWM") - base) / 1024

@@ -18,6 +18,18 @@ for real.  Behaviours (all ``POST``):
     /fixed/<key>/scoring     answers the JSON registered with PUT /_respond/<key>
     /echo/scoring            401 with every request header echoed in the body
 
+Hostile peers (what an adversarial or broken endpoint does to the agent):
+
+    /drip/scoring                 200 with a 100 kB Content-Length, then one byte per second
+    /bomb/<mib>/scoring           a gzip body of ~1 MB per GiB that inflates to <mib> MiB of spaces
+    /many/<n>/scoring             n valid results
+    /retryafter/<secs>/scoring?key=K   the first request with key K gets 429 with Retry-After
+    /echoalt/scoring              401 echoing the Authorization value upper-cased and percent-encoded
+    GET /hostile/drip/api/v1/query_range        a Prometheus that drips, like /drip
+    GET /hostile/pad/<mib>/api/v1/query_range   a valid matrix padded with <mib> MiB of whitespace
+    GET /hostile/bomb/<mib>/api/v1/query_range  a gzip bomb, like /bomb
+    GET /hostile/inject/api/v1/query_range      a 400 whose error text holds a newline and ANSI escapes
+
 ``GET /prom/<key>/api/v1/query_range`` plays a Prometheus that checks the headers registered for
 ``<key>`` and answers one fixed series.  Every request is recorded; ``GET /_requests?prefix=/auth/x``
 returns them (path, headers, series labels) so tests can check what the agent really sent.
@@ -27,10 +39,13 @@ returns them (path, headers, series labels) so tests can check what the agent re
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import ssl
 import threading
 import time
+import urllib.parse
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -51,6 +66,16 @@ def mean_results(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
+@functools.lru_cache(maxsize=4)
+def gzip_bomb(mib: int) -> bytes:
+    """A gzip stream of ``mib`` MiB of spaces (about 1 MB per GiB), built without holding the output."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b" " * (1024 * 1024)
+    parts = [packer.compress(block) for _ in range(mib)]
+    parts.append(packer.flush())
+    return b"".join(parts)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -67,6 +92,49 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, payload: Any) -> None:
         self._send(status, json.dumps(payload).encode())
 
+    def _drip(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        try:
+            for _ in range(300):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(1)
+        except OSError:
+            pass  # the agent hung up, as it should
+        self.close_connection = True
+
+    def _bomb(self, mib: int) -> None:
+        body = gzip_bomb(mib)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True
+
+    def _hostile_prometheus(self, parts: list[str]) -> None:
+        kind = parts[1]
+        if kind == "drip":
+            self._drip()
+        elif kind == "bomb":
+            self._bomb(int(parts[2]))
+        elif kind == "pad":
+            pad = b" " * (int(parts[2]) * 1024 * 1024 // 2)
+            series = json.dumps([{"metric": {"pod": "padded"}, "values": [[1700000000, "1"]]}]).encode()
+            result = b"[" + pad + series[1:-1] + pad + b"]"
+            self._send(200, b'{"status":"success","data":{"resultType":"matrix","result":' + result + b"}}")
+        elif kind == "inject":
+            error = "parse error\n2026-01-01 00:00:00 CRITICAL agent.worker forged line \x1b[31mred\x1b[0m"
+            self._json(400, {"status": "error", "errorType": "bad_data", "error": error})
+        else:
+            self._send(404, b"no such behaviour", "text/plain")
+
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length", "0"))
         return self.rfile.read(length) if length else b""
@@ -75,6 +143,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path == "/healthz":
             self._send(200, b"ok", "text/plain")
+        elif url.path.startswith("/hostile/"):
+            self._hostile_prometheus(url.path.strip("/").split("/"))
         elif url.path.startswith("/prom/"):
             self._prometheus(url.path, url.query)
         elif url.path == "/_requests":
@@ -183,6 +253,32 @@ class Handler(BaseHTTPRequestHandler):
             self._json(
                 401, {"authorization": self.headers.get("Authorization"), "all": dict(self.headers.items())}
             )
+        elif kind == "drip":
+            self._drip()
+        elif kind == "bomb":
+            self._bomb(int(parts[1]))
+        elif kind == "many":
+            rows3 = [{"metric": {"pod": f"pod-{i}"}, "score": i % 100} for i in range(int(parts[1]))]
+            self._json(200, {"results": rows3})
+        elif kind == "retryafter":
+            key = parse_qs(url.query).get("key", [""])[0]
+            with LOCK:
+                seen = FLAKY.get(key, 0)
+                FLAKY[key] = seen + 1
+            if seen == 0:
+                body = b'{"detail": "slow down"}'
+                self.send_response(429)
+                self.send_header("Retry-After", parts[1])
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self._json(200, {"results": mean_results(series)})
+        elif kind == "echoalt":
+            value = self.headers.get("Authorization", "")
+            token = value.split(" ", 1)[-1]
+            echoes = [value.upper(), token.lower(), urllib.parse.quote(token, safe=""), value.swapcase()]
+            self._send(401, ("denied: " + " | ".join(echoes)).encode(), "text/plain")
         elif kind == "fixed":
             with LOCK:
                 payload = RESPOND.get(parts[1], {"results": []})

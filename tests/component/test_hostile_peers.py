@@ -1,0 +1,355 @@
+"""Hostile or broken peers against a real agent core: each test reproduces one attack from issue 6.
+
+The peers are real HTTP servers on loopback (``scorer_app.py``), and the agent side is the real
+``Supervisor`` with its workers, HTTP clients and metrics.  Each test names what it caught before the
+fix in its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from agent.memory import MemoryPublisher, MemorySecrets
+from agent.metrics import AgentMetrics
+from agent.ports import ScoreItem
+from agent.supervisor import Supervisor
+from tests.component.conftest import FAST
+from tests.component.harness import (
+    LoopLag,
+    ScorerProcess,
+    peak_rss_growth,
+    published,
+    summary,
+)
+
+pytestmark = [pytest.mark.component, pytest.mark.anyio]
+
+
+def sample(sup: Supervisor, name: str, labels: dict[str, str]) -> float | None:
+    value: float | None = sup.metrics.registry.get_sample_value(name, labels)
+    return value
+
+
+async def test_a_dripping_scorer_is_cut_off_at_the_deadline_and_a_healthy_one_keeps_its_interval(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: the drip cycle never ended (httpx's read timeout is per socket read), no failure at all."""
+    await supervisor.apply(
+        [
+            summary("dripping", scorer.url("/drip/scoring"), scoringInterval=30, timeoutSeconds=2),
+            summary("healthy", scorer.url("/mean/scoring"), scoringInterval=1),
+        ]
+    )
+    started = time.monotonic()
+    first = (await published(publisher, "dripping", timeout=15))[0]
+    took = time.monotonic() - started
+    assert first.condition.reason == "ScorerTimeout", first.condition
+    assert "did not answer within 2s" in first.condition.message
+    # Start jitter (0.2 s), attempts of at most 2 s each, backoff pauses; never the 300 s of the drip.
+    assert took < 8, took
+    healthy = publisher.requests_for("healthy")
+    assert len(healthy) >= 2 and all(r.condition.status == "True" for r in healthy)
+
+
+async def test_nine_dripping_scorers_do_not_starve_a_healthy_one(
+    secrets: MemorySecrets, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: eight drips held all eight slots forever; the healthy scorer never ran again."""
+    sup = Supervisor(
+        cluster_name="cluster1",
+        secrets=secrets,
+        publisher=publisher,
+        metrics=AgentMetrics(process_collectors=False),
+        settings=FAST,
+    )
+    try:
+        drips = [
+            summary(f"drip{i}", scorer.url(f"/drip/scoring?n={i}"), scoringInterval=4, timeoutSeconds=1)
+            for i in range(9)
+        ]
+        await sup.apply([*drips, summary("healthy", scorer.url("/mean/scoring"), scoringInterval=1)])
+        stamps: list[float] = []
+        seen = 0
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            count = len(publisher.requests_for("healthy"))
+            if count > seen:
+                stamps.extend([time.monotonic()] * (count - seen))
+                seen = count
+            await asyncio.sleep(0.02)
+        assert seen >= 6, f"healthy scorer published {seen} times in 12 s"
+        # A drip's cycle holds its slot for at most its own interval (4 s: attempts of 1 s each plus
+        # backoff, all inside the cycle's budget), so the healthy scorer waits at most that long
+        # beyond its 1 s interval, and its scores never come near their 61 s expiry.
+        worst = max(b - a for a, b in itertools.pairwise(stamps))
+        assert worst < 1 + 4, worst
+        healthy = publisher.requests_for("healthy")
+        assert all(r.condition.status == "True" for r in healthy)
+        timeouts = [r for i in range(9) for r in publisher.requests_for(f"drip{i}")]
+        assert timeouts and all(r.condition.reason == "ScorerTimeout" for r in timeouts)
+    finally:
+        await sup.close()
+
+
+async def test_a_dripping_prometheus_is_cut_off_at_the_deadline(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: the fetch never ended."""
+    s = summary(
+        "slow_source",
+        scorer.url("/count/scoring"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url("/hostile/drip/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=15,
+        scoringInterval=30,
+        timeoutSeconds=1.5,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "slow_source", timeout=12))[0]
+    assert first.condition.reason == "PrometheusTimeout", first.condition
+    assert "did not answer within 1.5s" in first.condition.message
+
+
+async def test_a_large_whitespace_padded_answer_does_not_stall_the_loop(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: 24 MiB of padding stalled the event loop for seconds (a byte-by-byte Python scan)."""
+    s = summary(
+        "padded",
+        scorer.url(f"/count/scoring?run={uuid.uuid4().hex}"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url("/hostile/pad/24/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=15,
+        scoreDimensionFormat="${meta}",
+    )
+    async with LoopLag().measuring() as lag:
+        await supervisor.apply([s])
+        first = (await published(publisher, "padded", timeout=30))[0]
+    assert first.items == [ScoreItem("count", 1)], first.condition
+    assert lag.worst < 0.25, f"event loop stalled for {lag.worst:.2f}s"
+
+
+async def test_a_source_answer_over_the_limit_is_refused(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: 100 MiB was under the 512 MiB source limit and was read, held and scanned."""
+    s = summary(
+        "oversized",
+        scorer.url("/count/scoring"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url("/hostile/pad/100/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=15,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "oversized", timeout=30))[0]
+    assert first.condition.reason == "PrometheusResponseError", first.condition
+    assert f"larger than {32 * 1024 * 1024} bytes" in first.condition.message
+
+
+async def test_too_many_results_fail_the_cycle_without_building_them(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: 100,000 results were all published (the APS write then fails with 413) and exported."""
+    await supervisor.apply(
+        [summary("crowd", scorer.url("/many/100000/scoring"), scoreDimensionFormat="${pod}")]
+    )
+    first = (await published(publisher, "crowd", timeout=30))[0]
+    assert first.items is None
+    assert first.condition.reason == "ScorerTooManyResults", first.condition
+    assert "100000 results; at most 4096" in first.condition.message
+    labels = {"score_name": "crowd", "stage": "score", "reason": "ScorerTooManyResults"}
+    assert sample(supervisor, "dynamic_scoring_failures_total", labels) == 1
+    assert b'ds_score_name="crowd"' not in supervisor.metrics.exposition()
+
+
+async def test_exactly_the_limit_of_results_is_accepted(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    await supervisor.apply([summary("full", scorer.url("/many/4096/scoring"), scoreDimensionFormat="${pod}")])
+    first = (await published(publisher, "full", timeout=30))[0]
+    assert first.condition.status == "True", first.condition
+    assert first.items is not None and len(first.items) == 4096
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason", "limit_mib"),
+    [("scorer", "ScorerResponseTooLarge", 8), ("prometheus", "PrometheusResponseError", 32)],
+)
+async def test_a_gzip_bomb_is_refused_within_the_memory_target(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess, kind: str, reason: str,
+    limit_mib: int,
+) -> None:  # fmt: skip
+    """Before: httpx inflated each network chunk whole, and the source limit was 512 MiB."""
+    if kind == "scorer":
+        s = summary("bomb", scorer.url("/bomb/1024/scoring"))
+    else:
+        s = summary(
+            "bomb",
+            scorer.url("/count/scoring"),
+            sourceType="Prometheus",
+            sourceEndpoint=scorer.url("/hostile/bomb/1024/api/v1/query_range"),
+            sourceQuery="up",
+            sourceRange=60,
+            sourceStep=15,
+        )
+    with peak_rss_growth() as growth:
+        await supervisor.apply([s])
+        first = (await published(publisher, "bomb", timeout=60))[0]
+        peak = growth()
+    assert first.condition.reason == reason, first.condition
+    assert "bytes" in first.condition.message
+    assert peak < limit_mib * 2 + 16, f"resident memory peaked {peak:.0f} MiB above its start"
+
+
+async def test_credentials_in_endpoint_urls_reach_no_log_and_no_condition(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    scorer: ScorerProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before: httpx's INFO request log printed the full URLs, query credentials included."""
+    caplog.set_level(logging.DEBUG)
+    key = uuid.uuid4().hex
+    source = scorer.url(f"/prom/{key}/api/v1/query_range?api_key=src-Secret-9f2")
+    endpoint = (
+        scorer.base.replace("://", "://robot:pw-Secret-77a@") + "/status/500/scoring?token=tok-Secret-31c"
+    )
+    s = summary(
+        "leaky",
+        endpoint,
+        sourceType="Prometheus",
+        sourceEndpoint=source,
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=15,
+        scoringInterval=3,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "leaky", timeout=20))[0]
+    assert first.condition.reason == "ScorerHTTPError", first.condition
+    assert scorer.requests(f"/prom/{key}/")  # the source was really called, with its key
+    text = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    text += first.condition.message
+    for secret in ("src-Secret-9f2", "pw-Secret-77a", "tok-Secret-31c"):
+        assert secret not in text
+    assert "token=<redacted>" in first.condition.message
+
+
+async def test_control_characters_from_prometheus_are_escaped_in_logs_and_conditions(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    scorer: ScorerProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before: Prometheus' error text went verbatim (newline, ESC) into the log and the condition."""
+    caplog.set_level(logging.INFO)
+    s = summary(
+        "inject",
+        scorer.url("/count/scoring"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url("/hostile/inject/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=15,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "inject", timeout=20))[0]
+    assert first.condition.reason == "PrometheusQueryError"
+    message = first.condition.message
+    assert message.isprintable() and "\\x0a2026" in message and "\\x1b[31m" in message
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("agent")]
+    assert any("forged line" in line for line in lines)
+    assert all(line.isprintable() for line in lines)
+
+
+async def test_retry_after_is_honoured_within_the_budget(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Before: the retry came after the 0.1-0.4 s backoff, ignoring Retry-After: 2."""
+    key = uuid.uuid4().hex
+    await supervisor.apply(
+        [summary("polite", scorer.url(f"/retryafter/2/scoring?key={key}"), scoringInterval=10)]
+    )
+    first = (await published(publisher, "polite", timeout=20))[0]
+    assert first.condition.status == "True", first.condition
+    first_try, second_try = [r["received"] for r in scorer.requests("/retryafter/") if key in r["query"]][:2]
+    assert second_try - first_try >= 1.95
+
+
+async def test_retry_after_beyond_the_budget_reports_the_error(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    await supervisor.apply(
+        [summary("hurried", scorer.url(f"/retryafter/60/scoring?key={key}"), scoringInterval=5)]
+    )
+    first = (await published(publisher, "hurried", timeout=20))[0]
+    assert first.condition.reason == "ScorerHTTPError" and "HTTP 429" in first.condition.message
+    assert len([r for r in scorer.requests("/retryafter/") if key in r["query"]]) == 1
+
+
+async def test_altered_echoes_of_a_token_are_scrubbed(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    """Before: only the verbatim token was scrubbed; upper-cased and percent-encoded echoes got through."""
+    token = "Tok/en+Secret-42x"
+    secrets.set("alt", "token", token)
+    await supervisor.apply(
+        [
+            summary(
+                "alt",
+                scorer.url("/echoalt/scoring"),
+                scoringEndpointAuthName="alt",
+                scoringEndpointAuthKey="token",
+            )
+        ]
+    )
+    first = (await published(publisher, "alt", timeout=20))[0]
+    message = first.condition.message
+    assert first.condition.reason == "ScorerHTTPError"
+    assert "secret-42x" not in message.lower() and "tok%2fen" not in message.lower(), message
+    assert message.count("<redacted>") >= 4
+
+
+async def test_the_source_bodies_of_one_cycle_share_a_budget(
+    secrets: MemorySecrets, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    """Each query is under the per-query limit, but together they are over the per-cycle one."""
+    sup = Supervisor(
+        cluster_name="cluster1",
+        secrets=secrets,
+        publisher=publisher,
+        metrics=AgentMetrics(process_collectors=False),
+        settings=replace(
+            FAST, max_source_bytes=12 * 1024 * 1024, max_source_bytes_per_cycle=20 * 1024 * 1024
+        ),
+    )
+    try:
+        s = summary(
+            "budget",
+            scorer.url("/count/scoring"),
+            sourceType="Prometheus",
+            sourceEndpoint=scorer.url("/hostile/pad/10/api/v1/query_range"),
+            sourceQueries=["a", "b", "c"],
+            sourceRange=60,
+            sourceStep=15,
+        )
+        await sup.apply([s])
+        first = (await published(publisher, "budget", timeout=30))[0]
+        assert first.condition.reason == "PrometheusResponseError", first.condition
+        assert "query #2" in first.condition.message
+    finally:
+        await sup.close()
