@@ -198,8 +198,9 @@ class SummaryWatcher:
         try:
             while True:
                 payload: object = _MISSING
+                wait = 1.0 if pending is _MISSING else min(1.0, max(0.01, retry_at - time.monotonic()))
                 try:
-                    payload = await asyncio.wait_for(queue.get(), timeout=1.0)
+                    payload = await asyncio.wait_for(queue.get(), timeout=wait)
                 except TimeoutError:
                     if not self._thread.is_alive():
                         raise RuntimeError(f"{self.where}: the watch thread ended") from None
@@ -208,8 +209,8 @@ class SummaryWatcher:
                 if self._force.is_set():
                     self._force.clear()
                     force = True
-                    if payload is _MISSING and self._last is not _MISSING:
-                        payload = self._last
+                    if payload is _MISSING:  # a failed payload first, else the applied one again
+                        payload = pending if pending is not _MISSING else self._last
                 if payload is _MISSING:
                     if pending is _MISSING or time.monotonic() < retry_at:
                         continue
