@@ -1,0 +1,368 @@
+"""One watch cache per (resource, namespace, selectors), fed by list+watch: the hub's informer.
+
+The loop is client-go's reflector, on plain JSON:
+
+1. list (paged, 500 a page), replace the cache and emit the difference against what was cached:
+   ADDED for new keys, MODIFIED for a changed resourceVersion, DELETED for keys that are gone;
+2. watch from the list's resourceVersion with bookmarks, so a quiet watch still advances its
+   version and a reconnect resumes without a relist;
+3. when the stream ends (the server's timeoutSeconds), watch again from the last version;
+4. on 410 Gone (the version was compacted away) relist and emit the difference, which is what
+   happened while we were not looking;
+5. on any other failure (apiserver down, connection cut, 5xx, 403) wait with exponential backoff
+   and jitter (0.8 s doubling to 30 s), then resume; the error is logged and counted, never raised.
+
+`healthy` turns False when failures have lasted longer than `unhealthy_after` seconds (default
+60), so a readiness probe tells an operator the cache is stale instead of looking fine.
+
+Cached objects are shared, not copied (thousands of ManagedClusters are read on every resync):
+treat what `get` and `list` return as read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from dynamic_scoring.kube.api import Gone, KubeAPI, KubeError
+from dynamic_scoring.kube.metrics import ControllerMetrics
+from dynamic_scoring.kube.resources import JSON, Resource, object_key
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Objects = list[JSON]  # `list` is shadowed inside Informer by its method
+Keys = list[str]
+
+PAGE_SIZE = 500
+BACKOFF_INITIAL = 0.8  # client-go reflector: 800 ms
+BACKOFF_MAX = 30.0  # client-go reflector: 30 s
+WATCH_TIMEOUT_MIN = 300  # client-go: a random 5 to 10 min per watch, spreading reconnects
+#: a watch that ends this quickly with no event counts as a failure, so a proxy that accepts and
+#: closes at once cannot spin the loop
+WATCH_MIN_HEALTHY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """A change to one cached object; `old` is the cached object before it (None if new)."""
+
+    type: EventType
+    obj: JSON
+    old: JSON | None
+
+
+class Backoff:
+    """Exponential backoff with equal jitter: the n-th delay lies in [d/2, d], d = initial*2^n."""
+
+    def __init__(self, initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.failures = 0
+
+    def next(self) -> float:
+        """The delay before the next attempt; each call doubles the next one, up to `maximum`."""
+        ceiling = min(self.maximum, self.initial * float(2 ** min(self.failures, 32)))
+        self.failures += 1
+        return ceiling / 2 + random.random() * ceiling / 2
+
+    def reset(self) -> None:
+        """Start again from `initial` (after a success)."""
+        self.failures = 0
+
+
+class Informer:
+    """A list+watch cache of one resource kind, with change handlers."""
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metrics: ControllerMetrics | None = None,
+        unhealthy_after: float = 60.0,
+        backoff: Backoff | None = None,
+        watch_timeout: int = WATCH_TIMEOUT_MIN,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.unhealthy_after = unhealthy_after
+        self.watch_timeout = watch_timeout
+        self._backoff = backoff or Backoff()
+        self.name = resource.name + "".join(
+            f" {k}={v}"
+            for k, v in (("ns", namespace), ("labels", label_selector), ("fields", field_selector))
+            if v is not None
+        )
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
+        self._lock = threading.RLock()
+        self._by_ns: dict[str, dict[str, JSON]] = {}  # namespace ("" if cluster-scoped) -> key -> obj
+        self._size = 0
+        self._handlers: list[Callable[[WatchEvent], None]] = []
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cancel: Callable[[], None] | None = None
+        self._failing_since: float | None = None
+        self.resource_version: str | None = None
+        self.relists = 0
+        self.errors = 0
+        self.metrics.track_watch(self.name, lambda: self.healthy and self.synced, lambda: self._size)
+
+    # -- the cache ------------------------------------------------------------------------------
+
+    def add_handler(self, handler: Callable[[WatchEvent], None]) -> None:
+        """Call `handler` for every change, from the informer's thread; add before `start`."""
+        with self._lock:
+            self._handlers.append(handler)
+
+    def get(self, key: str) -> JSON | None:
+        """The cached object of `key` (as `object_key` makes it), or None."""
+        namespace, _, _ = key.rpartition("/")
+        with self._lock:
+            return self._by_ns.get(namespace, {}).get(key)
+
+    def list(self, namespace: str | None = None) -> Objects:
+        """Cached objects, of one namespace or of all."""
+        with self._lock:
+            if namespace is not None:
+                return list(self._by_ns.get(namespace, {}).values())
+            return [obj for objs in self._by_ns.values() for obj in objs.values()]
+
+    def keys(self) -> Keys:
+        """Keys of all cached objects."""
+        with self._lock:
+            return [key for objs in self._by_ns.values() for key in objs]
+
+    def __len__(self) -> int:
+        """Number of cached objects."""
+        return self._size
+
+    def _put(self, key: str, obj: JSON) -> JSON | None:
+        namespace = obj.get("metadata", {}).get("namespace") or ""
+        bucket = self._by_ns.setdefault(namespace, {})
+        old = bucket.get(key)
+        bucket[key] = obj
+        if old is None:
+            self._size += 1
+        return old
+
+    def _pop(self, key: str) -> JSON | None:
+        namespace, _, _ = key.rpartition("/")
+        bucket = self._by_ns.get(namespace)
+        old = bucket.pop(key, None) if bucket is not None else None
+        if old is not None:
+            self._size -= 1
+            if not bucket:
+                del self._by_ns[namespace]
+        return old
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list has filled the cache."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until the first list has filled the cache; False on timeout."""
+        return self._synced.wait(timeout)
+
+    @property
+    def healthy(self) -> bool:
+        """False while lists or watches have been failing for longer than `unhealthy_after`."""
+        since = self._failing_since
+        return since is None or time.monotonic() - since < self.unhealthy_after
+
+    def start(self) -> None:
+        """Start the list+watch thread; after a `stop`, resume from the last resourceVersion.
+
+        A resumed watch whose version has expired meanwhile gets 410 and relists, emitting what
+        changed while the informer was stopped.
+        """
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"informer {self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread, interrupting an idle watch, and wait for it."""
+        self._stop.set()
+        cancel = self._cancel
+        if cancel is not None:
+            cancel()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _emit(self, event: WatchEvent) -> None:
+        for handler in list(self._handlers):
+            try:
+                handler(event)
+            except Exception:
+                log.exception("handler of %s failed on %s", self.name, object_key(event.obj))
+
+    def _query(self) -> dict[str, str]:
+        query: dict[str, str] = {}
+        if self.label_selector is not None:
+            query["labelSelector"] = self.label_selector
+        if self.field_selector is not None:
+            query["fieldSelector"] = self.field_selector
+        return query
+
+    def _list_all(self) -> tuple[Objects, str]:
+        path = self.resource.path(self.namespace)
+        items: Objects = []
+        query = {**self._query(), "limit": str(PAGE_SIZE)}
+        while True:
+            try:
+                page = self.api.request("GET", path, query=query)
+            except Gone:
+                # the continue token expired between pages: one unpaged list, as client-go does
+                page = self.api.request("GET", path, query=self._query())
+                items = []
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token or "limit" not in query:
+                return items, str(meta.get("resourceVersion", ""))
+            query = {**query, "continue": token}
+
+    def _relist(self) -> str:
+        items, rv = self._list_all()
+        fresh: dict[str, JSON] = {}
+        for obj in items:
+            # list items carry no apiVersion/kind; watch events do: make them alike
+            obj.setdefault("apiVersion", self.resource.api_version)
+            obj.setdefault("kind", self.resource.kind)
+            fresh[object_key(obj)] = obj
+        events: list[WatchEvent] = []
+        with self._lock:
+            for key in self.keys():
+                if key not in fresh:
+                    old = self._pop(key)
+                    if old is not None:
+                        events.append(WatchEvent("DELETED", old, old))
+            for key, obj in fresh.items():
+                old = self._put(key, obj)
+                if old is None:
+                    events.append(WatchEvent("ADDED", obj, None))
+                elif old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                    events.append(WatchEvent("MODIFIED", obj, old))
+            self.resource_version = rv
+        for event in events:
+            self._emit(event)
+        return rv
+
+    def _apply(self, event: JSON) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        rv = obj.get("metadata", {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("watch of %s: ignoring event type %r", self.name, kind)
+            return
+        key = object_key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                old = self._pop(key)
+                out = WatchEvent("DELETED", obj, old)
+            else:
+                old = self._put(key, obj)
+                if old is not None and old.get("metadata", {}).get("resourceVersion") == rv:
+                    self.resource_version = rv
+                    return  # a replay of what we have
+                out = WatchEvent("ADDED" if old is None else "MODIFIED", obj, old)
+            self.resource_version = rv or self.resource_version
+        self._emit(out)
+
+    def _watch(self, rv: str) -> tuple[str, int]:
+        """Watch from `rv` until the stream ends; return the last version and the event count."""
+        query = {
+            **self._query(),
+            "resourceVersion": rv,
+            "timeoutSeconds": str(self.watch_timeout + random.randrange(self.watch_timeout + 1)),
+        }
+
+        def opened(cancel: Callable[[], None]) -> None:
+            self._cancel = cancel
+            self._failing_since = None
+            self._backoff.reset()
+            if self._stop.is_set():
+                cancel()
+
+        count = 0
+        try:
+            for event in self.api.watch(
+                self.resource.path(self.namespace), query, self._stop, on_open=opened
+            ):
+                self._apply(event)
+                count += 1
+        finally:
+            self._cancel = None
+        return self.resource_version or rv, count
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self.errors += 1
+        self.metrics.watch_errors_total.labels(self.name).inc()
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+        delay = self._backoff.next()
+        log.warning("%s of %s failed (retry in %.1fs): %s", what, self.name, delay, exc)
+        self._stop.wait(delay)
+
+    def _run(self) -> None:
+        rv = self.resource_version if self._synced.is_set() else None
+        while not self._stop.is_set():
+            if rv is None:
+                try:
+                    rv = self._relist()
+                except KubeError as exc:
+                    self._failed("list", exc)
+                    continue
+                except Exception as exc:  # a bug must not end the cache silently
+                    log.exception("list of %s raised", self.name)
+                    self._failed("list", exc)
+                    continue
+                self._failing_since = None
+                self._backoff.reset()
+                if self._synced.is_set():
+                    self.relists += 1
+                    self.metrics.watch_relists_total.labels(self.name).inc()
+                self._synced.set()
+            started = time.monotonic()
+            try:
+                rv, count = self._watch(rv)
+            except Gone as exc:
+                log.info("watch of %s expired (%s); relisting", self.name, exc.message[:200])
+                rv = None
+                continue
+            except KubeError as exc:
+                if not self._stop.is_set():
+                    self._failed("watch", exc)
+                continue
+            except Exception as exc:
+                log.exception("watch of %s raised", self.name)
+                self._failed("watch", exc)
+                continue
+            if (
+                count == 0
+                and time.monotonic() - started < WATCH_MIN_HEALTHY_SECONDS
+                and not self._stop.is_set()
+            ):
+                self._failed("watch", KubeError(0, "Closed", "the stream ended at once with no event"))
