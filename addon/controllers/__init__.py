@@ -1,0 +1,46 @@
+"""The hub's controllers, each an independent sibling on the shared controller core.
+
+The manager process (`addon.manager`) builds one `HubContext` and hands it to every factory in
+`CONTROLLER_FACTORIES`; each factory asks the context's `ControllerManager` for the (shared)
+informers it needs and returns its `Controller`s.  Controllers never import each other: what one
+needs from another travels through the API objects they both watch (e.g. the distribution
+controller reads DynamicScorer status written by the scorer controller), so the import contract
+can keep them as independent layers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.controller import Controller, ControllerManager
+
+
+@dataclass
+class HubContext:
+    """What every controller factory gets.
+
+    Attributes:
+        api: the hub API (the manager's own identity).
+        manager: shared informers and the controller registry (`manager.informer(...)`,
+            `manager.writer(name)`).
+        namespace: the manager's own namespace: where DynamicScorers, the DynamicScoringConfig,
+            the default AddOnDeploymentConfig and the leader-election Lease live.
+        agent_image: the agent image, from the manager's environment (one place: kustomize images).
+        resync_seconds: periodic resync for every controller.
+        stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
+        settings: controller-specific options from the CLI, by name (e.g. "probe_period").
+    """
+
+    api: KubeAPI
+    manager: ControllerManager
+    namespace: str
+    agent_image: str
+    resync_seconds: float = 600.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+ControllerFactory = Callable[[HubContext], list[Controller]]
