@@ -205,7 +205,8 @@ def resolve(scorer: DynamicScorer) -> Resolution:
     if not sc_host:
         problems.append(
             FieldProblem(
-                "spec.scoring.host", "required when configURL is not set (nowhere to send the series)"
+                "spec.scoring.host",
+                "required when configURL is not set or not usable (nowhere to send the series)",
             )
         )
     else:

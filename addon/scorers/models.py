@@ -72,9 +72,9 @@ class SourceParamsSpec(_Spec):
 
 
 class SourceSpec(_Spec):
-    """``spec.source``: where the agent fetches series."""
+    """``spec.source``: where the agent fetches series (``type`` defaults as in the CRD)."""
 
-    type: SourceType | None = None
+    type: SourceType = "Prometheus"
     host: str | None = None
     path: str | None = None
     params: SourceParamsSpec | None = None

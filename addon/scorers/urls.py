@@ -29,24 +29,40 @@ def _valid_host(host: str) -> bool:
     return all(_LABEL.match(label) for label in labels)
 
 
+def redact(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, safe for a condition message."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(SplitResult(parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
 def url_problem(url: str) -> str | None:
-    """Why ``url`` is not an absolute http(s) URL with a usable host, or None when it is."""
+    """Why ``url`` is not an absolute http(s) URL with a usable host, or None when it is.
+
+    The message quotes the URL with credentials redacted: it goes into status conditions.
+    """
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        return f"{url!r} is not a URL ({exc})"
+        return f"{redact(url)!r} is not a URL ({exc})"
+    shown = redact(url)
     if parts.scheme not in ("http", "https"):
-        return f"{url!r} must start with http:// or https://"
+        return f"{shown!r} must start with http:// or https://"
     host = parts.netloc.rsplit("@", 1)[-1]
     if port is not None or host.endswith(":"):
         host = host.rsplit(":", 1)[0]
     if not host:
-        return f"{url!r} has no host"
+        return f"{shown!r} has no host"
     if not _valid_host(host):
-        return f"{url!r}: {host!r} is not a valid host name or IP address (an unfilled placeholder?)"
+        return f"{shown!r}: {host!r} is not a valid host name or IP address (an unfilled placeholder?)"
     if parts.username is not None:
-        return f"{url!r} must not carry credentials; use a Secret reference"
+        return f"{shown!r} must not carry credentials; use a Secret reference"
     return None
 
 
@@ -78,4 +94,4 @@ def join_url(base: str, path: str) -> str:
     return urlunsplit(SplitResult(parts.scheme, parts.netloc, joined, parts.query, parts.fragment))
 
 
-__all__ = ["has_path", "join_url", "origin", "url_problem"]
+__all__ = ["has_path", "join_url", "origin", "redact", "url_problem"]
