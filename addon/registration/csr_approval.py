@@ -14,6 +14,7 @@ framework leaves to other components, all of which a legitimate klusterlet reque
 from __future__ import annotations
 
 import base64
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,21 @@ def is_ours(csr: JSON, addon_name: str = ADDON_NAME) -> bool:
     )
 
 
+def _subject(pem: bytes) -> tuple[list[str], set[str]]:
+    """The CNs and the set of Os of a PEM CSR.
+
+    The framework's CN is longer than X.509's 64-character upper bound, which Go ignores and
+    `cryptography` warns about on every access; that one warning is silenced here (briefly and
+    only for this message: `catch_warnings` swaps a process-wide filter list).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attribute's length must be", category=UserWarning)
+        subject = x509.load_pem_x509_csr(pem).subject
+        common_names = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+        organizations = {str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)}
+    return common_names, organizations
+
+
 def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: str = ADDON_NAME) -> Decision:
     """Decide one CSR.
 
@@ -96,13 +112,11 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
         return _no(f"usages {sorted(usages)} are not client-certificate usages")
 
     try:
-        request = x509.load_pem_x509_csr(base64.b64decode(spec.get("request", "")))
+        common_names, organizations = _subject(base64.b64decode(spec.get("request", "")))
     except ValueError:
         return _no("spec.request is not a PEM CERTIFICATE REQUEST")
-    common_names = request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    organizations = {str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)}
     expected_user = default_user(cluster_name, addon_name)
-    if len(common_names) != 1 or common_names[0].value != expected_user:
+    if common_names != [expected_user]:
         return _no(f"subject CN is not {expected_user}")
     if len(organizations) not in (2, 3):
         return _no(f"subject has {len(organizations)} organizations, expected 2 or 3")

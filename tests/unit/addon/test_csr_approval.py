@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+import base64
+import functools
+import warnings
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from addon.registration.csr_approval import approval_body, decide
+
+JSON = dict[str, Any]
+USER = "system:open-cluster-management:cluster:{c}:addon:{a}:agent:{a}"
+GROUPS = ["system:open-cluster-management:cluster:{c}:addon:{a}", "system:open-cluster-management:addon:{a}"]
+
+
+@functools.cache
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def request_pem(cn: str | None, orgs: list[str]) -> str:
+    # The framework's CN is longer than X.509's 64-character upper bound; Go does not care, and
+    # neither does the klusterlet, so the test builds such requests too.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        names = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o, _validate=False) for o in orgs]
+        if cn is not None:
+            names.append(x509.NameAttribute(NameOID.COMMON_NAME, cn, _validate=False))
+    csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(names)).sign(_key(), hashes.SHA256())
+    return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def make_csr(
+    cluster: str = "cluster1",
+    addon: str = "dynamic-scoring",
+    *,
+    cn: str | None = None,
+    orgs: list[str] | None = None,
+    signer: str = "kubernetes.io/kube-apiserver-client",
+    username: str | None = None,
+    usages: list[str] | None = None,
+    name: str | None = None,
+    label_cluster: str | None = None,
+    omit_cn: bool = False,
+) -> JSON:
+    return {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {
+            "name": name or f"addon-{cluster}-{addon}-abcde",
+            "labels": {
+                "open-cluster-management.io/addon-name": addon,
+                "open-cluster-management.io/cluster-name": label_cluster or cluster,
+            },
+        },
+        "spec": {
+            "signerName": signer,
+            "request": request_pem(
+                None if omit_cn else cn if cn is not None else USER.format(c=cluster, a=addon),
+                orgs if orgs is not None else [g.format(c=cluster, a=addon) for g in GROUPS],
+            ),
+            "usages": usages
+            if usages is not None
+            else ["digital signature", "key encipherment", "client auth"],
+            "username": username or f"system:open-cluster-management:{cluster}:agent-x",
+            "groups": ["system:open-cluster-management:managed-clusters", "system:authenticated"],
+        },
+    }
+
+
+def cluster(name: str = "cluster1") -> JSON:
+    return {"metadata": {"name": name}}
+
+
+def mca(name: str = "cluster1") -> JSON:
+    return {"metadata": {"name": "dynamic-scoring", "namespace": name}}
+
+
+def test_the_klusterlets_request_is_approved() -> None:
+    d = decide(make_csr(), cluster=cluster(), addon=mca())
+    assert d.approve, d.reason
+
+
+def test_three_orgs_including_system_authenticated_are_accepted() -> None:
+    orgs = [g.format(c="cluster1", a="dynamic-scoring") for g in GROUPS] + ["system:authenticated"]
+    assert decide(make_csr(orgs=orgs), cluster=cluster(), addon=mca()).approve
+
+
+def test_grpc_requester_is_taken_from_the_annotation() -> None:
+    csr = make_csr(username="system:serviceaccount:open-cluster-management-hub:grpc-server-sa")
+    assert not decide(csr, cluster=cluster(), addon=mca()).approve
+    csr["metadata"]["annotations"] = {
+        "open-cluster-management.io/csr-user": "system:open-cluster-management:cluster1:a"
+    }
+    assert decide(csr, cluster=cluster(), addon=mca()).approve
+
+
+@pytest.mark.parametrize(
+    ("csr", "why"),
+    [
+        (make_csr(addon="other-addon"), "not an addon CSR of this addon"),
+        (make_csr(name="cluster1-csr"), "not an addon CSR"),
+        (make_csr(signer="example.com/custom"), "signer"),
+        (make_csr(signer="kubernetes.io/kubelet-serving"), "signer"),
+        (
+            make_csr(orgs=["system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring", "wrong"]),
+            "lack",
+        ),
+        (
+            make_csr(orgs=["system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring"]),
+            "1 organizations",
+        ),
+        (make_csr(cn="system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring:agent:x"), "CN"),
+        (make_csr(omit_cn=True), "CN"),
+        (make_csr(username="system:open-cluster-management:cluster2:agent"), "requester"),
+        (make_csr(username="system:serviceaccount:default:someone"), "requester"),
+        (
+            make_csr(cluster="cluster1", username="system:open-cluster-management:cluster10:agent"),
+            "requester",
+        ),
+        (make_csr(usages=["digital signature", "key encipherment", "server auth"]), "usages"),
+        (make_csr(usages=["digital signature", "client auth", "server auth"]), "usages"),
+    ],
+)
+def test_rejections(csr: JSON, why: str) -> None:
+    d = decide(csr, cluster=cluster(), addon=mca())
+    assert not d.approve
+    assert why in d.reason
+
+
+def test_subject_for_another_cluster_than_the_label_is_rejected() -> None:
+    # A cluster2 identity requested under cluster1's label (and by cluster1's klusterlet).
+    csr = make_csr(
+        cluster="cluster1",
+        cn=USER.format(c="cluster2", a="dynamic-scoring"),
+        orgs=[g.format(c="cluster2", a="dynamic-scoring") for g in GROUPS],
+    )
+    d = decide(csr, cluster=cluster(), addon=mca())
+    assert not d.approve and "CN" in d.reason
+
+
+def test_cluster_name_label_must_name_an_existing_cluster_with_the_addon() -> None:
+    assert "does not exist" in decide(make_csr(), cluster=None, addon=mca()).reason
+    assert "does not exist" in decide(make_csr(), cluster=cluster("cluster2"), addon=mca()).reason
+    assert "not enabled" in decide(make_csr(), cluster=cluster(), addon=None).reason
+    csr = make_csr()
+    del csr["metadata"]["labels"]["open-cluster-management.io/cluster-name"]
+    assert not decide(csr, cluster=cluster(), addon=mca()).approve
+
+
+def test_decided_csrs_are_left_alone() -> None:
+    for kind in ("Approved", "Denied"):
+        csr = make_csr()
+        csr["status"] = {"conditions": [{"type": kind, "status": "True"}]}
+        assert decide(csr, cluster=cluster(), addon=mca()).reason == "already approved or denied"
+
+
+def test_garbage_request_is_rejected() -> None:
+    csr = make_csr()
+    csr["spec"]["request"] = base64.b64encode(b"-----BEGIN NOTHING-----").decode()
+    assert "PEM" in decide(csr, cluster=cluster(), addon=mca()).reason
+
+
+def test_approval_body_appends_the_frameworks_condition() -> None:
+    csr = make_csr()
+    body = approval_body(csr)
+    assert body["status"]["conditions"] == [
+        {
+            "type": "Approved",
+            "status": "True",
+            "reason": "AutoApprovedByHubCSRApprovingController",
+            "message": "Auto approving addon agent certificate.",
+        }
+    ]
+    assert "status" not in csr  # the input is not modified
