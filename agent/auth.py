@@ -31,9 +31,6 @@ class EndpointCredentials:
         return f"EndpointCredentials(headers={sorted(self.headers)}, tls={self.tls!r})"
 
 
-NO_CREDENTIALS = EndpointCredentials({}, None)
-
-
 def _has_bad_header_chars(value: str) -> bool:
     # Visible ASCII, space and tab only: anything else would make the HTTP library raise an error
     # whose text quotes part of the value.
@@ -115,7 +112,7 @@ async def resolve_credentials(
         pass_ref = SecretKeyRef(name=basic.name, key=basic.password_key)
         user = (await _read_text(secrets, user_ref, stage, "username")).rstrip("\r\n")
         password = (await _read_text(secrets, pass_ref, stage, "password")).rstrip("\r\n")
-        if not user:  # any other character is fine: the pair is base64-encoded
+        if not user:  # other characters are fine: the pair is base64-encoded
             raise SecretInvalid(
                 f"username in key {basic.username_key!r} of secret {basic.name!r} is empty", stage=stage
             )
@@ -123,6 +120,13 @@ async def resolve_credentials(
             raise SecretInvalid(
                 f"username in key {basic.username_key!r} of secret {basic.name!r} contains ':'", stage=stage
             )
+        for part, key in ((user, basic.username_key), (password, basic.password_key)):
+            # A line break inside (not the trailing one, already gone) is a pasting accident: two
+            # values in one key.  Sending it base64-encoded would only fail at the server, unexplained.
+            if "\r" in part or "\n" in part:
+                raise SecretInvalid(
+                    f"value in key {key!r} of secret {basic.name!r} contains a line break", stage=stage
+                )
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
         headers["Authorization"] = f"Basic {token}"
 
@@ -153,4 +157,4 @@ async def resolve_credentials(
     return EndpointCredentials(headers, tls)
 
 
-__all__ = ["NO_CREDENTIALS", "EndpointCredentials", "resolve_credentials"]
+__all__ = ["EndpointCredentials", "resolve_credentials"]

@@ -33,6 +33,7 @@ import certifi
 import httpx
 
 from agent.errors import AgentError, SecretInvalid
+from dynamic_scoring.wire import escape_control
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
 # connection details at DEBUG.  Neither may reach the agent's log: URLs can carry credentials.
@@ -284,24 +285,6 @@ async def read_limited(response: httpx.Response, limit: int) -> bytearray:
             if data:
                 await asyncio.sleep(0)
     return body
-
-
-def _escape_char(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def escape_control(text: str) -> str:
-    """``text`` with every non-printable character (newline, ESC, NUL, U+2028, ...) written as an escape.
-
-    Applied to anything from outside (names, Prometheus and scorer error text) before it reaches a
-    log line or a condition, so that it cannot forge a log line or a terminal escape sequence.
-    """
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in text)
 
 
 def redact_url(url: str) -> str:

@@ -2,12 +2,11 @@
 
 They are real implementations of ``SecretReader`` and ``ScorePublisher`` with the documented
 semantics (a missing key raises ``SecretNotFound``; ``items=None`` keeps the previous scores), used
-by the component tests, the benchmark, and anywhere the scoring loop runs without a hub (a dry run).
+by the component tests and the benchmark, which run the scoring loop without a hub.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,7 +24,6 @@ class MemorySecrets:
     def __init__(self, data: dict[str, dict[str, bytes]] | None = None, namespace: str = "memory") -> None:
         self.data: dict[str, dict[str, bytes]] = data if data is not None else {}
         self.namespace = namespace
-        self.reads = 0
 
     def set(self, name: str, key: str, value: bytes | str) -> None:
         """Create or change one key."""
@@ -33,7 +31,6 @@ class MemorySecrets:
 
     async def read(self, name: str, key: str) -> bytes:
         """Return the value, or raise ``SecretNotFound`` naming namespace, Secret and key."""
-        self.reads += 1
         secret = self.data.get(name)
         if secret is None:
             raise SecretNotFound(f"secret {self.namespace}/{name} not found")
@@ -56,20 +53,15 @@ class MemoryPublisher:
     """A ``ScorePublisher`` that keeps scores in a dict and records every call.
 
     ``publish`` with ``items=None`` keeps the stored items and ``validUntil`` and only replaces the
-    condition, as the Kubernetes publisher does.  ``fail_with`` makes the next calls raise, to test
-    the write stage.
+    condition, as the Kubernetes publisher does.
     """
 
     scores: dict[str, StoredScore] = field(default_factory=dict)
     published: list[PublishRequest] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    fail_with: Exception | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def publish(self, result: PublishRequest) -> None:
         """Record the request and update the stored score."""
-        if self.fail_with is not None:
-            raise self.fail_with
         self.published.append(result)
         stored = self.scores.get(result.aps_name)
         if result.items is not None:
@@ -80,13 +72,11 @@ class MemoryPublisher:
             stored.condition = result.condition
         else:
             self.scores[result.aps_name] = StoredScore([], None, result.condition)
-        self.changed.set()
 
     async def remove(self, aps_name: str) -> None:
         """Forget the score; absent names are fine."""
         self.removed.append(aps_name)
         self.scores.pop(aps_name, None)
-        self.changed.set()
 
     def requests_for(self, score_name: str) -> list[PublishRequest]:
         """Every publish request of one score name, oldest first."""

@@ -63,7 +63,6 @@ SCORE_LABELS: tuple[str, ...] = (
     "ds_score_name",
 )
 _RESULT_KEYS = ("node", "device", "namespace", "app", "pod", "container", "meta")
-STAGES: tuple[Stage, ...] = ("fetch", "score", "write")
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 

@@ -13,18 +13,25 @@ Interpretation rules (documented in ``docs/agent.md``):
   exports metrics only; anything else is rejected.
 * ``sourceQueries`` (extension) wins over ``sourceQuery``, which is split on top-level ``;``.
 * An empty ``scoreDimensionFormat`` means ``${scoreName}`` (the hub's upstream default).
+
+Across the list (``plan_summaries``), the first entry wins: a later entry with the same
+``scoreName`` is a duplicate, and a later *publishing* entry whose ``scoreName`` sanitises to an
+AddOnPlacementScore name already taken (``col_a``, ``col-a`` and ``COL.A.`` all become ``col-a``)
+is a collision.  Both are rejected with a reason naming the entry that won; without this, two
+workers would overwrite one APS in turn and its scores would flip every cycle.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from agent.scoring.dimensions import DEFAULT_FORMAT
 from agent.scoring.naming import aps_name
 from agent.settings import AgentSettings
 from agent.source.splitting import split_queries
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.wire import ScorerSummary, display_name
 
 
 class InvalidSummary(ValueError):  # noqa: N818 - reads better at the raise site
@@ -72,7 +79,9 @@ def _check_url(value: str, field: str) -> None:
     except ValueError as exc:
         raise InvalidSummary(f"{field}: not a valid URL") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidSummary(f"{field}: expected an http or https URL with a host, got {value!r}")
+        # The scheme only: the URL itself may carry credentials and goes into logs and Events.
+        shown = display_name(parts.scheme, 20) or "none"
+        raise InvalidSummary(f"{field}: expected an http or https URL with a host (scheme: {shown})")
 
 
 def _legacy_pair(name: str, key: str) -> tuple[str, str] | None:
@@ -107,12 +116,15 @@ def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) 
         if summary.source_range < 0:
             raise InvalidSummary(f"sourceRange: must not be negative, got {summary.source_range}")
     elif source_type not in ("none", ""):
-        raise InvalidSummary(f"sourceType: expected Prometheus or None, got {summary.source_type!r}")
+        raise InvalidSummary(
+            f"sourceType: expected Prometheus or None, got {display_name(summary.source_type)!r}"
+        )
 
     destination = summary.score_destination.lower()
     if destination not in ("addonplacementscore", "none", ""):
         raise InvalidSummary(
-            f"scoreDestination: expected AddOnPlacementScore or None, got {summary.score_destination!r}"
+            "scoreDestination: expected AddOnPlacementScore or None, "
+            f"got {display_name(summary.score_destination)!r}"
         )
 
     wanted = summary.timeout_seconds or settings.default_timeout_seconds
@@ -124,6 +136,64 @@ def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) 
         aps_name=aps_name(summary.score_name),
         timeout_seconds=min(wanted, float(summary.scoring_interval)),
     )
+
+
+@dataclass(frozen=True)
+class PlanRejection:
+    """An entry of the summary list that is not run: its position, its name for messages, and why."""
+
+    index: int
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlannedSummaries:
+    """The plans to run, by score name in list order, and the entries rejected on the way."""
+
+    plans: dict[str, ScorerPlan] = field(default_factory=dict)
+    rejected: list[PlanRejection] = field(default_factory=list)
+
+
+def plan_summaries(
+    summaries: Sequence[ScorerSummary], settings: AgentSettings | None = None
+) -> PlannedSummaries:
+    """Check every summary and resolve duplicates and APS-name collisions; the first entry wins.
+
+    A duplicate ``scoreName`` is rejected even when the first entry was itself invalid, so that
+    fixing one of two conflicting entries never silently switches which one runs.
+    """
+    out = PlannedSummaries()
+    seen: set[str] = set()
+    aps_owner: dict[str, str] = {}
+    for index, summary in enumerate(summaries):
+        key = summary.score_name
+        shown = display_name(key or summary.name)
+        if key in seen:
+            out.rejected.append(
+                PlanRejection(
+                    index, shown, f"duplicate scoreName {display_name(key)!r}: the first entry is used"
+                )
+            )
+            continue
+        seen.add(key)
+        try:
+            plan = plan_summary(summary, settings)
+        except InvalidSummary as exc:
+            out.rejected.append(PlanRejection(index, shown, str(exc)))
+            continue
+        if plan.publish:
+            owner = aps_owner.get(plan.aps_name)
+            if owner is not None:
+                reason = (
+                    f"scoreName {display_name(key)!r} becomes AddOnPlacementScore {plan.aps_name!r}, "
+                    f"already written for scoreName {display_name(owner)!r}: the first entry is used"
+                )
+                out.rejected.append(PlanRejection(index, shown, reason))
+                continue
+            aps_owner[plan.aps_name] = key
+        out.plans[key] = plan
+    return out
 
 
 def source_secret(plan: ScorerPlan) -> tuple[str, str] | None:
@@ -138,4 +208,13 @@ def scoring_secret(plan: ScorerPlan) -> tuple[str, str] | None:
     return _legacy_pair(s.scoring_endpoint_auth_name, s.scoring_endpoint_auth_key)
 
 
-__all__ = ["InvalidSummary", "ScorerPlan", "plan_summary", "scoring_secret", "source_secret"]
+__all__ = [
+    "InvalidSummary",
+    "PlanRejection",
+    "PlannedSummaries",
+    "ScorerPlan",
+    "plan_summaries",
+    "plan_summary",
+    "scoring_secret",
+    "source_secret",
+]

@@ -16,6 +16,13 @@ and scorers must keep understanding each other:
 
 Python attribute names are snake_case; the JSON names are the camelCase aliases, and both are
 accepted on input.
+
+Ranges and formats are checked here, at the boundary, so that a hostile or mistaken value is one
+entry's error with a reason instead of a failure in every cycle: names at most 253 characters (the
+AddOnPlacementScore name limit), every Secret name a DNS subdomain (a name such as
+``../../other/secrets/x`` would otherwise become part of an API path), Secret keys in the
+Kubernetes key alphabet, intervals and durations within stated bounds, endpoint URLs without
+whitespace or control characters and with a valid port.  Messages never quote the offending value.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -60,6 +69,93 @@ UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
 """The keys every upstream hub emits for each summary, in upstream order."""
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+MAX_NAME_LENGTH = 253
+"""``name`` and ``scoreName``: the AddOnPlacementScore (and any Kubernetes object) name limit."""
+MAX_INTERVAL_SECONDS = 86_400
+"""``scoringInterval`` and ``sourceStep``: one day."""
+MAX_SOURCE_RANGE_SECONDS = 366 * 86_400
+"""``sourceRange``: a year (Prometheus itself refuses more than 11,000 points per series)."""
+MAX_VALID_FOR_SECONDS = 7 * 86_400
+"""``validForSeconds``: a week."""
+MAX_TIMEOUT_SECONDS = 3_600.0
+"""``timeoutSeconds``: an hour (it is further bounded by the interval)."""
+MAX_URL_LENGTH = 2_048
+"""Endpoint URLs."""
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every non-printable character (newline, ESC, NUL, U+2028, ...) written as an escape.
+
+    Anything from outside (names, Prometheus and scorer error text) goes through this before it
+    reaches a log line or a condition, so that it cannot forge a log line or drive a terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in text)
+
+
+def display_name(text: str, limit: int = 80) -> str:
+    """A name as messages show it: control characters escaped, at most ``limit`` characters."""
+    text = escape_control(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _secret_name(value: str) -> str:
+    if len(value) > MAX_NAME_LENGTH or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            "a Secret name must be a DNS subdomain (lowercase letters, digits, '-' and '.', "
+            f"at most {MAX_NAME_LENGTH} characters)"
+        )
+    return value
+
+
+def _secret_key(value: str) -> str:
+    if len(value) > MAX_NAME_LENGTH or not _SECRET_KEY.match(value):
+        raise ValueError(
+            f"a Secret key must be letters, digits, '-', '_' and '.', at most {MAX_NAME_LENGTH} characters"
+        )
+    return value
+
+
+def _or_empty(check: Any) -> Any:
+    def allow_empty(value: str) -> str:
+        return value if value == "" else check(value)
+
+    return allow_empty
+
+
+def _endpoint(value: str) -> str:
+    """An endpoint URL that an HTTP client can send as is (the scheme is checked by the agent's plan)."""
+    if value == "":
+        return value
+    if len(value) > MAX_URL_LENGTH:
+        raise ValueError(f"a URL must be at most {MAX_URL_LENGTH} characters")
+    if not value.isprintable() or any(ch in value for ch in " \x7f"):
+        raise ValueError("a URL must not contain spaces or control characters (CR, LF, tab, ...)")
+    try:
+        port = urlsplit(value).port
+    except ValueError as exc:  # an out-of-range or non-numeric port, a malformed IPv6 host
+        raise ValueError("not a valid URL (check the host and the port, 1-65535)") from exc
+    if port == 0:
+        raise ValueError("not a valid URL (port 0)")
+    return value
+
+
+SecretName = Annotated[str, AfterValidator(_secret_name)]
+SecretKey = Annotated[str, AfterValidator(_secret_key)]
+LegacySecretName = Annotated[str, AfterValidator(_or_empty(_secret_name))]
+LegacySecretKey = Annotated[str, AfterValidator(_or_empty(_secret_key))]
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
 
 
 class _Wire(BaseModel):
@@ -100,24 +196,24 @@ class _Wire(BaseModel):
 class SecretKeyRef(_Wire):
     """One key of a Secret in the agent's install namespace."""
 
-    name: str
-    key: str
+    name: SecretName
+    key: SecretKey
 
 
 class BasicAuthSecretRef(_Wire):
     """A Secret holding a username and a password for HTTP basic authentication."""
 
-    name: str
-    username_key: str = "username"
-    password_key: str = "password"
+    name: SecretName
+    username_key: SecretKey = "username"
+    password_key: SecretKey = "password"
 
 
 class ClientCertSecretRef(_Wire):
     """A Secret holding a PEM client certificate (chain) and its private key, for mutual TLS."""
 
-    name: str
-    cert_key: str = "tls.crt"
-    key_key: str = "tls.key"
+    name: SecretName
+    cert_key: SecretKey = "tls.crt"
+    key_key: SecretKey = "tls.key"
 
 
 class HeaderSpec(_Wire):
@@ -185,6 +281,11 @@ class ScoreNormalization(_Wire):
             raise ValueError("normalisation bounds must be finite numbers")
         if self.min == self.max:
             raise ValueError("normalisation min and max must differ")
+        # Bounds near the float limit overflow in the map itself and turn every score into NaN.
+        if not (math.isfinite(self.max - self.min) and math.isfinite(self.target_max - self.target_min)):
+            raise ValueError(
+                "normalisation ranges overflow: max - min and targetMax - targetMin must be finite"
+            )
         return self
 
 
@@ -195,29 +296,29 @@ class ScorerSummary(_Wire):
     optional extensions, omitted from the JSON when unset.  See ``docs/agent.md`` for semantics.
     """
 
-    name: str = ""
-    score_name: str = ""
-    source_type: str = ""
-    source_endpoint: str = ""
-    source_endpoint_auth_name: str = ""
-    source_endpoint_auth_key: str = ""
+    name: str = Field(default="", max_length=MAX_NAME_LENGTH)
+    score_name: str = Field(default="", max_length=MAX_NAME_LENGTH)
+    source_type: str = Field(default="", max_length=64)
+    source_endpoint: Endpoint = ""
+    source_endpoint_auth_name: LegacySecretName = ""
+    source_endpoint_auth_key: LegacySecretKey = ""
     source_query: str = ""
-    source_range: int = 0
-    source_step: int = 0
-    scoring_endpoint: str = ""
-    scoring_interval: int = 0
-    scoring_endpoint_auth_name: str = ""
-    scoring_endpoint_auth_key: str = ""
+    source_range: int = Field(default=0, ge=0, le=MAX_SOURCE_RANGE_SECONDS)
+    source_step: int = Field(default=0, ge=0, le=MAX_INTERVAL_SECONDS)
+    scoring_endpoint: Endpoint = ""
+    scoring_interval: int = Field(default=0, ge=0, le=MAX_INTERVAL_SECONDS)
+    scoring_endpoint_auth_name: LegacySecretName = ""
+    scoring_endpoint_auth_key: LegacySecretKey = ""
     location: str = ""
-    score_destination: str = ""
-    score_dimension_format: str = ""
+    score_destination: str = Field(default="", max_length=64)
+    score_dimension_format: str = Field(default="", max_length=1024)
     # Extensions (omitted when None).
     source_queries: list[str] | None = None
     source_auth: EndpointAuth | None = None
     scoring_auth: EndpointAuth | None = None
     score_normalization: ScoreNormalization | None = None
-    valid_for_seconds: int | None = Field(default=None, gt=0)
-    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    valid_for_seconds: int | None = Field(default=None, gt=0, le=MAX_VALID_FOR_SECONDS)
+    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""
@@ -225,8 +326,8 @@ class ScorerSummary(_Wire):
 
     @property
     def label(self) -> str:
-        """How logs name this scorer: ``scorer=<name> score=<scoreName>``."""
-        return f"scorer={self.name or '-'} score={self.score_name or '-'}"
+        """How logs name this scorer: ``scorer=<name> score=<scoreName>``, escaped and shortened."""
+        return f"scorer={display_name(self.name) or '-'} score={display_name(self.score_name) or '-'}"
 
 
 def dump_summaries(summaries: Sequence[ScorerSummary]) -> str:
@@ -285,7 +386,7 @@ def parse_summaries(payload: str | bytes) -> tuple[list[ScorerSummary], list[Sum
         if isinstance(entry, dict):
             for key in ("scoreName", "name"):
                 if isinstance(entry.get(key), str) and entry[key]:
-                    name = entry[key]
+                    name = display_name(entry[key])  # it may be the 1 MB or control-character problem
                     break
         else:
             errors.append(SummaryError(index, "", f"expected an object, got {type(entry).__name__}"))
@@ -382,6 +483,12 @@ class ScorerConfig(_Wire):
 
 
 __all__ = [
+    "MAX_INTERVAL_SECONDS",
+    "MAX_NAME_LENGTH",
+    "MAX_SOURCE_RANGE_SECONDS",
+    "MAX_TIMEOUT_SECONDS",
+    "MAX_URL_LENGTH",
+    "MAX_VALID_FOR_SECONDS",
     "UPSTREAM_SUMMARY_KEYS",
     "BasicAuthSecretRef",
     "ClientCertSecretRef",
@@ -398,6 +505,8 @@ __all__ = [
     "SourceConfig",
     "SourceParams",
     "SummaryError",
+    "display_name",
     "dump_summaries",
+    "escape_control",
     "parse_summaries",
 ]

@@ -12,8 +12,9 @@ Where upstream picked a random survivor, this module is deterministic:
   (the order the scorer chose is the only order it controls);
 * output: items are sorted by name, so an unchanged result is an unchanged object;
 * validity: a rendered name must be at most 253 characters and printable (no control characters,
-  no line or paragraph separators, no other non-space whitespace).  Invalid names are rejected with a
-  reason and counted; the rest of the result is still published.
+  no line or paragraph separators, no other non-space whitespace), and its value must be finite
+  after normalisation.  Invalid items are rejected with a reason and counted; the rest of the
+  result is still published.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.ports import ScoreItem
-from agent.scoring.maths import score_value
+from agent.scoring.maths import NonFiniteScore, score_value
 from dynamic_scoring.wire import ScoreNormalization, ScoreResult
 
 DEFAULT_FORMAT = "${scoreName}"
-METRIC_PLACEHOLDERS: tuple[str, ...] = ("node", "device", "namespace", "app", "pod", "container", "meta")
 MAX_ITEM_NAME_LENGTH = 253
 _PLACEHOLDER = re.compile(r"\$\{(cluster|node|device|namespace|app|pod|container|meta|scoreName)\}")
 
@@ -96,7 +96,11 @@ def build_items(
         if problem is not None:
             rejected.append(RejectedItem(index, name, problem))
             continue
-        value, was_clamped = score_value(result.score, normalization)
+        try:
+            value, was_clamped = score_value(result.score, normalization)
+        except NonFiniteScore as exc:
+            rejected.append(RejectedItem(index, name, str(exc)))
+            continue
         if name in chosen:
             duplicates += 1
         chosen[name] = value
@@ -108,7 +112,6 @@ def build_items(
 __all__ = [
     "DEFAULT_FORMAT",
     "MAX_ITEM_NAME_LENGTH",
-    "METRIC_PLACEHOLDERS",
     "ItemsOutcome",
     "RejectedItem",
     "build_items",

@@ -48,9 +48,20 @@ def round_half_away(value: float) -> int:
     return int(whole) if value >= 0 else -int(whole)
 
 
+class NonFiniteScore(ValueError):  # noqa: N818 - reads better at the raise site
+    """Normalisation produced NaN or an infinity; such a value is an error, never a score."""
+
+
 def score_value(raw: float, spec: ScoreNormalization | None = None) -> tuple[int, bool]:
-    """The AddOnPlacementScore value of a raw score, and whether clamping changed it."""
+    """The AddOnPlacementScore value of a raw score, and whether clamping changed it.
+
+    Raises:
+        NonFiniteScore: the normalised value is NaN or infinite (``clamp`` would otherwise map NaN to
+            100, the best score there is, and an overflow to a bound nobody asked for).
+    """
     normalised = normalise(raw, spec)
+    if not math.isfinite(normalised):
+        raise NonFiniteScore(f"not a finite number after normalisation ({normalised})")
     clamped = clamp(normalised)
     return round_half_away(clamped), clamped != normalised
 
@@ -77,6 +88,7 @@ def valid_until(
 __all__ = [
     "SCORE_MAX",
     "SCORE_MIN",
+    "NonFiniteScore",
     "clamp",
     "expiry_window",
     "normalise",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from e2e.procs import wait_until
@@ -29,16 +27,20 @@ def test_live_load_is_scraped_and_changes(prometheus: PromFixture) -> None:
         found = prometheus.server.query('container_cpu_usage_seconds_total{namespace="live",pod="pod-a"}')
         return float(found[0]["value"][1]) if found else None
 
+    def exported() -> float:
+        return float(prometheus.exporter.render().split('pod="pod-a"}')[1].split()[0])
+
     first = wait_until(value, timeout=30, what="the live counter in Prometheus")
+    # At 2 cores the counter Prometheus scrapes keeps growing.
+    wait_until(lambda: (v := value()) is not None and v > first, timeout=30, what="the counter to grow")
+
     prometheus.exporter.set_cpu_rate("live", "pod-a", 0.0)
-    time.sleep(0.01)
-    frozen = float(prometheus.exporter.render().split('pod="pod-a"}')[1].split()[0])
-    wait_until(
-        lambda: (v := value()) is not None and v >= frozen,
-        timeout=30,
-        what="the counter to reach its plateau",
-    )
-    assert frozen >= first
+    frozen = exported()
+    # At 0 cores it stops: a scrape after the change sees exactly the frozen value, which a counter
+    # still growing at 2 per second could never show, and the exporter still holds it afterwards.
+    wait_until(lambda: value() == frozen, timeout=30, what="Prometheus to scrape the plateau")
+    assert exported() == frozen
+    assert frozen > first
 
 
 def test_synthetic_counter_grows_by_the_rate() -> None:

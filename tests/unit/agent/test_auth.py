@@ -4,7 +4,15 @@ import pytest
 
 from agent.auth import resolve_credentials
 from agent.errors import SecretInvalid, SecretNotFound
-from agent.http import TLSMaterial, redact_url
+from agent.http import (
+    TLSMaterial,
+    build_ssl_context,
+    printable_excerpt,
+    redact_url,
+    retry_after_seconds,
+    scrub,
+    url_secrets,
+)
 from agent.memory import MemorySecrets
 from dynamic_scoring.wire import EndpointAuth
 
@@ -56,6 +64,64 @@ async def test_tls_material_is_only_built_when_asked_for() -> None:
     assert "PEM" not in repr(creds.tls)
 
 
-def test_redact_url() -> None:
-    assert redact_url("https://user:pw@host:9090/api?x=1") == "https://host:9090/api?x=1"
+def test_redact_url_drops_user_info_and_every_query_value() -> None:
+    assert redact_url("https://user:pw@host:9090/api?x=1") == "https://host:9090/api?x=<redacted>"
+    assert (
+        redact_url("http://host/p?api_key=abc&flag&b=")
+        == "http://host/p?api_key=<redacted>&flag&b=<redacted>"
+    )
+    assert redact_url("http://[::1]:80/p#frag") == "http://[::1]:80/p"
     assert redact_url("http://host/p") == "http://host/p"
+    assert redact_url("http://host:99999/p") == "<invalid URL>"
+
+
+def test_url_secrets_cover_password_user_and_decoded_query_values() -> None:
+    found = url_secrets("http://robot:pw@h/p?k=a%2Fb+c")
+    assert {"pw", "robot", "a%2Fb+c", "a/b c"} <= set(found)
+
+
+def test_scrub_catches_case_changed_and_percent_encoded_echoes() -> None:
+    token = "Tok/en+Secret"
+    text = f"got BEARER {token.upper()} and tok%2fen%2bsecret and {token.swapcase()} and TOK%2FEN%2BSECRET"
+    cleaned = scrub(text, [token])
+    assert "secret" not in cleaned.lower(), cleaned
+    assert cleaned.count("<redacted>") == 4
+    assert scrub("abc abc", ["abc"]) == "abc abc"  # too short to scrub without destroying the text
+
+
+def test_excerpt_is_one_printable_line_without_the_secret() -> None:
+    assert (
+        printable_excerpt(b"line1\n\x1b[31mSECRET-value\r\n", scrub_values=["secret-value"])
+        == "line1 [31m<redacted>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("2", 2.0), (" 120 ", 120.0), ("99999999", 86400.0), ("soon", None), (None, None), ("-3", None)],
+)
+def test_retry_after_delta_seconds(header: str | None, seconds: float | None) -> None:
+    assert retry_after_seconds(header) == seconds
+
+
+def test_retry_after_http_date() -> None:
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+
+
+@pytest.mark.parametrize("value", [b"u\nx", b"p\rq"])
+async def test_a_basic_auth_part_with_a_line_break_inside_is_rejected(value: bytes) -> None:
+    secrets = MemorySecrets({"b": {"username": b"user", "password": b"pass"}})
+    key = "username" if value.startswith(b"u") else "password"
+    secrets.set("b", key, value + b"\n")
+    auth = EndpointAuth.model_validate({"basicAuthSecretRef": {"name": "b"}})
+    with pytest.raises(SecretInvalid, match=f"key '{key}' of secret 'b' contains a line break") as exc:
+        await resolve_credentials(auth, None, secrets, stage="score")
+    assert value.decode()[:1] + value.decode()[2:] not in str(exc.value)
+
+
+def test_a_binary_ca_bundle_is_a_secret_problem_not_a_crash() -> None:
+    with pytest.raises(SecretInvalid, match="not PEM text"):
+        build_ssl_context(TLSMaterial(ca_pem=bytes(range(256)), origin="CA ca/ca.crt"))
+    with pytest.raises(SecretInvalid, match="cannot be loaded"):
+        build_ssl_context(TLSMaterial(ca_pem=b"not a certificate", origin="CA ca/ca.crt"))

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from agent.ports import ScoreItem
 from agent.scoring.dimensions import build_items, item_name_problem, render_name
-from dynamic_scoring.wire import ScoreResult
+from agent.scoring.maths import score_value
+from dynamic_scoring.wire import ScoreNormalization, ScoreResult
 
 pytestmark = pytest.mark.unit
 
@@ -50,6 +51,17 @@ def test_invalid_names_are_rejected_with_a_reason() -> None:
     ]
 
 
+def test_a_value_that_is_not_finite_after_normalisation_is_rejected_not_scored() -> None:
+    spec = ScoreNormalization(min=0, max=1e-300, target_min=0, target_max=100)
+    out = build_items(
+        [r(1e300, pod="big"), r(0, pod="zero")], fmt="${pod}", cluster="c", score_name="s", normalization=spec
+    )
+    assert out.items == [ScoreItem("zero", 0)]
+    assert [(x.index, x.reason) for x in out.rejected] == [
+        (0, "not a finite number after normalisation (inf)")
+    ]
+
+
 def test_clamping_is_counted() -> None:
     out = build_items(
         [r(250, pod="a"), r(-1000, pod="b"), r(3, pod="c")], fmt="${pod}", cluster="", score_name="s"
@@ -65,7 +77,7 @@ def test_items_are_unique_sorted_in_range_and_the_last_value_wins(rows: list[tup
     assert names == sorted(set(names))
     assert all(-100 <= i.value <= 100 for i in out.items)
     last = {pod: score for pod, score in rows}
-    assert {i.name for i in out.items} == set(last)
+    assert {i.name: i.value for i in out.items} == {pod: score_value(score)[0] for pod, score in last.items()}
 
 
 @pytest.mark.parametrize("name", ["a;b;c", "ünïcödé", "with space", "x" * 253])

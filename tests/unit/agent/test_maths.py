@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.scoring.maths import clamp, expiry_window, normalise, round_half_away, score_value, valid_until
+from agent.scoring.maths import (
+    NonFiniteScore,
+    clamp,
+    expiry_window,
+    normalise,
+    round_half_away,
+    score_value,
+    valid_until,
+)
 from dynamic_scoring.wire import ScoreNormalization
 
 pytestmark = pytest.mark.unit
@@ -82,3 +90,22 @@ def test_normalisation_rejects_degenerate_bounds() -> None:
         ScoreNormalization(min=1, max=1)
     with pytest.raises(ValueError):
         ScoreNormalization(min=0, max=math.inf)
+
+
+@given(finite)
+def test_a_score_value_is_never_nan_or_the_result_of_one(x: float) -> None:
+    spec = ScoreNormalization(min=0, max=1e-300)
+    try:
+        value, _ = score_value(x, spec)
+    except NonFiniteScore:
+        assert not math.isfinite(normalise(x, spec))
+    else:
+        assert -100 <= value <= 100 and math.isfinite(normalise(x, spec))
+
+
+def test_nan_from_normalisation_is_an_error_not_the_best_score() -> None:
+    # Bounds the wire now refuses, built directly: targetMax - targetMin overflows to inf, 0 * inf is NaN.
+    spec = ScoreNormalization.model_construct(min=0, max=1, target_min=-1.7e308, target_max=1.7e308)
+    assert math.isnan(normalise(0.0, spec))
+    with pytest.raises(NonFiniteScore):
+        score_value(0.0, spec)

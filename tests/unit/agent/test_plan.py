@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.plan import InvalidSummary, plan_summary
+from agent.plan import InvalidSummary, plan_summaries, plan_summary
 from agent.settings import AgentSettings
 from dynamic_scoring.wire import ScorerSummary
 
@@ -39,13 +39,11 @@ def test_derived_plan() -> None:
     [
         ({"scoreName": ""}, "scoreName"),
         ({"scoringInterval": 0}, "scoringInterval"),
-        ({"scoringInterval": -5}, "scoringInterval"),
         ({"scoringEndpoint": "scorer:8000/scoring"}, "scoringEndpoint"),
         ({"scoringEndpoint": "ftp://x/y"}, "scoringEndpoint"),
         ({"sourceEndpoint": ""}, "sourceEndpoint"),
         ({"sourceQuery": " ; "}, "sourceQuery"),
         ({"sourceStep": 0}, "sourceStep"),
-        ({"sourceRange": -1}, "sourceRange"),
         ({"sourceType": "OpenTelemetry"}, "sourceType"),
         ({"scoreDestination": "ConfigMap"}, "scoreDestination"),
     ],
@@ -53,3 +51,39 @@ def test_derived_plan() -> None:
 def test_rejections_name_the_field(fields: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidSummary, match=f"^{field}:"):
         plan_summary(make(**fields))
+
+
+def test_names_that_collide_after_sanitising_are_rejected_like_duplicates() -> None:
+    planned = plan_summaries(
+        [
+            make(scoreName="col_a", scoreDestination="AddOnPlacementScore"),
+            make(scoreName="col-a", scoreDestination="AddOnPlacementScore"),
+            make(scoreName="COL-A-", scoreDestination="AddOnPlacementScore"),
+            make(scoreName="col_a", scoreDestination="AddOnPlacementScore"),
+            make(scoreName="col:a", scoreDestination="None"),  # writes no APS: no collision
+        ]
+    )
+    assert list(planned.plans) == ["col_a", "col:a"]
+    reasons = {r.index: r.reason for r in planned.rejected}
+    assert set(reasons) == {1, 2, 3}
+    assert reasons[1] == (
+        "scoreName 'col-a' becomes AddOnPlacementScore 'col-a', already written for scoreName 'col_a': "
+        "the first entry is used"
+    )
+    assert "COL-A-" in reasons[2]
+    assert reasons[3] == "duplicate scoreName 'col_a': the first entry is used"
+
+
+def test_a_duplicate_of_an_invalid_entry_is_still_a_duplicate() -> None:
+    planned = plan_summaries([make(scoreName="x", scoringInterval=0), make(scoreName="x")])
+    assert planned.plans == {}
+    assert [r.reason.split(":")[0] for r in planned.rejected] == [
+        "scoringInterval",
+        "duplicate scoreName 'x'",
+    ]
+
+
+def test_rejection_messages_do_not_repeat_the_url() -> None:
+    with pytest.raises(InvalidSummary) as exc:
+        plan_summary(make(scoringEndpoint="ftp://user:pw@host/x"))
+    assert "pw" not in str(exc.value) and "scheme: ftp" in str(exc.value)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -51,3 +52,33 @@ async def test_retries_stop_at_the_deadline_and_on_permanent_errors() -> None:
     with pytest.raises(ScorerResponseInvalid):
         await retrying(invalid, deadline=100.0, timeout=1, policy=policy, clock=lambda: 0.0)
     assert len(calls) == 1
+
+
+async def test_retry_after_sets_the_least_pause_and_is_never_shortened_past_the_budget() -> None:
+    now = [0.0]
+    calls: list[float] = []
+
+    async def busy(timeout: float) -> int:
+        calls.append(now[0])
+        if len(calls) == 1:
+            error = ScorerHTTPError("busy", status=429)
+            error.retry_after = 0.05
+            raise error
+        return 7
+
+    policy = RetryPolicy(base_delay=0.001, max_delay=0.001, max_attempts=3, min_attempt_seconds=0.0)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await retrying(busy, deadline=10.0, timeout=1, policy=policy, clock=lambda: now[0]) == 7
+    assert loop.time() - started >= 0.05
+
+    async def far(timeout: float) -> int:
+        calls.append(timeout)
+        error = ScorerHTTPError("busy", status=503)
+        error.retry_after = 60.0
+        raise error
+
+    calls.clear()
+    with pytest.raises(ScorerHTTPError):
+        await retrying(far, deadline=10.0, timeout=1, policy=policy, clock=lambda: 0.0)
+    assert len(calls) == 1  # waiting 60 s would not fit in the 10 s budget: no retry
