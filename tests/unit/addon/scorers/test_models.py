@@ -1,0 +1,61 @@
+"""CR models: a stored object that the model rejects becomes a problem naming the field."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from addon.scorers.models import DynamicScorer, LabelSelector, SpecAuth, SpecProblem, parse_scorer
+
+
+def test_spec_problem_names_the_field() -> None:
+    res = parse_scorer(
+        {"metadata": {"name": "x", "namespace": "n"}, "spec": {"scoring": {"params": {"interval": "30"}}}}
+    )
+    assert isinstance(res, SpecProblem)
+    assert res.message.startswith("spec.scoring.params.interval:")
+
+
+def test_unreadable_status_is_ignored_not_fatal() -> None:
+    res = parse_scorer(
+        {"metadata": {"name": "x", "namespace": "n"}, "spec": {}, "status": {"healthStatus": "Maybe"}}
+    )
+    assert isinstance(res, DynamicScorer) and res.status.health_status is None
+
+
+def test_spec_auth_splits_upstream_token_from_extension() -> None:
+    auth = SpecAuth.model_validate({"tokenSecretRef": {"name": "t", "key": "k"}})
+    assert auth.extension() is None
+    auth = SpecAuth.model_validate(
+        {"tokenSecretRef": {"name": "t", "key": "k"}, "headers": [{"name": "X", "value": "v"}]}
+    )
+    ext = auth.extension()
+    assert ext is not None and ext.headers is not None and ext.headers[0].name == "X"
+    assert "tokenSecretRef" not in ext.model_dump(mode="json")
+
+
+labels = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(["1", "2"]), max_size=3)
+
+
+@given(labels, labels)
+def test_match_labels_is_subset(selector: dict[str, str], cluster: dict[str, str]) -> None:
+    sel = LabelSelector.model_validate({"matchLabels": selector})
+    assert sel.matches(cluster) == (selector.items() <= cluster.items())
+
+
+def test_match_expressions() -> None:
+    sel = LabelSelector.model_validate(
+        {
+            "matchExpressions": [
+                {"key": "gpu", "operator": "Exists"},
+                {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                {"key": "region", "operator": "In", "values": ["eu", "us"]},
+                {"key": "legacy", "operator": "DoesNotExist"},
+            ]
+        }
+    )
+    assert sel.matches({"gpu": "a100", "region": "eu"})
+    assert not sel.matches({"gpu": "a100", "region": "eu", "env": "dev"})
+    assert not sel.matches({"region": "eu"})
+    assert not sel.matches({"gpu": "x", "region": "ap"})
+    assert not sel.matches({"gpu": "x", "region": "eu", "legacy": ""})
