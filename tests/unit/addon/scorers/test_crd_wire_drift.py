@@ -15,8 +15,7 @@ from addon.scorers.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from addon.scorers.models import parse_scorer
 from addon.scorers.spellings import canonical
 from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerSummary
-
-from .crdutil import REPO, apply_defaults, crd_schema, leaf_paths
+from tests.unit.addon.scorers.crdutil import REPO, apply_defaults, crd_schema, leaf_paths
 
 SPEC = crd_schema("dynamicscorers")["properties"]["spec"]
 SPEC_PATHS = dict(leaf_paths(SPEC))

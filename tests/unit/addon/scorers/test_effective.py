@@ -12,8 +12,7 @@ from addon.scorers.effective import Resolution, resolve
 from addon.scorers.models import DynamicScorer, parse_scorer
 from addon.scorers.probe import check_config
 from dynamic_scoring.wire import ScorerConfig
-
-from .crdutil import SAMPLES, apply_defaults, crd_schema, stored
+from tests.unit.addon.scorers.crdutil import SAMPLES, apply_defaults, crd_schema, stored
 
 SCHEMA = crd_schema("dynamicscorers")
 
