@@ -1,0 +1,157 @@
+"""`dynamic-scoring-addon`: the hub side of the addon.
+
+`dynamic-scoring-addon manager` runs the addon manager (docs/addon-manager.md).  Flags are
+named as controller-runtime's managers name them, so the Deployment reads like any other.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from pathlib import Path
+from types import FrameType
+
+import click
+from kubernetes.config import ConfigException
+
+from addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
+from addon.logs import configure
+from addon.manager import DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, Manager, ManagerOptions, build_api
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """The dynamic-scoring OCM addon, hub side."""
+
+
+@main.command()
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Hub kubeconfig. Default: the pod's in-cluster ServiceAccount.",
+)
+@click.option(
+    "--namespace",
+    envvar="POD_NAMESPACE",
+    default=DEFAULT_NAMESPACE,
+    show_default=True,
+    help="The manager's namespace (env POD_NAMESPACE).",
+)
+@click.option(
+    "--agent-image",
+    envvar=AGENT_IMAGE_ENV,
+    default=DEFAULT_IMAGE,
+    show_default=True,
+    help=f"Image of the agent rendered into every ManifestWork (env {AGENT_IMAGE_ENV}); "
+    "an ADC's Image variable overrides it per cluster.",
+)
+@click.option(
+    "--metrics-bind-address",
+    default=":8080",
+    show_default=True,
+    help="host:port serving /healthz, /readyz and /metrics (':port' = all interfaces).",
+)
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=True,
+    show_default=True,
+    help="Run only while holding the leader Lease (required with more than one replica).",
+)
+@click.option("--leader-election-namespace", help="Namespace of the leader Lease. Default: --namespace.")
+@click.option(
+    "--leader-election-id", default=DEFAULT_LEASE_NAME, show_default=True, help="Name of the Lease."
+)
+@click.option(
+    "--leader-election-lease-duration",
+    type=click.FloatRange(min=2),
+    default=15.0,
+    show_default=True,
+    help="Seconds a standby waits on an unrenewed Lease before taking over.",
+)
+@click.option(
+    "--leader-election-renew-deadline",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    help="Seconds the leader keeps trying to renew before it exits.",
+)
+@click.option(
+    "--leader-election-retry-period",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between Lease attempts.",
+)
+@click.option(
+    "--resync-period",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Seconds between full resyncs of every controller (0 disables).",
+)
+@click.option(
+    "--deploy-workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Concurrent reconciles of the deploy controller.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="JSON logs on stderr at this level and above.",
+)
+def manager(
+    kubeconfig: Path | None,
+    namespace: str,
+    agent_image: str,
+    metrics_bind_address: str,
+    leader_elect: bool,
+    leader_election_namespace: str | None,
+    leader_election_id: str,
+    leader_election_lease_duration: float,
+    leader_election_renew_deadline: float,
+    leader_election_retry_period: float,
+    resync_period: float,
+    deploy_workers: int,
+    log_level: str,
+) -> None:
+    """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
+    if not leader_election_lease_duration > leader_election_renew_deadline > leader_election_retry_period:
+        raise click.BadParameter(
+            "need lease duration > renew deadline > retry period", param_hint="--leader-election-*"
+        )
+    configure(log_level)
+    options = ManagerOptions(
+        namespace=namespace,
+        agent_image=agent_image,
+        bind_address=metrics_bind_address,
+        leader_elect=leader_elect,
+        leader_election_namespace=leader_election_namespace,
+        leader_election_id=leader_election_id,
+        lease_seconds=leader_election_lease_duration,
+        renew_deadline=leader_election_renew_deadline,
+        retry_period=leader_election_retry_period,
+        resync_seconds=resync_period,
+        deploy_workers=deploy_workers,
+        identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        process = Manager(build_api(kubeconfig), options)
+        process.serve()
+    except (ValueError, OSError, ConfigException) as exc:
+        raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sys.exit(process.run(stop))

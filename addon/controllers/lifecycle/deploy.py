@@ -1,0 +1,131 @@
+"""E. Agent delivery: render the agent for each MCA and keep its deploy ManifestWork(s) equal to it.
+
+Preconditions are the framework's (contract §3.1): the MCA has a `RegistrationApplied`
+condition (any status), its ManagedCluster exists, neither is being deleted, and a referenced
+AddOnDeploymentConfig has its spec hash.  Then: render (templates + ADC), build the works
+(`addon-dynamic-scoring-deploy-<i>`, one unless over 409,600 bytes), create or merge-patch them
+on difference, delete deploy works no longer needed, and mirror the works' `Applied` into
+`ManifestApplied`.
+
+What the user got wrong (an ADC that does not exist, one that cannot be applied, an install
+namespace that is not a name) becomes `ManifestApplied=False/ManifestWorkApplyFailed` with the
+reason in the message, plus one Warning Event, and the last good work stays as it is.  OCM's
+`Progressing` and the klusterlet's `Available` are never written here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from addon.constants import ADDON_NAME, DEFAULT_IMAGE
+from addon.controllers.lifecycle.events import Notices
+from addon.controllers.lifecycle.inputs import (
+    Caches,
+    desired_config,
+    in_cluster_namespace,
+    of_cluster,
+    referencing,
+)
+from addon.errors import AddonConfigError, WorkTooLargeError
+from addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
+from addon.render.agent import render_agent
+from addon.work.builder import build_deploy_works, manifest_applied, work_index
+from dynamic_scoring.kube.api import KubeError
+from dynamic_scoring.kube.conditions import find_condition
+from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.resources import JSON, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS, object_key
+from dynamic_scoring.kube.writes import Writer
+
+log = logging.getLogger(__name__)
+
+NAME = "deploy"
+APPLY_FAILED = "ManifestWorkApplyFailed"
+
+
+def _deleting(obj: JSON | None) -> bool:
+    return obj is not None and bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def deploy_controller(
+    caches: Caches,
+    writer: Writer,
+    *,
+    agent_image: str = DEFAULT_IMAGE,
+    resync_seconds: float,
+    workers: int = 2,
+    addon_name: str = ADDON_NAME,
+) -> Controller:
+    """The controller: keyed by MCA; woken by MCAs, their works, clusters and referenced ADCs."""
+    notices = Notices(writer)
+
+    def set_applied(mca: JSON, applied: tuple[str, str, str] | None) -> None:
+        namespace = mca["metadata"]["namespace"]
+
+        def compute(fresh: JSON) -> JSON | None:
+            return manifest_applied_patch(fresh, applied)
+
+        if compute(mca) is not None:
+            writer.patch_status(MANAGED_CLUSTER_ADDONS, namespace, addon_name, compute)
+
+    def refuse(key: str, mca: JSON, reason: str, message: str) -> None:
+        """Report a problem the user must fix; the existing works are left as they are."""
+        set_applied(mca, ("False", APPLY_FAILED, message))
+        notices.warn(key, mca, reason, message)
+
+    def reconcile(key: str) -> Result | None:
+        mca = caches.addons.get(key)
+        if mca is None:
+            return None
+        cluster_name = mca["metadata"]["namespace"]
+        cluster = caches.clusters.get(cluster_name)
+        if (
+            cluster is None
+            or find_condition((mca.get("status") or {}).get("conditions"), REGISTRATION_APPLIED) is None
+        ):
+            return None
+        if _deleting(mca) or _deleting(cluster):
+            return None  # no pre-delete hook: the works are left to garbage collection
+        lookup = desired_config(mca, caches.configs)
+        if lookup.missing:
+            refuse(
+                key,
+                mca,
+                "AddOnDeploymentConfigNotFound",
+                f"failed to get manifest from agent interface: AddOnDeploymentConfig {lookup.ref} not found",
+            )
+            return None
+        if lookup.pending:
+            return None  # the hash fillers and OCM are catching up; their status write wakes us
+        try:
+            rendered = render_agent(mca=mca, adc=lookup.adc, cluster=cluster, default_image=agent_image)
+            existing = caches.works.list(cluster_name)
+            plan = build_deploy_works(mca, rendered.manifests, existing)
+        except (AddonConfigError, WorkTooLargeError) as exc:
+            where = f"AddOnDeploymentConfig {lookup.ref}: " if lookup.ref else ""
+            refuse(
+                key,
+                mca,
+                "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge",
+                f"failed to get manifest from agent interface: {where}{exc}",
+            )
+            return None
+        works: list[JSON] = []
+        try:
+            for desired in plan.works:
+                works.append(writer.ensure(MANIFEST_WORKS, desired, caches.works.get(object_key(desired))))
+            for name in plan.obsolete:
+                if work_index(name) is not None and writer.delete(MANIFEST_WORKS, cluster_name, name):
+                    log.info("deleted obsolete work %s", name, extra={"key": key})
+        except KubeError as exc:
+            set_applied(mca, ("False", APPLY_FAILED, f"failed to apply the deploy work: {exc}"))
+            raise
+        notices.clear(key)
+        set_applied(mca, manifest_applied(works))
+        return None
+
+    controller = Controller(NAME, reconcile, workers=workers, resync_seconds=resync_seconds)
+    controller.watch(caches.addons)
+    controller.watch(caches.works, keys=in_cluster_namespace)
+    controller.watch(caches.clusters, keys=of_cluster)
+    controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
+    return controller

@@ -1,0 +1,151 @@
+"""What every lifecycle controller reads: the shared watch caches and the config lookups on them.
+
+The watches are the framework's (contract §9.2): the ManagedClusterAddOns named after the addon,
+the ClusterManagementAddOn, the addon's ManifestWorks and CSRs (by label), every ManagedCluster
+and every AddOnDeploymentConfig, plus the agent's hub Role/RoleBinding (by our managed-by label,
+so an edit or a deletion is seen and reverted).  `ControllerManager.informer` shares one watch per
+argument set, so five controllers asking for the MCAs open one watch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from addon.config.references import config_references
+from addon.config.spec_hash import spec_hash
+from addon.constants import ADC_RESOURCE, ADDON_GROUP, ADDON_NAME, ADDON_NAME_LABEL, MANAGED_BY_LABEL
+from dynamic_scoring.kube.controller import ControllerManager
+from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.resources import (
+    ADDON_DEPLOYMENT_CONFIGS,
+    CLUSTER_MANAGEMENT_ADDONS,
+    CSRS,
+    JSON,
+    MANAGED_CLUSTER_ADDONS,
+    MANAGED_CLUSTERS,
+    MANIFEST_WORKS,
+    ROLE_BINDINGS,
+    ROLES,
+)
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The shared informers the lifecycle controllers watch."""
+
+    addons: Informer
+    cma: Informer
+    works: Informer
+    csrs: Informer
+    clusters: Informer
+    configs: Informer
+    roles: Informer
+    role_bindings: Informer
+
+    @classmethod
+    def of(cls, manager: ControllerManager, addon_name: str = ADDON_NAME) -> Caches:
+        """Ask `manager` for the (shared) informers."""
+        by_name = f"metadata.name={addon_name}"
+        by_label = f"{ADDON_NAME_LABEL}={addon_name}"
+        managed = f"{MANAGED_BY_LABEL}={addon_name}"
+        return cls(
+            addons=manager.informer(MANAGED_CLUSTER_ADDONS, field_selector=by_name),
+            cma=manager.informer(CLUSTER_MANAGEMENT_ADDONS, field_selector=by_name),
+            works=manager.informer(MANIFEST_WORKS, label_selector=by_label),
+            csrs=manager.informer(CSRS, label_selector=by_label),
+            clusters=manager.informer(MANAGED_CLUSTERS),
+            configs=manager.informer(ADDON_DEPLOYMENT_CONFIGS),
+            roles=manager.informer(ROLES, label_selector=managed),
+            role_bindings=manager.informer(ROLE_BINDINGS, label_selector=managed),
+        )
+
+
+def addon_key(cluster: str, addon_name: str = ADDON_NAME) -> str:
+    """The MCA key of `cluster`: `<cluster>/<addon>`."""
+    return f"{cluster}/{addon_name}"
+
+
+def in_cluster_namespace(obj: JSON) -> list[str]:
+    """Map an object in a cluster namespace (work, Role, ...) to that cluster's MCA key."""
+    namespace = obj.get("metadata", {}).get("namespace")
+    return [addon_key(namespace)] if namespace else []
+
+
+def of_cluster(obj: JSON) -> list[str]:
+    """Map a ManagedCluster to its MCA key."""
+    return [addon_key(obj["metadata"]["name"])]
+
+
+def is_adc_ref(ref: JSON) -> bool:
+    """A config reference to an AddOnDeploymentConfig."""
+    return ref.get("group") == ADDON_GROUP and ref.get("resource") == ADC_RESOURCE
+
+
+def ref_target(ref: JSON) -> tuple[str, str]:
+    """(namespace, name) of the config a reference points at (desiredConfig, else the old top level)."""
+    desired = ref.get("desiredConfig") or {}
+    return (
+        desired.get("namespace") or ref.get("namespace") or "",
+        desired.get("name") or ref.get("name") or "",
+    )
+
+
+def referencing(addons: Iterable[JSON], config: JSON) -> list[str]:
+    """Keys of the MCAs whose status or spec names the AddOnDeploymentConfig `config`."""
+    meta = config.get("metadata", {})
+    target = (meta.get("namespace", ""), meta.get("name", ""))
+    keys = []
+    for mca in addons:
+        refs = [r for r in config_references(mca) if is_adc_ref(r)]
+        named = [ref_target(r) for r in refs]
+        named += [
+            (c.get("namespace") or "", c.get("name") or "")
+            for c in (mca.get("spec") or {}).get("configs") or []
+            if c.get("group") == ADDON_GROUP and c.get("resource") == ADC_RESOURCE
+        ]
+        if target in named:
+            keys.append(f"{mca['metadata']['namespace']}/{mca['metadata']['name']}")
+    return keys
+
+
+def config_hash(configs: Informer, namespace: str, name: str) -> tuple[str, int] | None:
+    """(spec hash, generation) of a cached AddOnDeploymentConfig, or None when it does not exist."""
+    adc = configs.get(f"{namespace}/{name}")
+    if adc is None:
+        return None
+    return spec_hash(adc), int(adc.get("metadata", {}).get("generation") or 0)
+
+
+@dataclass(frozen=True)
+class ConfigLookup:
+    """The AddOnDeploymentConfig an MCA's status says to use, as found in the cache.
+
+    Attributes:
+        ref: "namespace/name" of the referenced ADC, or "" when the MCA references none.
+        adc: the ADC object; None when none is referenced or it does not exist.
+        pending: referenced, but OCM has not copied its spec hash into the MCA yet (wait).
+    """
+
+    ref: str
+    adc: JSON | None
+    pending: bool
+
+    @property
+    def missing(self) -> bool:
+        """An ADC is referenced and does not exist."""
+        return bool(self.ref) and self.adc is None
+
+
+def desired_config(mca: JSON, configs: Informer) -> ConfigLookup:
+    """The first ADC reference of `status.configReferences` (the framework's choice, contract §6.2)."""
+    for ref in config_references(mca):
+        if not is_adc_ref(ref):
+            continue
+        namespace, name = ref_target(ref)
+        if not name:
+            continue
+        key = f"{namespace}/{name}"
+        pending = not (ref.get("desiredConfig") or {}).get("specHash")
+        return ConfigLookup(ref=key, adc=configs.get(key), pending=pending)
+    return ConfigLookup(ref="", adc=None, pending=False)

@@ -1,0 +1,127 @@
+"""C and F. Registration: the MCA status fields that let the klusterlet register the agent.
+
+Per MCA owned by our CMA (OCM sets that ownerReference; the framework waits for it): first
+`supportedConfigs` (so OCM accepts ADC references), then the agent's hub Role/RoleBinding in the
+cluster namespace (owned by the MCA, so garbage collection removes them on disable; compared on
+every reconcile, so an edit is reverted and a deletion recreated), then `registrations` (the CSR
+subject the klusterlet asks for), `namespace` (where the klusterlet writes the hub kubeconfig and
+reads the Lease), `healthCheck.mode: Lease` (the klusterlet then owns `Available`) and
+`RegistrationApplied`.  Nothing is written where the cache shows it right already.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from addon.config.deployment_config import DeploymentConfig
+from addon.config.install_namespace import resolve_install_namespace
+from addon.constants import ADDON_NAME, DEFAULT_INSTALL_NAMESPACE
+from addon.controllers.lifecycle.events import Notices
+from addon.controllers.lifecycle.inputs import (
+    Caches,
+    desired_config,
+    in_cluster_namespace,
+    of_cluster,
+    referencing,
+)
+from addon.errors import AddonConfigError
+from addon.registration.status import (
+    owned_by_cma,
+    registration_patch,
+    registration_subject,
+    supported_configs_patch,
+)
+from addon.render.hub_rbac import render_hub_rbac
+from dynamic_scoring.kube.api import KubeError
+from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.resources import JSON, MANAGED_CLUSTER_ADDONS, ROLE_BINDINGS, ROLES, object_key
+from dynamic_scoring.kube.writes import Writer
+
+log = logging.getLogger(__name__)
+
+NAME = "registration"
+
+
+def install_namespace(mca: JSON, adc: JSON | None) -> str:
+    """The namespace for `status.namespace`: the ADC's `agentInstallNamespace`, else the MCA's.
+
+    Only that one field of the ADC is read here: a mistake elsewhere in the ADC is the deploy
+    controller's to report, and must not move the agent's namespace.  A namespace that is not a
+    valid name keeps what the status says (or the default) and is reported by the deploy controller.
+    """
+    config = None
+    if adc is not None:
+        config = DeploymentConfig(
+            agent_install_namespace=(adc.get("spec") or {}).get("agentInstallNamespace") or ""
+        )
+    try:
+        return resolve_install_namespace(mca, config)
+    except AddonConfigError:
+        return str((mca.get("status") or {}).get("namespace") or DEFAULT_INSTALL_NAMESPACE)
+
+
+def registration_controller(
+    caches: Caches, writer: Writer, *, resync_seconds: float, addon_name: str = ADDON_NAME
+) -> Controller:
+    """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
+    notices = Notices(writer)
+    rbac_caches = {
+        ROLES.kind: (ROLES, caches.roles),
+        ROLE_BINDINGS.kind: (ROLE_BINDINGS, caches.role_bindings),
+    }
+
+    def ensure_rbac(mca: JSON, subject: JSON) -> str | None:
+        """Make the hub Role/RoleBinding agree; the error text when the apiserver refused."""
+        try:
+            for obj in render_hub_rbac(mca, subject):
+                resource, cache = rbac_caches[obj["kind"]]
+                writer.ensure(resource, obj, cache.get(object_key(obj)))
+        except KubeError as exc:
+            return str(exc)
+        return None
+
+    def reconcile(key: str) -> Result | None:
+        mca = caches.addons.get(key)
+        if mca is None:
+            return None  # disabled: garbage collection removes what it owned
+        cluster = mca["metadata"]["namespace"]
+        if caches.clusters.get(cluster) is None:
+            notices.warn(
+                key,
+                mca,
+                "ManagedClusterNotFound",
+                f"ManagedCluster {cluster} does not exist; the addon is not registered or deployed there",
+            )
+            return None
+        notices.clear(key)
+        if not owned_by_cma(mca, addon_name):
+            log.debug("waiting for OCM to set the owner reference to the CMA", extra={"key": key})
+            return None
+        if supported_configs_patch(mca) is not None:
+            writer.patch_status(MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch)
+        lookup = desired_config(mca, caches.configs)
+        if lookup.pending:
+            log.debug("waiting for the spec hash of %s", lookup.ref, extra={"key": key})
+            return None
+        namespace = install_namespace(mca, lookup.adc)
+        subject = registration_subject(mca)
+        error = ensure_rbac(mca, subject) if subject is not None else None
+
+        def compute(fresh: JSON) -> JSON | None:
+            return registration_patch(fresh, namespace=namespace, permission_error=error)
+
+        if compute(mca) is not None and writer.patch_status(
+            MANAGED_CLUSTER_ADDONS, cluster, addon_name, compute
+        ):
+            log.info("registration status updated (namespace %s)", namespace, extra={"key": key})
+        if error is not None:
+            raise RuntimeError(f"hub RBAC for the agent not applied: {error}")
+        return None
+
+    controller = Controller(NAME, reconcile, resync_seconds=resync_seconds)
+    controller.watch(caches.addons)
+    controller.watch(caches.clusters, keys=of_cluster)
+    controller.watch(caches.roles, keys=in_cluster_namespace)
+    controller.watch(caches.role_bindings, keys=in_cluster_namespace)
+    controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
+    return controller
