@@ -91,11 +91,18 @@ def valid_condition(resolution: Resolution | SpecProblem) -> ConditionSpec:
 
 
 def synced_config_after(scorer: DynamicScorer, fetch: ConfigResult | None) -> ScorerConfig | None:
-    """The ``lastSyncedConfig`` to store: the new document, the kept one, or none in None mode (W-4)."""
+    """The ``lastSyncedConfig`` to store: the new document, the kept one, or none.
+
+    None mode stores nothing (W-4).  A failed fetch keeps the last valid document only while the spec
+    is the one it was fetched under: after an edit (``metadata.generation`` moved past
+    ``status.observedGeneration``) it may come from another ``configURL``, so it is dropped.
+    """
     if scorer.spec.config_sync_mode != "Full":
         return None
     if fetch is not None and fetch.config is not None:
         return fetch.config
+    if scorer.status.observed_generation != scorer.generation:
+        return None
     return scorer.status.last_synced_config
 
 

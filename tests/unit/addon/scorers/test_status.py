@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +26,7 @@ def scorer(mode: str, synced: dict[str, Any] | None = None, **spec: Any) -> Dyna
     obj: dict[str, Any] = {
         "metadata": {"name": "s", "namespace": "hub", "generation": 4},
         "spec": {"configSyncMode": mode, "configURL": "http://s:1/config", **spec},
-        "status": {"lastSyncedConfig": synced} if synced else {},
+        "status": {"lastSyncedConfig": synced, "observedGeneration": 4} if synced else {},
     }
     parsed = parse_scorer(obj)
     assert isinstance(parsed, DynamicScorer)
@@ -63,6 +64,11 @@ def test_synced_config_is_replaced_kept_or_cleared() -> None:
     kept = synced_config_after(scorer("Full", OLD), bad)
     assert kept is not None and kept.scoring.params.name == "old"
     assert synced_config_after(scorer("None", OLD), good) is None  # W-4: cleared in None mode
+
+
+def test_a_stale_config_does_not_survive_a_spec_edit() -> None:
+    edited = replace(scorer("Full", OLD), generation=5)  # the spec changed since the last sync
+    assert synced_config_after(edited, ConfigResult(ProbeResult(False, "Unreachable", "x"))) is None
 
 
 def test_status_patch_clears_stale_config_and_reports_effective_values() -> None:
