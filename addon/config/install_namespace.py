@@ -51,6 +51,22 @@ def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str
     return namespace
 
 
+def install_namespace_for(mca: JSON, adc: JSON | None) -> str:
+    """`resolve_install_namespace` reading only the ADC's `agentInstallNamespace`.
+
+    For MCA `status.namespace`: registration must not stall because some other ADC field is
+    invalid (that problem is reported on `ManifestApplied`), and the value must still be the one
+    the manifests use once the ADC is fixed.
+
+    Raises:
+        AddonConfigError: the chosen name is not a DNS label.
+    """
+    if adc is None:
+        return resolve_install_namespace(mca, None)
+    value = (adc.get("spec") or {}).get("agentInstallNamespace") or ""
+    return resolve_install_namespace(mca, DeploymentConfig(agent_install_namespace=value))
+
+
 @dataclass(frozen=True)
 class NamespacePlan:
     """What the work does with the install namespace.

@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from addon.config.deployment_config import DeploymentConfig, parse_deployment_config
-from addon.config.install_namespace import NamespacePlan, plan_namespace, resolve_install_namespace
+from addon.config.install_namespace import (
+    NamespacePlan,
+    install_namespace_for,
+    plan_namespace,
+    resolve_install_namespace,
+)
 from addon.errors import AddonConfigError
 from addon.render.agent import render_agent
 from addon.work.builder import build_deploy_works
@@ -97,3 +102,12 @@ def test_owned_namespace_is_deleted_with_the_work() -> None:
     assert "annotations" not in namespace["metadata"]
     (work,) = build_deploy_works(mca(), r.manifests).works
     assert "deleteOption" not in work["spec"]
+
+
+def test_status_namespace_ignores_unrelated_invalid_adc_fields() -> None:
+    broken = adc(agentInstallNamespace="from-adc", customizedVariables=variables(LogLevel="loud"))
+    with pytest.raises(AddonConfigError):
+        render_agent(mca=mca(), adc=broken)
+    assert install_namespace_for(mca(install_namespace="team-a"), broken) == "from-adc"
+    assert install_namespace_for(mca(install_namespace="team-a"), adc()) == "team-a"
+    assert install_namespace_for(mca(install_namespace="team-a"), None) == "team-a"
