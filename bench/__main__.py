@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import REGISTRY, Row
 
-MODULES = ["bench.agent"]
+MODULES = ["bench.agent", "bench.hostile"]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
 

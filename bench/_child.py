@@ -10,6 +10,9 @@ Modes (JSON result on stdout):
   cycle's time, the resident memory before the first large cycle and its high-water mark.
 * ``steady``: a ``Supervisor`` running ``--scorers`` small scorers plus the health server, for
   ``--seconds``; the parent samples this process's memory from ``/proc``.
+* ``hostile``: issue 6's hostile peers against a running ``Supervisor``: resident memory and
+  ``/metrics`` size with a scorer answering 100,000 results, and after that scorer is removed; the
+  peak with a gzip bomb as the scorer; the event loop's worst stall with a padded source answer.
 """
 
 from __future__ import annotations
@@ -160,9 +163,73 @@ async def steady(args: argparse.Namespace) -> dict[str, object]:
     return {"cycles": cycles, "failing_scorers": failures}
 
 
+async def _until_cycles(sup: Supervisor, name: str, cycles: int, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while (w := sup.workers.get(name)) is None or w.cycles < cycles:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name}: {cycles} cycles not done in {limit}s")
+        await asyncio.sleep(0.05)
+
+
+async def hostile(args: argparse.Namespace) -> dict[str, object]:
+    sup = new_supervisor()
+    server = HealthServer(sup.metrics, lambda: sup.ready, port=0)
+    server.start()
+    await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1)])
+    await _until_cycles(sup, "warmup", 2)
+    gc.collect()
+    out: dict[str, object] = {"baseline_kib": status_kib("VmRSS")}
+
+    reset_peak()
+    crowd = summary("crowd", args.small_source, args.many, interval=2)
+    crowd = crowd.model_copy(update={"score_dimension_format": "${pod}"})
+    await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1), crowd])
+    await _until_cycles(sup, "crowd", 2)
+    outcome = sup.workers["crowd"].last_outcome
+    out["many_reason"] = outcome.condition.reason if outcome else ""
+    out["many_peak_kib"] = status_kib("VmHWM")
+    out["many_rss_kib"] = status_kib("VmRSS")
+    out["many_metrics_bytes"] = len(sup.metrics.exposition())
+    await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1)])
+    gc.collect()
+    out["removed_rss_kib"] = status_kib("VmRSS")
+    out["removed_metrics_bytes"] = len(sup.metrics.exposition())
+
+    gc.collect()
+    bomb_base = status_kib("VmRSS")
+    reset_peak()
+    started = time.monotonic()
+    bomb = await sup.run_once(summary("bomb", args.small_source, args.bomb))
+    out["bomb_seconds"] = time.monotonic() - started
+    out["bomb_reason"] = bomb.condition.reason
+    out["bomb_growth_kib"] = status_kib("VmHWM") - bomb_base
+
+    worst = 0.0
+    stop = False
+
+    async def tick() -> None:
+        nonlocal worst
+        last = time.monotonic()
+        while not stop:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            worst = max(worst, now - last - 0.01)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    padded = await sup.run_once(summary("padded", args.pad, args.scorer))
+    stop = True
+    await ticker
+    out["pad_reason"] = padded.condition.reason
+    out["pad_worst_stall_s"] = worst
+    await sup.close()
+    server.stop()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["cycle", "compare", "steady"])
+    parser.add_argument("mode", choices=["cycle", "compare", "steady", "hostile"])
     parser.add_argument("--raw-source", default="", help="URL for the raw GET; END and START are replaced")
     parser.add_argument("--source", default="")
     parser.add_argument("--small-source", default="")
@@ -172,8 +239,11 @@ def main() -> None:
     parser.add_argument("--scorers", type=int, default=20)
     parser.add_argument("--interval", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--many", default="", help="hostile: a scorer answering 100,000 results")
+    parser.add_argument("--bomb", default="", help="hostile: a scorer answering a gzip bomb")
+    parser.add_argument("--pad", default="", help="hostile: a source answering a whitespace-padded body")
     args = parser.parse_args()
-    modes = {"cycle": cycle, "compare": compare, "steady": steady}
+    modes = {"cycle": cycle, "compare": compare, "steady": steady, "hostile": hostile}
     print(json.dumps(asyncio.run(modes[args.mode](args))), flush=True)
 
 

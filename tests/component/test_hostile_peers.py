@@ -137,7 +137,9 @@ async def test_a_large_whitespace_padded_answer_does_not_stall_the_loop(
         await supervisor.apply([s])
         first = (await published(publisher, "padded", timeout=30))[0]
     assert first.items == [ScoreItem("count", 1)], first.condition
-    assert lag.worst < 0.25, f"event loop stalled for {lag.worst:.2f}s"
+    # What remains is msgspec validating 24 MiB in one call (about 0.1 s, 0.2 s on a loaded machine);
+    # the byte-by-byte scan this replaced stalled the loop for 1.7 s here (52 s at 500 MB).
+    assert lag.worst < 0.5, f"event loop stalled for {lag.worst:.2f}s"
 
 
 async def test_a_source_answer_over_the_limit_is_refused(
