@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ctypes
 import gc
 import json
 import time
@@ -171,8 +173,21 @@ async def _until_cycles(sup: Supervisor, name: str, cycles: int, limit: float = 
         await asyncio.sleep(0.05)
 
 
+def malloc_trim() -> None:
+    """Ask glibc to hand freed heap pages back to the system (what ``Supervisor`` does after a removal)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 async def hostile(args: argparse.Namespace) -> dict[str, object]:
-    sup = new_supervisor()
+    publisher = MemoryPublisher()
+    sup = Supervisor(
+        cluster_name="bench",
+        secrets=MemorySecrets(),
+        publisher=publisher,
+        metrics=AgentMetrics(),
+        settings=AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=()),
+    )
     server = HealthServer(sup.metrics, lambda: sup.ready, port=0)
     server.start()
     await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1)])
@@ -194,6 +209,20 @@ async def hostile(args: argparse.Namespace) -> dict[str, object]:
     gc.collect()
     out["removed_rss_kib"] = status_kib("VmRSS")
     out["removed_metrics_bytes"] = len(sup.metrics.exposition())
+
+    # The largest answer that is accepted (4,096 results), then removed: how much memory comes back.
+    full = summary("full", args.small_source, args.full, interval=2)
+    full = full.model_copy(update={"score_dimension_format": "${pod}"})
+    await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1), full])
+    await _until_cycles(sup, "full", 3)
+    gc.collect()
+    out["full_rss_kib"] = status_kib("VmRSS")
+    await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1)])
+    publisher.published.clear()  # the in-memory publisher's history is the benchmark's, not the agent's
+    gc.collect()
+    out["full_removed_rss_kib"] = status_kib("VmRSS")
+    malloc_trim()
+    out["full_trimmed_rss_kib"] = status_kib("VmRSS")
 
     gc.collect()
     bomb_base = status_kib("VmRSS")
@@ -241,6 +270,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--many", default="", help="hostile: a scorer answering 100,000 results")
     parser.add_argument("--bomb", default="", help="hostile: a scorer answering a gzip bomb")
+    parser.add_argument("--full", default="", help="hostile: a scorer answering 4,096 results")
     parser.add_argument("--pad", default="", help="hostile: a source answering a whitespace-padded body")
     args = parser.parse_args()
     modes = {"cycle": cycle, "compare": compare, "steady": steady, "hostile": hostile}

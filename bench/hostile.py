@@ -41,6 +41,7 @@ def hostile(workdir: Path) -> list[Row]:
             ("small", ["replay", "--file", str(workdir / "small.json")]),
             ("scorer", ["scorer"]),
             ("many", ["many", "--count", "100000"]),
+            ("full", ["many", "--count", "4096"]),
             ("bomb", ["bomb", "--mib", "1024"]),
             ("pad", ["pad", "--mib", str(PAD_MIB)]),
         ]:
@@ -52,6 +53,7 @@ def hostile(workdir: Path) -> list[Row]:
             "--small-source", urls["small"] + "/api/v1/query_range",
             "--scorer", urls["scorer"] + "/scoring",
             "--many", urls["many"] + "/scoring",
+            "--full", urls["full"] + "/scoring",
             "--bomb", urls["bomb"] + "/scoring",
             "--pad", urls["pad"] + "/api/v1/query_range",
         )  # fmt: skip
@@ -71,6 +73,9 @@ def hostile(workdir: Path) -> list[Row]:
             verdict(peak < 80)),
         Row(name, "100,000 results: /metrics size", f"{result['many_metrics_bytes'] / 1024:.0f} KiB"),
         Row(name, "after the scorer is removed", f"{removed:.1f} MiB", "< 80 MiB", verdict(removed < 80)),
+        Row(name, "4,096 results (the limit): resident", f"{result['full_rss_kib'] / mib:.1f} MiB"),
+        Row(name, "  after removal / after malloc_trim",
+            f"{result['full_removed_rss_kib'] / mib:.1f} / {result['full_trimmed_rss_kib'] / mib:.1f} MiB"),
         Row(name, f"1 GiB gzip bomb: outcome ({result['bomb_reason']})",
             f"+{bomb:.1f} MiB in {result['bomb_seconds']:.2f} s", "< +24 MiB", verdict(bomb < 24)),
         Row(name, f"{PAD_MIB} MiB padded source: worst loop stall ({result['pad_reason']})",
