@@ -10,13 +10,13 @@ never contains a credential.
     AgentError
     ├── SourceError                     stage "fetch"
     │   ├── PrometheusUnavailable       connection refused, reset, 5xx, 429   (transient)
-    │   │   └── PrometheusTimeout       no answer within the per-request timeout (transient)
+    │   │   └── PrometheusTimeout       no complete answer within the attempt's deadline (transient)
     │   ├── PrometheusQueryError        Prometheus rejected one query (4xx, "status": "error")
     │   ├── PrometheusRequestInvalid    the request cannot be sent (a URL httpx refuses)
     │   └── PrometheusResponseError     the answer is not a range-query matrix, too large, undecodable
     ├── ScorerError                     stage "score"
     │   ├── ScorerUnavailable           connection refused, reset                (transient)
-    │   │   └── ScorerTimeout           no answer within the per-request timeout (transient)
+    │   │   └── ScorerTimeout           no complete answer within the attempt's deadline (transient)
     │   ├── ScorerHTTPError             a non-2xx status; transient for 5xx, 408 and 429
     │   ├── ScorerRequestInvalid        the request cannot be sent (a URL httpx refuses)
     │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores, undecodable
@@ -79,7 +79,7 @@ class PrometheusUnavailable(SourceError):  # noqa: N818 - names of the agent's p
 
 
 class PrometheusTimeout(PrometheusUnavailable):
-    """Prometheus did not answer within the per-request timeout."""
+    """Prometheus did not send its complete answer within the attempt's deadline."""
 
 
 class PrometheusQueryError(SourceError):
@@ -130,7 +130,7 @@ class ScorerUnavailable(ScorerError):  # noqa: N818 - names of the agent's publi
 
 
 class ScorerTimeout(ScorerUnavailable):
-    """The scoring API did not answer within the per-request timeout."""
+    """The scoring API did not send its complete answer within the attempt's deadline."""
 
 
 class ScorerHTTPError(ScorerError):

@@ -9,10 +9,13 @@ Hot reload.  The supervisor hands a new plan to ``update()``; the next cycle rea
 waiting for its next start re-computes the start from the new interval (upstream never applied a
 changed summary, A-1).
 
-Budget.  A cycle may use one interval: each request's timeout is the plan's timeout or the time
-left, whichever is smaller, and transient failures (connection errors, timeouts, 5xx, 408, 429) are
-retried with backoff only while the next attempt still fits.  Other failures are final for the
-cycle.
+Budget.  A cycle may use one interval: each attempt's deadline is the plan's timeout or the time
+left, whichever is smaller, and it bounds the whole exchange, body included, so a peer that drips
+bytes cannot keep a slot past the interval.  Transient failures (connection errors, timeouts, 5xx,
+408, 429) are retried with backoff, never sooner than a ``Retry-After`` asks, and only while the
+next attempt still fits.  Other failures are final for the cycle.  The Prometheus answers of one
+cycle share a byte budget (``max_source_bytes_per_cycle``), since all are held until the scoring
+call.
 
 Outcome.  Every cycle of a publishing scorer ends with exactly one ``ScorePublisher.publish`` call:
 after a success with the new items and a new ``validUntil``; after a failure with ``items=None`` so

@@ -2,7 +2,8 @@
 
 Existing Placements refer to these names (``addOn.resourceName``), so the rules are upstream's, step
 by step, including the ones that cannot change the result any more; ``a..b`` stays invalid and
-distinct score names may collide (the hub reports such collisions).
+distinct score names may collide (``col_a`` and ``col-a``): ``agent.plan.plan_summaries`` rejects
+the later of two publishing entries that collide.
 """
 
 from __future__ import annotations
