@@ -72,7 +72,10 @@ class _ScorerLog(logging.LoggerAdapter[logging.Logger]):
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         if not self.isEnabledFor(level):
             return
-        text = str(msg) % args if args else str(msg)
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):  # a bad format must not end the cycle (logging would not either)
+            text = f"{msg} {args!r}"
         label = self.extra["label"] if self.extra else ""
         kwargs.setdefault("stacklevel", 2)
         self.logger.log(level, "%s %s", label, escape_control(text), **kwargs)
