@@ -1,4 +1,9 @@
-"""HTTP plumbing shared by the Prometheus and scorer calls: clients per TLS identity, bounded reads.
+"""HTTP plumbing shared by the Prometheus and scorer calls: clients, bounded reads, errors, redaction.
+
+Three things every exchange of the agent needs live here, so that both client families behave alike:
+``transport_errors`` (the whole-exchange deadline and the one map from ``httpx``/OS failures to the
+agent's typed errors), ``read_limited`` (the body, inflated in bounded steps and refused past a
+limit), and the redaction helpers (``redact_url``, ``scrub``) that keep credentials out of messages.
 
 ``httpx`` fixes TLS settings per client, while each endpoint may bring its own CA, client
 certificate or ``insecureSkipVerify``.  ``ClientPool`` therefore keeps one client for the default
