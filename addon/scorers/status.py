@@ -8,6 +8,7 @@ distribution controller; nothing here touches them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from addon.scorers.effective import Resolution
 from addon.scorers.health import HealthState
 from addon.scorers.models import DynamicScorer, SpecProblem
 from addon.scorers.probe import ConfigResult, ProbeResult
+from dynamic_scoring.kube.conditions import set_condition
 from dynamic_scoring.wire import ScorerConfig
 
 HEALTHY = "Healthy"
@@ -32,6 +34,21 @@ class ConditionSpec:
     status: Literal["True", "False", "Unknown"]
     reason: str
     message: str
+
+
+def apply_conditions(
+    existing: list[dict[str, Any]],
+    specs: Iterable[ConditionSpec],
+    generation: int,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """``existing`` with each of ``specs`` set; others' conditions and unchanged timestamps are kept."""
+    conditions = existing
+    for spec in specs:
+        conditions = set_condition(
+            conditions, spec.type, spec.status, spec.reason, spec.message[:32768], generation, now
+        )
+    return conditions
 
 
 def healthy_condition(state: HealthState, last: ProbeResult | None, threshold: int) -> ConditionSpec:
@@ -137,6 +154,7 @@ __all__ = [
     "HEALTHY",
     "VALID",
     "ConditionSpec",
+    "apply_conditions",
     "config_synced_condition",
     "healthy_condition",
     "status_patch",

@@ -11,6 +11,8 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,18 @@ import pytest
 import yaml
 
 from addon.scorers.effective import resolve
+from addon.scorers.health import HealthState, next_state
 from addon.scorers.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
+from addon.scorers.probe import ConfigResult, ProbeResult, check_config
+from addon.scorers.status import (
+    apply_conditions,
+    config_synced_condition,
+    healthy_condition,
+    status_patch,
+    synced_config_after,
+    valid_condition,
+)
+from dynamic_scoring.wire import ScorerConfig
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.procs import wait_until
@@ -308,6 +321,68 @@ def test_status_subresource_and_printer_columns(hub: Kubectl, ns: str) -> None:
     assert apply(hub, yaml.safe_dump(cfg), ns).returncode == 0
     header = hub.run("get", "dsc", "-n", ns).splitlines()[0]
     assert header.split() == ["NAME", "ACCEPTED", "DISTRIBUTED", "CLUSTERS", "AGE"]
+
+
+def test_status_written_by_the_pure_logic_is_accepted_and_reads_back(hub: Kubectl, ns: str) -> None:
+    spec = {"configSyncMode": "Full", "configURL": "http://static-scorer.example:8000/performance/config"}
+    assert apply(hub, scorer_yaml("static", spec), ns).returncode == 0
+    parsed = parse_scorer(hub.get_json(f"dynamicscorers.{GROUP}", "static", "-n", ns))
+    assert isinstance(parsed, DynamicScorer)
+    document = json.loads((SAMPLES / "config" / "static-performance.json").read_text())
+    fetched = ConfigResult(ProbeResult(True, "ConfigFetched", "GET ... answered HTTP 200", 200), None)
+    checked, problems = check_config(ScorerConfig.model_validate(document))
+    assert checked is not None, problems
+    fetched = ConfigResult(fetched.result, checked)
+    synced = synced_config_after(parsed, fetched)
+    state = next_state(HealthState(), True, "ok", failure_threshold=3).state
+    with_config = replace(parsed, status=parsed.status.model_copy(update={"last_synced_config": synced}))
+    res = resolve(with_config)
+    patch = status_patch(parsed, state, synced, res, datetime.now(UTC))
+    patch["conditions"] = apply_conditions(
+        [],
+        [
+            healthy_condition(state, ProbeResult(True, "Healthy", "GET /healthz answered HTTP 200", 200), 3),
+            config_synced_condition(parsed, fetched),
+            valid_condition(res),
+        ],
+        parsed.generation,
+    )
+    hub.run(
+        "patch",
+        "dscorer",
+        "static",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": patch}),
+    )
+    back = parse_scorer(hub.get_json(f"dynamicscorers.{GROUP}", "static", "-n", ns))
+    assert isinstance(back, DynamicScorer)
+    assert back.status.health_status == "Active" and back.status.last_synced_config == synced
+    summary = resolve(back).summary
+    assert summary is not None and summary.score_name == "example_performance_score"
+    row = hub.run("get", "dscorer", "static", "-n", ns).splitlines()[1].split()
+    assert row[:5] == ["static", "Active", "Full", "example_performance_score", "30"]
+    # switching to None mode clears the stale document (W-4) through the same merge patch
+    assert apply(hub, scorer_yaml("static", {**spec, "configSyncMode": "None"}), ns).returncode == 0
+    none_mode = parse_scorer(hub.get_json(f"dynamicscorers.{GROUP}", "static", "-n", ns))
+    assert isinstance(none_mode, DynamicScorer)
+    patch = status_patch(none_mode, state, synced_config_after(none_mode, None), resolve(none_mode), None)
+    hub.run(
+        "patch",
+        "dscorer",
+        "static",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": patch}),
+    )
+    status = hub.get_json(f"dynamicscorers.{GROUP}", "static", "-n", ns)["status"]
+    assert "lastSyncedConfig" not in status and status["observedGeneration"] == none_mode.generation == 2
 
 
 def test_short_name_ds_is_shadowed_by_daemonsets(hub: Kubectl, ns: str) -> None:
