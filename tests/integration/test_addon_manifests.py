@@ -1,0 +1,277 @@
+"""The hub install manifests and the rendered agent, against the real apiservers of the local
+control plane: server-side validation with OCM's CRDs, OCM's own addon-manager reacting to our
+ClusterManagementAddOn, and the agent's managed-cluster Role enforced by a real authorizer."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from addon.constants import DEFAULT_IMAGE
+from addon.registration.status import registration_subject
+from addon.render.agent import render_agent
+from addon.render.hub_rbac import render_hub_rbac
+from addon.work.builder import build_deploy_works
+from dynamic_scoring.kube.api import Forbidden, KubeAPI
+from e2e.controlplane import ControlPlane
+from e2e.kube import KubeCluster, Kubectl
+from e2e.pki import write_kubeconfig
+from e2e.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+JSON = dict[str, Any]
+
+
+def hub_kubectl(cp: ControlPlane) -> Kubectl:
+    assert cp.tools is not None and cp.hub is not None
+    return Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig)
+
+
+def kustomize(cp: ControlPlane) -> list[JSON]:
+    return [d for d in yaml.safe_load_all(hub_kubectl(cp).run("kustomize", str(MANIFESTS))) if d]
+
+
+def test_kustomize_renders_the_hub_side(control_plane: ControlPlane) -> None:
+    docs = kustomize(control_plane)
+    names = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+    assert {
+        ("Namespace", None, "dynamic-scoring"),
+        ("ServiceAccount", "dynamic-scoring", "dynamic-scoring-addon-manager"),
+        ("ClusterRole", None, "dynamic-scoring-addon-manager"),
+        ("ClusterRoleBinding", None, "dynamic-scoring-addon-manager"),
+        ("Role", "dynamic-scoring", "dynamic-scoring-addon-manager"),
+        ("RoleBinding", "dynamic-scoring", "dynamic-scoring-addon-manager"),
+        ("Deployment", "dynamic-scoring", "dynamic-scoring-addon-manager"),
+        ("ClusterManagementAddOn", None, "dynamic-scoring"),
+        ("AddOnDeploymentConfig", "dynamic-scoring", "dynamic-scoring-default"),
+    } <= names
+    cma = next(d for d in docs if d["kind"] == "ClusterManagementAddOn")
+    assert "addon.open-cluster-management.io/lifecycle" not in (cma["metadata"].get("annotations") or {})
+    assert cma["spec"]["supportedConfigs"] == [
+        {
+            "group": "addon.open-cluster-management.io",
+            "resource": "addondeploymentconfigs",
+            "defaultConfig": {"name": "dynamic-scoring-default", "namespace": "dynamic-scoring"},
+        }
+    ]
+    manager = next(d for d in docs if d["kind"] == "Deployment")
+    (container,) = manager["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # The kustomize images entry reaches both the manager and (through the env) every agent.
+    assert container["image"] == env["DYNAMIC_SCORING_AGENT_IMAGE"] == DEFAULT_IMAGE
+    assert container["command"] == ["dynamic-scoring-addon"] and container["args"][0] == "manager"
+
+
+@pytest.fixture
+def installed(control_plane: ControlPlane) -> Iterator[Kubectl]:
+    """`kubectl apply -k manifests/`, removing afterwards only what did not exist before."""
+    kubectl = hub_kubectl(control_plane)
+    docs = kustomize(control_plane)
+    existed = set()
+    for d in docs:
+        ns = ["-n", d["metadata"]["namespace"]] if d["metadata"].get("namespace") else []
+        if kubectl.run(
+            "get", d["kind"], d["metadata"]["name"], *ns, "--ignore-not-found", "-o", "name"
+        ).strip():
+            existed.add((d["kind"], d["metadata"]["name"]))
+    try:
+        yield kubectl
+    finally:
+        created = [d for d in docs if (d["kind"], d["metadata"]["name"]) not in existed]
+        if created:
+            kubectl.run(
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "-f",
+                "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": created}),
+            )
+
+
+def test_apply_k_installs_on_the_hub(control_plane: ControlPlane, installed: Kubectl) -> None:
+    out = installed.run("apply", "-k", str(MANIFESTS), "--validate=strict")
+    assert "clustermanagementaddon.addon.open-cluster-management.io/dynamic-scoring" in out
+    # A second apply is a no-op: nothing the server defaults fights what we wrote.
+    again = installed.run("apply", "-k", str(MANIFESTS), "--validate=strict")
+    assert "configured" not in again, again
+    adc = installed.get_json("addondeploymentconfig", "dynamic-scoring-default", "-n", "dynamic-scoring")
+    # Kept empty (the CRD would default it), so `clusteradm --namespace` still chooses the namespace.
+    assert adc["spec"]["agentInstallNamespace"] == ""
+
+    # OCM's own addon-manager treats the CMA as one it manages (no lifecycle annotation): it fills
+    # the default config reference into the CMA status.
+    def default_ref() -> JSON | None:
+        cma = installed.get_json("clustermanagementaddon", "dynamic-scoring")
+        refs = (cma.get("status") or {}).get("defaultconfigReferences") or []
+        return refs[0] if refs else None
+
+    ref = wait_until(default_ref, timeout=60, what="OCM to fill CMA defaultconfigReferences")
+    assert ref["desiredConfig"]["name"] == "dynamic-scoring-default"
+    assert ref["desiredConfig"]["namespace"] == "dynamic-scoring"
+
+
+def test_deploy_work_and_hub_rbac_pass_server_side_validation(control_plane: ControlPlane) -> None:
+    """The work and RBAC exactly as built, accepted by the hub with OCM's ManifestWork CRD."""
+    kubectl = hub_kubectl(control_plane)
+    ns = f"ds-it-{uuid.uuid4().hex[:6]}"
+    kubectl.run("create", "namespace", ns)
+    try:
+        mca = {
+            "metadata": {"name": "dynamic-scoring", "namespace": ns, "uid": str(uuid.uuid4())},
+            "spec": {"installNamespace": "scoring"},
+            "status": {
+                "configReferences": [
+                    {
+                        "group": "addon.open-cluster-management.io",
+                        "resource": "addondeploymentconfigs",
+                        "desiredConfig": {
+                            "namespace": "dynamic-scoring",
+                            "name": "dynamic-scoring-default",
+                            "specHash": "a" * 64,
+                        },
+                    }
+                ]
+            },
+        }
+        plan = build_deploy_works(mca, render_agent(mca=mca, adc=None).manifests)
+        objects = [*plan.works, *render_hub_rbac(mca, registration_subject(mca))]
+        for obj in objects:  # ownerReferences to an MCA that does not exist would be collected: drop them
+            obj["metadata"].pop("ownerReferences", None)
+        kubectl.run(
+            "create",
+            "--validate=strict",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        )
+        work = kubectl.get_json("manifestwork", "addon-dynamic-scoring-deploy-0", "-n", ns)
+        assert work["spec"]["manifestConfigs"] == plan.works[0]["spec"]["manifestConfigs"]
+        assert work["spec"]["deleteOption"] == plan.works[0]["spec"]["deleteOption"]
+        assert work["metadata"]["annotations"] == plan.works[0]["metadata"]["annotations"]
+    finally:
+        kubectl.run("delete", "namespace", ns, "--wait=false")
+
+
+def sa_api(cluster: KubeCluster, kubectl: Kubectl, namespace: str, tmp: Path) -> KubeAPI:
+    token = kubectl.run(
+        "create", "token", "dynamic-scoring-agent", "-n", namespace, "--duration=600s"
+    ).strip()
+    path = write_kubeconfig(
+        tmp / "agent.kubeconfig", server=cluster.server, ca_pem=cluster.ca.cert_pem, user="agent", token=token
+    )
+    return KubeAPI(path)
+
+
+def test_agent_role_on_a_managed_cluster_is_least_privilege(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Apply the rendered agent on cluster2 and use the agent's own ServiceAccount token."""
+    assert control_plane.tools is not None and control_plane.spoke2 is not None
+    spoke = control_plane.spoke2
+    kubectl = Kubectl(control_plane.tools.kubectl, spoke.admin_kubeconfig)
+    ns = f"ds-agent-{uuid.uuid4().hex[:6]}"
+    mca = {
+        "metadata": {"name": "dynamic-scoring", "namespace": "cluster2", "uid": "u"},
+        "spec": {"installNamespace": ns},
+    }
+    manifests = [m for m in render_agent(mca=mca, adc=None).manifests if m["kind"] != "Deployment"]
+    kubectl.run(
+        "apply",
+        "--validate=strict",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}),
+    )
+    try:
+        for doc in (
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "dynamic-scoring-config", "namespace": ns},
+                "data": {"summaries": "[]"},
+            },
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other", "namespace": ns}},
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "scorer-token", "namespace": ns},
+                "stringData": {"token": "t"},
+            },
+        ):
+            kubectl.run("apply", "-f", "-", stdin=json.dumps(doc))
+        api = sa_api(spoke, kubectl, ns, tmp_path)
+        cms = f"/api/v1/namespaces/{ns}/configmaps"
+        leases = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+
+        # Allowed: exactly what the agent does.
+        assert api.request("GET", f"{cms}/dynamic-scoring-config")["data"] == {"summaries": "[]"}
+        listed = api.request("GET", cms, query={"fieldSelector": "metadata.name=dynamic-scoring-config"})
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["dynamic-scoring-config"]
+        stop = threading.Event()
+        rv = listed["metadata"]["resourceVersion"]
+        list(
+            api.watch(
+                cms,
+                {
+                    "fieldSelector": "metadata.name=dynamic-scoring-config",
+                    "resourceVersion": rv,
+                    "timeoutSeconds": "1",
+                },
+                stop,
+            )
+        )
+        assert api.request("GET", f"/api/v1/namespaces/{ns}/secrets/scorer-token")["data"]["token"]
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "dynamic-scoring", "namespace": ns},
+            "spec": {"leaseDurationSeconds": 60},
+        }
+        api.request("POST", leases, body=lease)
+        api.request(
+            "PATCH",
+            f"{leases}/dynamic-scoring",
+            body={"spec": {"holderIdentity": "a"}},
+            content_type="application/merge-patch+json",
+        )
+        current = api.request("GET", f"{leases}/dynamic-scoring")
+        api.request("PUT", f"{leases}/dynamic-scoring", body=current)
+        api.request(
+            "POST",
+            f"/api/v1/namespaces/{ns}/events",
+            body={
+                "metadata": {"generateName": "agent-", "namespace": ns},
+                "involvedObject": {"kind": "Lease", "name": "dynamic-scoring", "namespace": ns},
+                "reason": "Test",
+                "message": "m",
+                "type": "Normal",
+            },
+        )
+
+        # Denied: everything else.
+        denied: list[tuple[str, str, JSON | None]] = [
+            ("GET", f"{cms}/other", None),
+            ("GET", cms, None),  # a list without the name selector
+            ("GET", f"/api/v1/namespaces/{ns}/secrets", None),  # list Secrets
+            ("DELETE", f"{cms}/dynamic-scoring-config", None),
+            ("PATCH", f"{leases}/someone-else", {"spec": {}}),
+            ("DELETE", f"{leases}/dynamic-scoring", None),
+            ("GET", "/api/v1/namespaces/default/configmaps/kube-root-ca.crt", None),
+            ("GET", "/api/v1/namespaces", None),
+            ("GET", f"/api/v1/namespaces/{ns}/pods", None),
+            ("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles", None),
+        ]
+        for method, path, body in denied:
+            with pytest.raises(Forbidden):
+                api.request(method, path, body=body, content_type="application/merge-patch+json")
+    finally:
+        kubectl.run("delete", "namespace", ns, "--wait=false")
