@@ -103,6 +103,9 @@ def manifest_configs(manifests: Sequence[JSON]) -> list[JSON]:
                     "name": obj["metadata"]["name"],
                 },
                 "feedbackRules": [{"type": "WellKnownStatus"}],
+                # the CRD's default, written out: otherwise the stored work differs from the
+                # desired one on every comparison and each resync would patch it again
+                "feedbackScrapeType": "Poll",
             }
         )
     return configs

@@ -9,11 +9,10 @@ argument set, so five controllers asking for the MCAs open one watch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from addon.config.references import config_references
-from addon.config.spec_hash import spec_hash
 from addon.constants import ADC_RESOURCE, ADDON_GROUP, ADDON_NAME, ADDON_NAME_LABEL, MANAGED_BY_LABEL
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
@@ -109,12 +108,13 @@ def referencing(addons: Iterable[JSON], config: JSON) -> list[str]:
     return keys
 
 
-def config_hash(configs: Informer, namespace: str, name: str) -> tuple[str, int] | None:
-    """(spec hash, generation) of a cached AddOnDeploymentConfig, or None when it does not exist."""
-    adc = configs.get(f"{namespace}/{name}")
-    if adc is None:
-        return None
-    return spec_hash(adc), int(adc.get("metadata", {}).get("generation") or 0)
+def config_lookup(configs: Informer) -> Callable[[str, str], JSON | None]:
+    """(namespace, name) -> the cached AddOnDeploymentConfig or None, for `addon.config.hashes`."""
+
+    def lookup(namespace: str, name: str) -> JSON | None:
+        return configs.get(f"{namespace}/{name}")
+
+    return lookup
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from addon.config.deployment_config import DeploymentConfig
-from addon.config.install_namespace import resolve_install_namespace
+from addon.config.install_namespace import install_namespace_for
 from addon.constants import ADDON_NAME, DEFAULT_INSTALL_NAMESPACE
 from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
@@ -43,19 +42,13 @@ NAME = "registration"
 
 
 def install_namespace(mca: JSON, adc: JSON | None) -> str:
-    """The namespace for `status.namespace`: the ADC's `agentInstallNamespace`, else the MCA's.
+    """The namespace for `status.namespace` (`install_namespace_for`: only the ADC's namespace field).
 
-    Only that one field of the ADC is read here: a mistake elsewhere in the ADC is the deploy
-    controller's to report, and must not move the agent's namespace.  A namespace that is not a
-    valid name keeps what the status says (or the default) and is reported by the deploy controller.
+    A name that is not valid keeps what the status says (or the default); the deploy controller
+    reports it on `ManifestApplied`.
     """
-    config = None
-    if adc is not None:
-        config = DeploymentConfig(
-            agent_install_namespace=(adc.get("spec") or {}).get("agentInstallNamespace") or ""
-        )
     try:
-        return resolve_install_namespace(mca, config)
+        return install_namespace_for(mca, adc)
     except AddonConfigError:
         return str((mca.get("status") or {}).get("namespace") or DEFAULT_INSTALL_NAMESPACE)
 

@@ -72,6 +72,7 @@ def test_single_work_metadata() -> None:
                 "name": "dynamic-scoring-agent",
             },
             "feedbackRules": [{"type": "WellKnownStatus"}],
+            "feedbackScrapeType": "Poll",
         }
     ]
     assert plan.obsolete == []

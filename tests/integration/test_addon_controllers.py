@@ -1,0 +1,345 @@
+"""The lifecycle controllers in-process against the real hub apiserver, with OCM's addon-manager beside them.
+
+The clusters here are ManagedClusters created directly on the hub (no klusterlet), so these tests
+are about what the manager writes on the hub: works, hub RBAC, MCA and CMA status, Events, CSR
+decisions, and that a converged world is left alone.  The e2e tests cover the same manager as a
+process, with klusterlets and agents.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from prometheus_client import CollectorRegistry
+
+from addon.config.spec_hash import spec_hash
+from addon.manager import Manager, ManagerOptions
+from addon.registration.identity import default_groups, default_user
+from dynamic_scoring.kube.api import KubeAPI
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+ADDON = "dynamic-scoring"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+WORK_V1 = "work.open-cluster-management.io/v1"
+RBAC_V1 = "rbac.authorization.k8s.io/v1"
+HUB_RBAC = f"open-cluster-management:{ADDON}:agent"
+WORK = f"addon-{ADDON}-deploy-0"
+CSR_V1 = "certificates.k8s.io/v1"
+
+
+def conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def hub_install(hub: Client) -> None:
+    """The CMA, default ADC and namespace from manifests/, without the manager Deployment."""
+    for name in ("namespace.yaml", "clustermanagementaddon.yaml", "addondeploymentconfig.yaml"):
+        hub.apply_yaml((REPO / "manifests" / name).read_text())
+
+
+def add_cluster(hub: Client, name: str) -> None:
+    """A ManagedCluster with its namespace and our addon enabled (what clusteradm enable creates)."""
+    hub.apply(
+        {
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": name},
+            "spec": {"hubAcceptsClient": True},
+        }
+    )
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": ADDON, "namespace": name},
+            "spec": {"installNamespace": "open-cluster-management-agent-addon"},
+        }
+    )
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+def total(registry: CollectorRegistry, name: str) -> float:
+    return sum(s.value for metric in registry.collect() for s in metric.samples if s.name == name)
+
+
+class Running:
+    """A manager running in a thread of the test process."""
+
+    def __init__(self, api: KubeAPI, registry: CollectorRegistry, resync: float) -> None:
+        self.registry = registry
+        self.manager = Manager(
+            api,
+            ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", resync_seconds=resync),
+            registry=registry,
+        )
+        self.stop = threading.Event()
+        self.exit_code: int | None = None
+        self.thread = threading.Thread(target=self._run, name="manager under test", daemon=True)
+
+    def _run(self) -> None:
+        self.exit_code = self.manager.run(self.stop)
+
+    def start(self) -> None:
+        self.manager.serve()
+        self.thread.start()
+        wait_until(
+            lambda: self.manager.readiness()[0] and self.manager.leading, timeout=60, what="manager ready"
+        )
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert self.exit_code == 0
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Client:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=10)
+    hub_install(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+def clusters(hub: Client) -> Iterator[list[str]]:
+    names = [f"int-{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
+    for name in names:
+        add_cluster(hub, name)
+    yield names
+    for name in names:
+        hub.delete(ADDON_V1A1, "ManagedClusterAddOn", ADDON, name)
+        hub.delete("cluster.open-cluster-management.io/v1", "ManagedCluster", name)
+
+
+@pytest.fixture(scope="module")
+def manager(control_plane: ControlPlane, hub: Client, clusters: list[str]) -> Iterator[Running]:
+    assert control_plane.hub is not None
+    running = Running(KubeAPI(control_plane.hub.admin_kubeconfig), CollectorRegistry(), resync=2.0)
+    running.start()
+    yield running
+    running.close()
+
+
+def converged(hub: Client, cluster: str) -> bool:
+    mca = hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+    work = hub.find(WORK_V1, "ManifestWork", WORK, cluster)
+    return (
+        conditions(mca).get("RegistrationApplied", {}).get("status") == "True"
+        and work is not None
+        and hub.find(RBAC_V1, "RoleBinding", HUB_RBAC, cluster) is not None
+    )
+
+
+def test_every_enabled_cluster_gets_registration_rbac_and_its_work(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    for cluster in clusters:
+        wait_until(partial(converged, hub, cluster), timeout=60, what=f"{cluster} converged")
+    cma = hub.get(ADDON_V1A1, "ClusterManagementAddOn", ADDON)
+    default = hub.get(ADDON_V1A1, "AddOnDeploymentConfig", "dynamic-scoring-default", "dynamic-scoring")
+    # A: the CMA's default config hash, as the framework computes it
+    assert cma["status"]["defaultconfigReferences"][0]["desiredConfig"]["specHash"] == spec_hash(default)
+    for cluster in clusters:
+        mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+        ref = mca["status"]["configReferences"][0]
+        # B: the generation of the config in use is recorded
+        assert ref["lastObservedGeneration"] == default["metadata"]["generation"]
+        assert mca["status"]["registrations"][0]["subject"]["user"] == default_user(cluster)
+        binding = hub.get(RBAC_V1, "RoleBinding", HUB_RBAC, cluster)
+        assert {s["name"] for s in binding["subjects"]} == {default_user(cluster), default_groups(cluster)[0]}
+        work = hub.get(WORK_V1, "ManifestWork", WORK, cluster)
+        hashes = json.loads(work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"])
+        assert list(hashes.values()) == [spec_hash(default)]
+        # nothing applied the work (no klusterlet): ManifestApplied is not claimed
+        assert "ManifestApplied" not in conditions(mca)
+
+
+def test_a_resync_of_a_converged_world_writes_nothing(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    for cluster in clusters:
+        wait_until(partial(converged, hub, cluster), timeout=60, what=f"{cluster} converged")
+    reg = manager.registry
+    name = "dynamic_scoring_controller_reconcile_total"
+
+    def reconciles() -> float:
+        return sample(reg, name, controller="deploy", result="success") + sample(
+            reg, name, controller="registration", result="success"
+        )
+
+    def quiet_round() -> bool:
+        """One resync round of every key (deploy and registration) during which nothing was written."""
+        writes, seen = total(reg, "dynamic_scoring_controller_writes_total"), reconciles()
+        wait_until(lambda: reconciles() >= seen + 2 * len(clusters), timeout=30, what="a resync round")
+        return total(reg, "dynamic_scoring_controller_writes_total") == writes
+
+    # OCM's own status writes keep the world moving for a few seconds after creation; then a
+    # resync of every key must write nothing
+    wait_until(quiet_round, timeout=60, interval=0, what="a resync round without writes")
+    assert quiet_round(), "a second resync round wrote"
+
+
+def test_hub_rbac_is_reverted_when_edited_and_recreated_when_deleted(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    cluster = clusters[0]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{cluster}/roles/{HUB_RBAC}"
+    original = hub.api.request("GET", path)["rules"]
+    hub.api.request(
+        "PATCH",
+        path,
+        body={"rules": [*original, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]},
+        content_type="application/merge-patch+json",
+    )
+    wait_until(lambda: hub.api.request("GET", path)["rules"] == original, timeout=20, what="Role reverted")
+    hub.delete(RBAC_V1, "RoleBinding", HUB_RBAC, cluster)
+    wait_until(
+        lambda: hub.find(RBAC_V1, "RoleBinding", HUB_RBAC, cluster), timeout=20, what="RoleBinding recreated"
+    )
+
+
+def test_obsolete_deploy_works_are_deleted_and_other_works_left_alone(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    cluster = clusters[1]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    label = {"open-cluster-management.io/addon-name": ADDON}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}
+    for name in (f"addon-{ADDON}-deploy-1", "someone-elses-work"):
+        hub.apply(
+            {
+                "apiVersion": WORK_V1,
+                "kind": "ManifestWork",
+                "metadata": {"name": name, "namespace": cluster, "labels": label},
+                "spec": {"workload": {"manifests": [configmap]}},
+            }
+        )
+    wait_until(
+        lambda: hub.find(WORK_V1, "ManifestWork", f"addon-{ADDON}-deploy-1", cluster) is None,
+        timeout=20,
+        what="the obsolete deploy-1 work deleted",
+    )
+    assert hub.find(WORK_V1, "ManifestWork", "someone-elses-work", cluster) is not None
+    assert hub.find(WORK_V1, "ManifestWork", WORK, cluster) is not None
+    hub.delete(WORK_V1, "ManifestWork", "someone-elses-work", cluster)
+
+
+def test_conditions_of_other_writers_are_kept_and_never_written(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    cluster = clusters[2]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+    sentinel = {
+        "type": "Available",
+        "status": "True",
+        "reason": "SentinelOfAnotherWriter",
+        "message": "set by the test as the klusterlet would",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    others = [c for c in mca["status"]["conditions"] if c["type"] != "Available"]
+    hub.patch_status(mca, {"conditions": [*others, sentinel]})
+    # make our controllers rewrite their own condition: remove RegistrationApplied
+    mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+    hub.patch_status(
+        mca, {"conditions": [c for c in mca["status"]["conditions"] if c["type"] != "RegistrationApplied"]}
+    )
+    wait_until(
+        lambda: (
+            "RegistrationApplied" in conditions(hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster))
+        ),
+        timeout=20,
+        what="RegistrationApplied written again",
+    )
+    after = conditions(hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster))
+    assert after["Available"] == sentinel
+    for field in mca["metadata"].get("managedFields") or []:
+        if field.get("subresource") == "status" and "dynamic-scoring" in str(field.get("manager")):
+            raise AssertionError(f"unexpected field manager {field}")
+
+
+def csr_events(hub: Client, cluster: str, name: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in hub.items("v1", "Event", cluster)
+        if e.get("reason") == "CSRNotApproved" and name in e["message"]
+    ]
+
+
+def agent_csr(cluster: str, user_cluster: str, *, addon: str = ADDON, signer: str = "") -> dict[str, Any]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, default_user(user_cluster), _validate=False)]
+        + [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in default_groups(user_cluster)]
+    )
+    request = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+    return {
+        "apiVersion": CSR_V1,
+        "kind": "CertificateSigningRequest",
+        "metadata": {
+            "name": f"addon-{cluster}-{addon}-{uuid.uuid4().hex[:6]}",
+            "labels": {
+                "open-cluster-management.io/addon-name": addon,
+                "open-cluster-management.io/cluster-name": cluster,
+            },
+        },
+        "spec": {
+            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+            "signerName": signer or "kubernetes.io/kube-apiserver-client",
+            "usages": ["digital signature", "key encipherment", "client auth"],
+        },
+    }
+
+
+# the agent's CN is longer than X.509's 64 characters, as the framework makes it; cryptography warns
+@pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+def test_csrs_that_must_not_be_approved_are_left_pending_with_an_event(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    cluster, other = clusters[0], clusters[1]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    foreign = agent_csr(cluster, cluster, addon="some-other-addon")
+    reported = {
+        "signer": agent_csr(cluster, cluster, signer="example.com/custom"),
+        "subject CN": agent_csr(cluster, other),  # another cluster's identity
+        # valid, but requested by the test's admin, not by system:open-cluster-management:<cluster>:...
+        "requester": agent_csr(cluster, cluster),
+    }
+    csrs = [foreign, *reported.values()]
+    for csr in csrs:
+        hub.apply(csr)
+    try:
+        for why, csr in reported.items():
+            name = csr["metadata"]["name"]
+            event = wait_until(
+                partial(csr_events, hub, cluster, name),
+                timeout=20,
+                what=f"a CSRNotApproved Event for {name}",
+            )[0]
+            assert why in event["message"], event["message"]
+        for csr in csrs:  # the foreign one was created first: if it were to be approved, it would be by now
+            got = hub.get(CSR_V1, "CertificateSigningRequest", csr["metadata"]["name"])
+            assert "Approved" not in conditions(got)
+    finally:
+        for csr in csrs:
+            hub.delete(CSR_V1, "CertificateSigningRequest", csr["metadata"]["name"])

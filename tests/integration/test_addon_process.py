@@ -1,0 +1,157 @@
+"""`dynamic-scoring-addon manager` as a process on the real hub: health, metrics, logs, leadership, exit."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS, NAMESPACES
+from e2e.controlplane import ControlPlane
+from e2e.procs import free_port, wait_until
+
+SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
+ADDON = "dynamic-scoring"
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def api(control_plane: ControlPlane) -> KubeAPI:
+    assert control_plane.hub is not None
+    return KubeAPI(control_plane.hub.admin_kubeconfig)
+
+
+@pytest.fixture
+def namespace(api: KubeAPI) -> Iterator[str]:
+    name = f"addon-proc-{uuid.uuid4().hex[:6]}"
+    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
+    yield name
+    api.request("DELETE", NAMESPACES.path(None, name))
+
+
+@pytest.fixture
+def start(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Any]:
+    assert control_plane.hub is not None
+    kubeconfig = control_plane.hub.admin_kubeconfig
+    procs: list[Proc] = []
+
+    def run(name: str) -> Proc:
+        port = free_port()
+        log = tmp_path / f"{name}.log"
+        popen = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "manager",
+                f"--kubeconfig={kubeconfig}",
+                f"--namespace={namespace}",
+                f"--metrics-bind-address=127.0.0.1:{port}",
+                "--leader-election-lease-duration=4",
+                "--leader-election-renew-deadline=3",
+                "--leader-election-retry-period=0.5",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("wb"),
+        )
+        proc = Proc(popen, port, log)
+        procs.append(proc)
+        return proc
+
+    yield run
+    for proc in procs:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait(10)
+
+
+def test_help_lists_every_flag() -> None:
+    out = subprocess.run(
+        [str(SCRIPT), "manager", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for flag in (
+        "--kubeconfig",
+        "--metrics-bind-address",
+        "--leader-elect",
+        "--resync-period",
+        "--log-level",
+    ):
+        assert flag in out
+
+
+def test_health_metrics_json_logs_handover_and_exit_codes(api: KubeAPI, namespace: str, start: Any) -> None:
+    first: Proc = start("first")
+    wait_until(
+        lambda: first.get("/readyz") == (200, "leading\n"), timeout=60, what="first leads and is ready"
+    )
+    assert first.get("/healthz")[0] == 200
+    second: Proc = start("second")
+    wait_until(lambda: second.get("/readyz") == (200, "standby\n"), timeout=30, what="second stands by")
+    status, metrics = first.get("/metrics")
+    assert status == 200
+    assert "dynamic_scoring_manager_leader 1.0" in metrics
+    assert 'dynamic_scoring_controller_queue_depth{controller="deploy"}' in metrics
+    assert "dynamic_scoring_manager_leader 0.0" in second.get("/metrics")[1]
+
+    # a reconcile's log lines carry the controller and the object's key
+    ghost = namespace  # a namespace without a ManagedCluster of that name
+    api.request(
+        "POST",
+        MANAGED_CLUSTER_ADDONS.path(ghost),
+        body={
+            "apiVersion": MANAGED_CLUSTER_ADDONS.api_version,
+            "kind": MANAGED_CLUSTER_ADDONS.kind,
+            "metadata": {"name": ADDON, "namespace": ghost},
+            "spec": {"installNamespace": "x"},
+        },
+    )
+    wait_until(
+        lambda: any(
+            line.get("key") == f"{ghost}/{ADDON}"
+            and line.get("controller") == "registration"
+            and line.get("reason") == "ManagedClusterNotFound"
+            for line in first.lines()
+        ),
+        timeout=30,
+        what="a JSON log line naming the ghost MCA",
+    )
+
+    # SIGTERM: exit 0 and release the Lease, so the standby takes over at once
+    first.popen.send_signal(signal.SIGTERM)
+    assert first.popen.wait(20) == 0
+    wait_until(lambda: second.get("/readyz") == (200, "leading\n"), timeout=15, what="second took over")
+
+    # a leader that cannot renew (someone else holds the Lease) stops and exits non-zero
+    lease_path = LEASES.path(namespace, f"{ADDON}-addon-manager")
+    lease = api.request("GET", lease_path)
+    lease["spec"].update({"holderIdentity": "a-thief", "leaseDurationSeconds": 3600})
+    api.request("PUT", lease_path, body=lease)
+    assert second.popen.wait(30) == 1
+    assert any(line["level"] == "error" and "lost lease" in line["message"] for line in second.lines())
