@@ -275,3 +275,47 @@ def test_agent_role_on_a_managed_cluster_is_least_privilege(
                 api.request(method, path, body=body, content_type="application/merge-patch+json")
     finally:
         kubectl.run("delete", "namespace", ns, "--wait=false")
+
+
+def test_hub_rbac_lets_an_agent_write_only_its_own_clusters_scores(control_plane: ControlPlane) -> None:
+    """Two cluster namespaces with their agents' hub RBAC; each agent identity (user plus the groups
+    its certificate carries, including the one all agents share) checked by the real authorizer."""
+    kubectl = hub_kubectl(control_plane)
+    suffix = uuid.uuid4().hex[:6]
+    clusters = [f"ds-a-{suffix}", f"ds-b-{suffix}"]
+    try:
+        for name in clusters:
+            kubectl.run("create", "namespace", name)
+            mca = {"metadata": {"name": "dynamic-scoring", "namespace": name, "uid": str(uuid.uuid4())}}
+            objects = render_hub_rbac(mca, registration_subject(mca))
+            for obj in objects:
+                obj["metadata"].pop("ownerReferences")  # the MCA is not real here
+            kubectl.run(
+                "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+            )
+
+        def can(cluster: str, verb: str, resource: str, namespace: str | None, subresource: str = "") -> bool:
+            subject = registration_subject({"metadata": {"namespace": cluster}})
+            assert subject is not None
+            args = ["auth", "can-i", verb, resource, f"--as={subject['user']}"]
+            args += [f"--as-group={g}" for g in subject["groups"]]
+            args += ["-n", namespace] if namespace else []
+            args += [f"--subresource={subresource}"] if subresource else []
+            return kubectl.run(*args, check=False).strip() == "yes"
+
+        aps = "addonplacementscores.cluster.open-cluster-management.io"
+        a, b = clusters
+        for verb in ("get", "list", "create", "patch", "delete"):
+            assert can(a, verb, aps, a), verb
+        assert can(a, "patch", aps, a, "status") and can(a, "update", aps, a, "status")
+        assert not can(a, "patch", aps, b, "status")
+        assert can(a, "create", "events", a)
+        for verb in ("get", "create", "patch", "delete"):
+            assert not can(a, verb, aps, b), f"cluster {a}'s agent may {verb} scores of {b}"
+        assert not can(b, "create", aps, a)
+        assert not can(a, "update", aps, a)  # updates go through /status
+        assert not can(a, "get", "secrets", a)
+        assert not can(a, "get", "managedclusters.cluster.open-cluster-management.io", None)
+    finally:
+        for name in clusters:
+            kubectl.run("delete", "namespace", name, "--wait=false", check=False)
