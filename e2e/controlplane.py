@@ -16,9 +16,12 @@ process and no port of the run is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import ocm
-from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Etcd, KubeCluster, Kubectl
+from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster
 from e2e.pki import bootstrap_token
 from e2e.procs import (
     Proc,
@@ -46,6 +49,14 @@ CLUSTERS = ("cluster1", "cluster2")
 # Initial CPU cores per demo pod, so a fresh environment already has something to score.
 DEFAULT_LOAD = {"cluster1": (0.2, 0.4), "cluster2": (1.2, 1.6)}
 Progress = Callable[[str], None]
+# Short names for the components tests restart most (the process names are the long ones).
+COMPONENT_ALIASES = {
+    "hub-apiserver": "hub-kube-apiserver",
+    "cluster1-apiserver": "hub-kube-apiserver",
+    "cluster2-apiserver": "cluster2-kube-apiserver",
+    "hub-controller-manager": "hub-kube-controller-manager",
+    "cluster2-controller-manager": "cluster2-kube-controller-manager",
+}
 
 
 def _quiet(_: str) -> None:
@@ -80,6 +91,8 @@ class ControlPlane:
         self.tools: Tools | None = None
         self.hub: KubeCluster | None = None
         self.spoke2: KubeCluster | None = None
+        self.etcd: Etcd | None = None
+        self._stopped_ports: dict[str, set[int]] = {}
         self.prometheus: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ start
@@ -112,7 +125,7 @@ class ControlPlane:
     def _up(self) -> None:
         self.progress("locating tools (builds what is missing; a cold build takes ~30 min)")
         tools = self.tools = locate()
-        etcd = Etcd(tools.etcd, self.run_dir)
+        etcd = self.etcd = Etcd(tools.etcd, self.run_dir)
         self.progress("starting etcd")
         etcd.start()
         self._track(etcd.proc)
@@ -157,10 +170,14 @@ class ControlPlane:
             k.prepare_spoke()
             self._track(k.start_registration())
 
-        hub_kubectl = Kubectl(tools.kubectl, hub.admin_kubeconfig)
+        hub_client = Client(hub.admin_kubeconfig)
 
         def csrs_pending() -> bool:
-            items = hub_kubectl.get_json("csr", "-l", "open-cluster-management.io/cluster-name")["items"]
+            items = hub_client.items(
+                "certificates.k8s.io/v1",
+                "CertificateSigningRequest",
+                label_selector="open-cluster-management.io/cluster-name",
+            )
             names = {i["metadata"]["labels"]["open-cluster-management.io/cluster-name"] for i in items}
             return names >= set(CLUSTERS)
 
@@ -170,7 +187,7 @@ class ControlPlane:
         for k in klusterlets:
             self._track(k.start_work())
         wait_until(
-            lambda: self._clusters_available(hub_kubectl),
+            lambda: self._clusters_available(hub_client),
             timeout=180,
             what="ManagedClusters joined and available",
         )
@@ -183,8 +200,8 @@ class ControlPlane:
         if self.with_runner:
             self._start_runner()
 
-    def _clusters_available(self, kubectl: Kubectl) -> bool:
-        items = kubectl.get_json("managedclusters")["items"]
+    def _clusters_available(self, hub: Client) -> bool:
+        items = hub.items("cluster.open-cluster-management.io/v1", "ManagedCluster")
         ok = set()
         for mc in items:
             conds = {c["type"]: c["status"] for c in mc.get("status", {}).get("conditions", [])}
@@ -252,6 +269,101 @@ class ControlPlane:
             what="the process runner to watch both clusters",
             proc=runner,
         )
+
+    # ------------------------------------------------------------------ one component
+    def components(self) -> list[str]:
+        """Names `stop_component`/`start_component` accept (aliases of `COMPONENT_ALIASES` too)."""
+        return [p.name for p in self.procs if not p.name.endswith("-load-exporter")]
+
+    def _component(self, name: str) -> Proc:
+        real = COMPONENT_ALIASES.get(name, name)
+        if real.endswith("-load-exporter"):
+            raise ValueError(
+                f"{name} cannot be restarted: it binds a fresh port that its Prometheus would not know"
+            )
+        for proc in self.procs:
+            if proc.name == real:
+                return proc
+        raise KeyError(f"no component {name!r}; known: {', '.join(self.components())}")
+
+    def stop_component(self, name: str, *, kill: bool = False, timeout: float = 30) -> None:
+        """Stop one component and wait until its process group is gone and its ports are free.
+
+        `kill=True` sends SIGKILL at once (a crash: no graceful shutdown, open connections are
+        reset); otherwise SIGTERM, then SIGKILL after `timeout`.  Stopping the runner also stops
+        the processes it ran (a SIGKILLed runner cannot), as a node restart would: the restarted
+        runner cannot adopt them and would otherwise run every replica twice.
+        """
+        proc = self._component(name)
+        if not proc.alive or proc.pid is None:
+            raise RuntimeError(f"{proc.name} is not running")
+        pid = proc.pid
+        ports = listening_ports({pid})
+        self._stopped_ports[proc.name] = ports
+        pod_pids = self._runner_pod_pids() if proc.name == "runner" else []
+        self.progress(f"stopping {proc.name} (pid {pid}, {'SIGKILL' if kill else 'SIGTERM'})")
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        else:
+            kill_groups([pid], timeout=timeout)
+        wait_until(lambda: not group_alive(pid), timeout=timeout, what=f"{proc.name} to exit")
+        proc.stop(timeout=1)  # reaps it
+        if pod_pids:
+            kill_groups(pod_pids, timeout=timeout)
+        wait_until(
+            lambda: not any(port_in_use(p) for p in ports),
+            timeout=timeout,
+            what=f"ports {sorted(ports)} of {proc.name} to be released",
+        )
+        self._save_state()
+
+    def start_component(self, name: str, *, timeout: float = 120) -> None:
+        """Start a stopped component again with the same command line, and wait until it is ready.
+
+        Same command line means the same ports, certificates and data (etcd keeps every object).
+        Ready means: an apiserver answers `/readyz`, etcd `/health`, the runner has written its
+        `ready` file, and any other component accepts connections on every port it listened on
+        before it was stopped (kube-controller-manager listens on none: running is all it shows).
+        """
+        proc = self._component(name)
+        if proc.alive:
+            raise RuntimeError(f"{proc.name} is already running (pid {proc.pid})")
+        ready_file = self.run_dir / "runner" / "ready"
+        if proc.name == "runner":
+            ready_file.unlink(missing_ok=True)  # a SIGKILLed runner leaves it behind
+        ports = self._stopped_ports.pop(proc.name, set())
+        started = time.monotonic()
+        proc.start()
+        self._save_state()
+        check: Callable[[], bool]
+        if self.hub is not None and proc is self.hub.apiserver:
+            check = self.hub.ready
+        elif self.spoke2 is not None and proc is self.spoke2.apiserver:
+            check = self.spoke2.ready
+        elif self.etcd is not None and proc is self.etcd.proc:
+            check = self.etcd.healthy
+        elif proc.name == "runner":
+            check = ready_file.exists
+        else:
+
+            def check() -> bool:
+                return all(port_in_use(p) for p in ports)
+
+        wait_until(check, timeout=timeout, what=f"{proc.name} ready after a restart", proc=proc)
+        self.progress(f"{proc.name} ready again in {time.monotonic() - started:.1f}s (pid {proc.pid})")
+
+    def restart_component(self, name: str, *, kill: bool = False, timeout: float = 120) -> None:
+        """`stop_component` then `start_component`; to keep it down for a while, call those two."""
+        self.stop_component(name, kill=kill)
+        self.start_component(name, timeout=timeout)
+
+    def _runner_pod_pids(self) -> list[int]:
+        try:
+            rows = json.loads((self.run_dir / "runner" / "pods.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return [int(r["pid"]) for r in rows if r.get("pid")]
 
     # ------------------------------------------------------------------ describe
     def _save_state(self) -> None:

@@ -1,4 +1,10 @@
-"""etcd, kube-apiserver and kube-controller-manager as local processes, plus a thin kubectl wrapper.
+"""etcd, kube-apiserver and kube-controller-manager as local processes, and admin access to them.
+
+The harness reads and writes objects through the project's one Kubernetes layer
+(`dynamic_scoring.kube.api.KubeAPI`, JSON over the `kubernetes` package's transport): `Client`
+adds what a harness needs on top, namely paths for any apiVersion/kind found by discovery (the
+harness applies CRDs and arbitrary manifests), server-side apply, and list/delete helpers.
+`Kubectl` remains for what a test deliberately does as a user would type it.
 
 One etcd serves every apiserver of a run, each under its own `--etcd-prefix`; that saves a
 process without letting the clusters see each other's objects.  kube-controller-manager runs
@@ -17,7 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import yaml
+
+from dynamic_scoring.kube.api import JSON, KubeAPI, NotFound
 from e2e.pki import CertificateAuthority, Issued, random_token, service_account_keys, write_kubeconfig
 from e2e.procs import Proc, free_port, wait_until
 
@@ -60,12 +70,12 @@ class Etcd:
     def start(self, timeout: float = 60) -> None:
         """Start and wait for `/health`."""
         self.proc.start()
+        wait_until(self.healthy, timeout=timeout, what="etcd /health", proc=self.proc)
 
-        def healthy() -> bool:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                return bool(json.load(resp).get("health") == "true")
-
-        wait_until(healthy, timeout=timeout, what="etcd /health", proc=self.proc)
+    def healthy(self) -> bool:
+        """True when etcd answers `/health` with a healthy member."""
+        with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+            return bool(json.load(resp).get("health") == "true")
 
 
 @dataclass
@@ -151,10 +161,16 @@ class KubeCluster:
         )
         self.procs.append(api.start())
 
+    @property
+    def apiserver(self) -> Proc:
+        """The kube-apiserver process (launched first)."""
+        return self.procs[0]
+
     def wait_ready(self, timeout: float = 120) -> None:
         """Wait for the apiserver's /readyz; fails early with its log if it exits."""
-        api = self.procs[0]
-        wait_until(self._ready, timeout=timeout, what=f"{self.name} kube-apiserver /readyz", proc=api)
+        wait_until(
+            self.ready, timeout=timeout, what=f"{self.name} kube-apiserver /readyz", proc=self.apiserver
+        )
 
     def start_controller_manager(self) -> None:
         """Start kube-controller-manager with the controllers this cluster needs."""
@@ -180,7 +196,8 @@ class KubeCluster:
         )
         self.procs.append(kcm.start())
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
+        """True when the apiserver answers `/readyz` with 200 (every post-start hook done)."""
         ctx = ssl.create_default_context(cafile=str(self.ca.cert_path))
         with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=3) as resp:
             return bool(resp.status == 200)
@@ -192,7 +209,11 @@ class KubeCluster:
 
 
 class Kubectl:
-    """`kubectl` bound to one kubeconfig; raises with stderr on failure."""
+    """`kubectl` bound to one kubeconfig; raises with stderr on failure.
+
+    For what a test deliberately does as a user types it (`kubectl apply -k`, `kubectl scale`);
+    the harness itself reads and writes objects through `Client`.
+    """
 
     def __init__(self, binary: Path, kubeconfig: Path) -> None:
         self.binary = binary
@@ -219,3 +240,117 @@ class Kubectl:
     def get_json(self, *args: str) -> Any:
         """`kubectl get ... -o json`, decoded."""
         return json.loads(self.run("get", *args, "-o", "json"))
+
+
+APPLY_PATCH = "application/apply-patch+yaml"
+FIELD_MANAGER = "dynamic-scoring-e2e"
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """Where objects of one apiVersion/kind live, as discovery reports it."""
+
+    api_version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str = "") -> str:
+        """The REST path of the collection, or of one object (and a subresource of it)."""
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        ns = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced and namespace else ""
+        path = f"{prefix}{ns}/{self.plural}"
+        if name:
+            path += f"/{quote(name, safe='')}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+class Client:
+    """Admin access to one cluster through `KubeAPI`, with discovery so any manifest can be applied."""
+
+    def __init__(self, kubeconfig: Path, *, timeout: float = 30.0) -> None:
+        self.api = KubeAPI(kubeconfig, timeout=timeout)
+        self._discovered: dict[str, dict[str, ResourceInfo]] = {}
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        """Look up `kind` in `api_version` (re-discovered once when missing: a CRD may be new)."""
+        for attempt in range(2):
+            known = self._discovered.get(api_version)
+            if known is None or (attempt == 1 and kind not in known):
+                path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+                try:
+                    listing = self.api.request("GET", path).get("resources", [])
+                except NotFound:  # the group/version is not served (yet)
+                    listing = []
+                known = {
+                    r["kind"]: ResourceInfo(api_version, r["name"], bool(r["namespaced"]))
+                    for r in listing
+                    if "/" not in r["name"]
+                }
+                self._discovered[api_version] = known
+            if kind in known:
+                return known[kind]
+        raise NotFound(404, "NotFound", f"the server has no {kind} in {api_version}")
+
+    def _info(self, obj: JSON) -> tuple[ResourceInfo, str | None, str]:
+        meta = obj.get("metadata", {})
+        info = self.resource(str(obj["apiVersion"]), str(obj["kind"]))
+        return info, meta.get("namespace"), str(meta["name"])
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> JSON:
+        """One object; raises `NotFound` when it does not exist."""
+        return self.api.request("GET", self.resource(api_version, kind).path(namespace, name))
+
+    def find(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> JSON | None:
+        """One object, or None when it does not exist."""
+        try:
+            return self.get(api_version, kind, name, namespace)
+        except NotFound:
+            return None
+
+    def items(
+        self, api_version: str, kind: str, namespace: str | None = None, *, label_selector: str = ""
+    ) -> list[JSON]:
+        """Every object of a kind (in one namespace, or all), optionally filtered by labels."""
+        query = {"labelSelector": label_selector} if label_selector else None
+        path = self.resource(api_version, kind).path(namespace)
+        items: list[JSON] = self.api.request("GET", path, query=query).get("items", [])
+        return items
+
+    def apply(self, obj: JSON) -> JSON:
+        """Server-side apply of one object, taking over fields others set (as `--force-conflicts`)."""
+        info, namespace, name = self._info(obj)
+        return self.api.request(
+            "PATCH",
+            info.path(namespace, name),
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            body=obj,
+            content_type=APPLY_PATCH,
+        )
+
+    def apply_yaml(self, documents: str) -> list[JSON]:
+        """Apply every object of a YAML stream, in order."""
+        return [self.apply(doc) for doc in yaml.safe_load_all(documents) if doc]
+
+    def patch_status(self, obj: JSON, status: JSON) -> JSON:
+        """Merge-patch the status subresource of an existing object."""
+        info, namespace, name = self._info(obj)
+        return self.api.request(
+            "PATCH",
+            info.path(namespace, name, "status"),
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete one object (background propagation); False when it was already gone."""
+        try:
+            self.api.request(
+                "DELETE",
+                self.resource(api_version, kind).path(namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFound:
+            return False
+        return True

@@ -15,9 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from e2e.kube import KubeCluster, Kubectl
+from e2e.kube import Client, KubeCluster
 from e2e.pki import write_kubeconfig
 from e2e.procs import Proc, free_port, wait_until
 from e2e.tools import Tools
@@ -84,19 +82,28 @@ subjects:
 """
 
 
-def namespaces(*names: str) -> str:
-    """YAML for namespaces."""
-    return "\n---\n".join(
-        yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in names
-    )
+CRD_API = "apiextensions.k8s.io/v1"
 
 
-def install_crds(kubectl: Kubectl, crd_dir: Path, files: tuple[str, ...]) -> None:
-    """Apply CRD files and wait until each is Established."""
-    docs = "\n---\n".join((crd_dir / f).read_text() for f in files)
-    kubectl.apply(docs)
-    names = [yaml.safe_load((crd_dir / f).read_text())["metadata"]["name"] for f in files]
-    kubectl.run("wait", "--for=condition=Established", "--timeout=120s", *[f"crd/{n}" for n in names])
+def apply_namespaces(client: Client, *names: str) -> None:
+    """Create (or keep) namespaces."""
+    for n in names:
+        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
+
+
+def install_crds(client: Client, crd_dir: Path, files: tuple[str, ...], timeout: float = 120) -> None:
+    """Apply CRD files and wait until each is Established (its API is served)."""
+    names = [crd["metadata"]["name"] for f in files for crd in client.apply_yaml((crd_dir / f).read_text())]
+
+    def established() -> bool:
+        for name in names:
+            crd = client.get(CRD_API, "CustomResourceDefinition", name)
+            conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            if conds.get("Established") != "True":
+                return False
+        return True
+
+    wait_until(established, timeout=timeout, what=f"CRDs established: {', '.join(names)}")
 
 
 def _controller(
@@ -118,10 +125,10 @@ def _controller(
 
 def start_hub(tools: Tools, hub: KubeCluster) -> list[Proc]:
     """Install hub CRDs and RBAC, then start registration, placement and addon-manager controllers."""
-    kubectl = Kubectl(tools.kubectl, hub.admin_kubeconfig)
-    install_crds(kubectl, tools.crds, HUB_CRDS)
-    kubectl.apply(namespaces(HUB_NAMESPACE))
-    kubectl.apply(BOOTSTRAP_RBAC)
+    client = Client(hub.admin_kubeconfig)
+    install_crds(client, tools.crds, HUB_CRDS)
+    apply_namespaces(client, HUB_NAMESPACE)
+    client.apply_yaml(BOOTSTRAP_RBAC)
     logs = hub.run_dir / "logs"
     kc = hub.admin_kubeconfig
     procs = [
@@ -157,9 +164,9 @@ class Klusterlet:
 
     def prepare_spoke(self) -> None:
         """Install the spoke CRDs and the agent namespaces on the managed cluster."""
-        kubectl = Kubectl(self.tools.kubectl, self.spoke.admin_kubeconfig)
-        install_crds(kubectl, self.tools.crds, SPOKE_CRDS)
-        kubectl.apply(namespaces(AGENT_NAMESPACE, ADDON_NAMESPACE))
+        client = Client(self.spoke.admin_kubeconfig)
+        install_crds(client, self.tools.crds, SPOKE_CRDS)
+        apply_namespaces(client, AGENT_NAMESPACE, ADDON_NAMESPACE)
 
     def start_registration(self) -> Proc:
         """Start the registration agent with the bootstrap identity; it creates CSR and cluster."""
@@ -224,20 +231,20 @@ def manual_addon(tools: Tools, hub_kubeconfig: Path, name: str, cluster: str) ->
     Yields what `clusteradm addon enable` printed.  On exit the addon is disabled with clusteradm
     and the ClusterManagementAddOn deleted.
     """
-    kubectl = Kubectl(tools.kubectl, hub_kubeconfig)
+    client = Client(hub_kubeconfig)
     cma = {
         "apiVersion": "addon.open-cluster-management.io/v1alpha1",
         "kind": "ClusterManagementAddOn",
         "metadata": {"name": name},
         "spec": {"addOnMeta": {"displayName": name}, "installStrategy": {"type": "Manual"}},
     }
-    kubectl.apply(yaml.safe_dump(cma))
+    client.apply(cma)
     out = clusteradm(tools, hub_kubeconfig, "addon", "enable", "--names", name, "--clusters", cluster)
     try:
         yield out
     finally:
         clusteradm(tools, hub_kubeconfig, "addon", "disable", "--names", name, "--clusters", cluster)
-        kubectl.run("delete", "clustermanagementaddon", name, "--ignore-not-found")
+        client.delete("addon.open-cluster-management.io/v1alpha1", "ClusterManagementAddOn", name)
 
 
 def clusteradm(tools: Tools, hub_kubeconfig: Path, *args: str, timeout: float = 120) -> str:
