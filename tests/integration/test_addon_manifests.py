@@ -183,7 +183,16 @@ def test_agent_role_on_a_managed_cluster_is_least_privilege(
         "metadata": {"name": "dynamic-scoring", "namespace": "cluster2", "uid": "u"},
         "spec": {"installNamespace": ns},
     }
-    manifests = [m for m in render_agent(mca=mca, adc=None).manifests if m["kind"] != "Deployment"]
+    # Everything the work would carry, Deployment included, under strict server-side validation.
+    # (The runner sees the Deployment but cannot start it: there is no hub-kubeconfig Secret.)
+    manifests = render_agent(mca=mca, adc=None).manifests
+    assert [m["kind"] for m in manifests] == [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+    ]
     kubectl.run(
         "apply",
         "--validate=strict",
