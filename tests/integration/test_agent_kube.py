@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import json
 import re
 import uuid
@@ -279,3 +280,45 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
 
     asyncio.run(scenario())
     spoke.run("delete", "namespace", ns, "--wait=false")
+
+
+def test_summaries_that_failed_to_apply_are_retried_without_a_change(control_plane: ControlPlane) -> None:
+    assert control_plane.spoke2 is not None
+    api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+    ns = f"it-retry-{uuid.uuid4().hex[:5]}"
+    api.request(
+        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    api.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        body={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "dynamic-scoring-config"},
+            "data": {"summaries": "[]"},
+        },
+    )
+    calls: list[tuple[float, str | None]] = []
+
+    async def apply(payload: str | None) -> None:
+        calls.append((asyncio.get_running_loop().time(), payload))
+        if len(calls) < 3:
+            raise RuntimeError("apply failed (injected)")
+
+    async def scenario() -> None:
+        watcher = SummaryWatcher(api, ns, apply, watch_timeout=60, resync_seconds=600)
+        task = asyncio.create_task(watcher.run())
+        try:
+            await asyncio.wait_for(watcher.applied_once.wait(), 30)
+        finally:
+            task.cancel()
+
+    try:
+        asyncio.run(scenario())
+        # the same payload three times, with a growing pause between attempts, and no ConfigMap change
+        assert [p for _, p in calls] == ["[]", "[]", "[]"]
+        pauses = [b[0] - a[0] for a, b in itertools.pairwise(calls)]
+        assert 0.9 < pauses[0] < pauses[1] < 5, pauses
+    finally:
+        api.request("DELETE", f"/api/v1/namespaces/{ns}")

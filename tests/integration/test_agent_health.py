@@ -1,0 +1,230 @@
+"""Health true to what runs: `/healthz` and the Lease follow the summaries watch and the workers.
+
+The agent runs in this process (`agent.cli.build_agent`, the wiring the CLI uses) against the
+real apiservers of the local control plane.  Faults are injected where a test can reach them:
+the managed cluster's API object fails every ConfigMap call on demand (with an exception type
+the watch did not expect), and a worker's asyncio task is cancelled from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from agent.cli import Agent, build_agent
+from agent.k8s.summaries import SummaryWatcher
+from dynamic_scoring.kube.api import JSON, KubeAPI, NotFound
+from e2e.controlplane import ControlPlane
+from tests.component.harness import eventually
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}"
+
+
+class FaultInjectedAPI(KubeAPI):
+    """The real managed-cluster API, except that ConfigMap calls raise `fault` while it is set."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        super().__init__(kubeconfig)
+        self.fault: Exception | None = None
+        self.faults_raised = 0
+
+    def request(self, method: str, path: str, **kwargs: Any) -> JSON:
+        if self.fault is not None and "/configmaps" in path:
+            self.faults_raised += 1
+            raise self.fault
+        return super().request(method, path, **kwargs)
+
+    def watch(self, path: str, query: dict[str, str], stop: threading.Event, **kwargs: Any) -> Iterator[JSON]:
+        if self.fault is not None:
+            self.faults_raised += 1
+            raise self.fault
+        yield from super().watch(path, query, stop, **kwargs)
+
+
+def healthz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def renew_time(api: KubeAPI, ns: str, name: str) -> str | None:
+    try:
+        return str(api.request("GET", LEASES.format(ns=ns, name=name))["spec"]["renewTime"])
+    except NotFound:
+        return None
+
+
+async def lease_renewals(api: KubeAPI, ns: str, name: str, count: int, timeout: float) -> bool:
+    """True when the Lease's renewTime changed `count` times within `timeout` seconds."""
+    seen = {await asyncio.to_thread(renew_time, api, ns, name)}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        seen.add(await asyncio.to_thread(renew_time, api, ns, name))
+        if len(seen - {None}) > count:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+@asynccontextmanager
+async def running_agent(
+    cp: ControlPlane,
+) -> AsyncIterator[tuple[Agent, FaultInjectedAPI, str, asyncio.Task[int]]]:
+    """An agent with a 1 s Lease, a 3 s watch bound and a 4 s dead-worker exit, one scorer running."""
+    assert cp.hub is not None and cp.spoke2 is not None
+    ns = f"it-health-{uuid.uuid4().hex[:5]}"
+    admin = KubeAPI(cp.spoke2.admin_kubeconfig)
+    admin.request(
+        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    summaries = [
+        {
+            "name": "health-scorer",
+            "scoreName": "health_probe",
+            "sourceType": "None",
+            "scoringEndpoint": "http://127.0.0.1:9/scoring",
+            "scoringInterval": 30,
+            "scoreDestination": "None",
+        }
+    ]
+    admin.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        body={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "dynamic-scoring-config"},
+            "data": {"summaries": json.dumps(summaries)},
+        },
+    )
+    managed = FaultInjectedAPI(cp.spoke2.admin_kubeconfig)
+    agent = build_agent(
+        hub=KubeAPI(cp.hub.admin_kubeconfig),
+        managed=managed,
+        cluster_name="cluster2",
+        addon_namespace=ns,
+        addon_name="dynamic-scoring",
+        bind=("127.0.0.1", 0),
+        lease_seconds=1,
+        watch_down_limit_seconds=3,
+        dead_worker_exit_seconds=4,
+        watch_resync_seconds=2,
+    )
+    stop = asyncio.Event()
+    serving = asyncio.create_task(agent.serve(stop))
+    try:
+        await eventually(lambda: "health_probe" in agent.supervisor.workers, what="the scorer running")
+        yield agent, managed, ns, serving
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.shield(serving), 15)
+        await asyncio.to_thread(admin.request, "DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def test_dead_summaries_watch_turns_unhealthy_stops_the_lease_and_recovers(
+    control_plane: ControlPlane,
+) -> None:
+    assert control_plane.spoke2 is not None
+    spoke = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+
+    async def scenario() -> None:
+        async with running_agent(control_plane) as (agent, managed, ns, serving):
+            port = agent.server.port
+            await eventually(lambda: healthz(port)[0] == 200, what="/healthz 200")
+            assert await lease_renewals(spoke, ns, "dynamic-scoring", 2, timeout=10), "Lease not renewed"
+
+            # every ConfigMap list and watch now fails with an error nobody planned for
+            managed.fault = RuntimeError("injected fault: the ConfigMap path is cut")
+            await eventually(lambda: healthz(port)[0] == 503, timeout=20, what="/healthz 503")
+            _, body = healthz(port)
+            assert "summaries watch of configmap" in body and "limit 3s" in body, body
+            assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=4), "Lease renewed"
+            assert agent.watcher.thread_alive and not serving.done()
+
+            # healthy is not set once: it comes back with the watch
+            managed.fault = None
+            await eventually(lambda: healthz(port)[0] == 200, timeout=40, what="/healthz 200 again")
+            assert await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=10), (
+                "Lease not renewed again"
+            )
+
+    asyncio.run(scenario())
+
+
+def test_dead_worker_task_turns_unhealthy_stops_the_lease_then_exits_1(control_plane: ControlPlane) -> None:
+    assert control_plane.spoke2 is not None
+    spoke = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+
+    async def scenario() -> None:
+        async with running_agent(control_plane) as (agent, _, ns, serving):
+            port = agent.server.port
+            await eventually(lambda: healthz(port)[0] == 200, what="/healthz 200")
+            assert await lease_renewals(spoke, ns, "dynamic-scoring", 2, timeout=10), "Lease not renewed"
+            killed = [t for t in asyncio.all_tasks() if t.get_name() == "scorer:health_probe"]
+            assert len(killed) == 1
+            killed[0].cancel()
+            await eventually(lambda: healthz(port)[0] == 503, timeout=5, what="/healthz 503")
+            assert "worker task ended: health_probe (cancelled)" in healthz(port)[1]
+            assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=3), "Lease renewed"
+            code = await asyncio.wait_for(asyncio.shield(serving), 10)
+            assert code == 1
+            assert "worker task(s) dead: health_probe" in agent.exit_reason
+
+    asyncio.run(scenario())
+
+
+def test_watch_thread_survives_an_unexpected_exception(control_plane: ControlPlane) -> None:
+    """An exception type the watch does not expect ends in a relist, not in a dead thread."""
+    assert control_plane.spoke2 is not None
+    admin = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+    ns = f"it-unkillable-{uuid.uuid4().hex[:5]}"
+    admin.request(
+        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    cm_path = f"/api/v1/namespaces/{ns}/configmaps"
+
+    def configmap(value: str) -> dict[str, Any]:
+        meta = {"name": "dynamic-scoring-config"}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"summaries": value}}
+
+    admin.request("POST", cm_path, body=configmap("[1]"))
+    seen: list[str | None] = []
+
+    async def apply(payload: str | None) -> None:
+        seen.append(payload)
+
+    async def scenario() -> None:
+        managed = FaultInjectedAPI(control_plane.spoke2.admin_kubeconfig)  # type: ignore[union-attr]
+        watcher = SummaryWatcher(managed, ns, apply, watch_timeout=1)
+        task = asyncio.create_task(watcher.run())
+        try:
+            await eventually(lambda: seen == ["[1]"], what="the first payload")
+            managed.fault = RuntimeError("injected: not a KubeError, not an OSError")
+            # the open watch ends within its 1 s timeout; the next call meets the fault
+            await eventually(
+                lambda: managed.faults_raised > 0, timeout=10, what="the watch to meet the fault"
+            )
+            managed.fault = None
+            await asyncio.to_thread(
+                admin.request, "PUT", f"{cm_path}/dynamic-scoring-config", body=configmap("[2]")
+            )
+            await eventually(lambda: seen[-1] == "[2]", timeout=40, what="the change after the fault")
+            assert not task.done()
+        finally:
+            task.cancel()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        admin.request("DELETE", f"/api/v1/namespaces/{ns}")
