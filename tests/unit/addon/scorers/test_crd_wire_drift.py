@@ -14,7 +14,7 @@ from addon.scorers.effective import resolve
 from addon.scorers.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from addon.scorers.models import parse_scorer
 from addon.scorers.spellings import canonical
-from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerSummary
+from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, ScorerSummary
 from tests.unit.addon.scorers.crdutil import REPO, apply_defaults, crd_schema, leaf_paths
 
 SPEC = crd_schema("dynamicscorers")["properties"]["spec"]
@@ -183,3 +183,10 @@ def test_crd_files_use_no_yaml_anchors(plural: str) -> None:
     # kustomize's kyaml and some CRD tooling mishandle anchors; the files must be plain YAML.
     events = yaml.parse((REPO / "manifests" / "crds" / f"{plural}.yaml").read_text())
     assert not [e for e in events if getattr(e, "anchor", None)]
+
+
+def test_status_last_synced_config_has_the_config_documents_shape() -> None:
+    # the hub stores ScorerConfig.model_dump() there; a key missing from the CRD would be pruned silently
+    status = crd_schema("dynamicscorers")["properties"]["status"]["properties"]
+    schema = ScorerConfig.model_json_schema(by_alias=True)
+    _same_shape(status["lastSyncedConfig"], schema, schema.get("$defs", {}), "status.lastSyncedConfig")
