@@ -87,10 +87,12 @@ def installed(control_plane: ControlPlane) -> Iterator[Kubectl]:
     finally:
         created = [d for d in docs if (d["kind"], d["metadata"]["name"]) not in existed]
         if created:
+            # Waits until gone: a later test applying manifests/ must not meet a terminating namespace.
             kubectl.run(
                 "delete",
                 "--ignore-not-found",
-                "--wait=false",
+                "--wait=true",
+                "--timeout=120s",
                 "-f",
                 "-",
                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": created}),
