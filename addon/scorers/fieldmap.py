@@ -47,7 +47,7 @@ HUB_ONLY: Final[dict[str, str]] = {
     "scoring.params.model": "the blog's scorer parameter; the scoring request carries no parameters",
     "scoring.params.horizon": "the blog's scorer parameter; the scoring request carries no parameters",
     "clusterSelector": "decides which clusters receive the summary",
-    "probe": "credentials and timeout of the hub's own probes",
+    "probe": "credentials, CA and timeout of the hub's own probes",
 }
 """``spec`` paths (and everything below them) that never reach an agent, with the reason."""
 

@@ -132,9 +132,10 @@ class LabelSelector(_Spec):
 
 
 class ProbeSpec(_Spec):
-    """``spec.probe`` (hub-only): credentials and timeout of the hub's /healthz and /config requests."""
+    """``spec.probe`` (hub-only): credentials, CA and timeout of the hub's /healthz and /config requests."""
 
     token_secret_ref: SecretKeyRef | None = None
+    ca_secret_ref: SecretKeyRef | None = None
     timeout_seconds: float | None = Field(default=None, gt=0, le=60)
 
 
