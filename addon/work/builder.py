@@ -72,8 +72,18 @@ def _group(api_version: str) -> str:
 
 
 def guess_plural(kind: str) -> str:
-    """The lower-case plural of a kind, as apimachinery's `UnsafeGuessKindToResource` guesses it."""
+    """The lower-case plural of a kind, for orphaning rules.
+
+    The work agent compares a rule's `resource` with the real resource name of what it applied,
+    so a wrong plural silently deletes an object that was meant to survive.  apimachinery's
+    `UnsafeGuessKindToResource` (which the framework uses) turns every trailing `y` into `ies`,
+    which is wrong for `Gateway`; this keeps its other rules (`s` -> `ses`, `endpoints` unchanged)
+    and applies the English vowel rule for `y`.  Every kind this addon orphans (Namespace) gets the
+    same answer either way.
+    """
     lower = kind.lower()
+    if lower.endswith("endpoints"):
+        return lower
     if lower.endswith("s"):
         return lower + "es"
     if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":

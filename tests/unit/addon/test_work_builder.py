@@ -170,7 +170,13 @@ def test_packing_never_exceeds_the_limit_and_keeps_every_manifest(sizes: list[in
 
 @pytest.mark.parametrize(
     ("kind", "plural"),
-    [("Namespace", "namespaces"), ("Policy", "policies"), ("Ingress", "ingresses"), ("Gateway", "gateways")],
+    [
+        ("Namespace", "namespaces"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("Ingress", "ingresses"),
+        ("Gateway", "gateways"),
+        ("Endpoints", "endpoints"),
+    ],
 )
 def test_guess_plural(kind: str, plural: str) -> None:
     assert guess_plural(kind) == plural
