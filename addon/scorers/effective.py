@@ -28,7 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth
+from pydantic import ValidationError
+
+from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth, describe_validation
 from addon.scorers.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.wire import ScorerSummary
 
@@ -227,30 +229,38 @@ def resolve(scorer: DynamicScorer) -> Resolution:
     sc_auth = sc.auth if sc else None
     src_name, src_key = _auth_pair(src_auth) if source_type == "Prometheus" else ("", "")
     sc_name, sc_key = _auth_pair(sc_auth)
-    summary = ScorerSummary(
-        name=scorer.name,
-        score_name=score_name,
-        source_type=source_type,
-        source_endpoint=source_endpoint,
-        source_endpoint_auth_name=src_name,
-        source_endpoint_auth_key=src_key,
-        source_query=query if source_type == "Prometheus" else "",
-        source_range=source_range if source_type == "Prometheus" else 0,
-        source_step=source_step if source_type == "Prometheus" else 0,
-        scoring_endpoint=scoring_endpoint,
-        scoring_interval=interval,
-        scoring_endpoint_auth_name=sc_name,
-        scoring_endpoint_auth_key=sc_key,
-        location=spec.location,
-        score_destination=spec.score_destination,
-        score_dimension_format=spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT,
-        source_queries=queries if source_type == "Prometheus" else None,
-        source_auth=src_auth.extension() if src_auth and source_type == "Prometheus" else None,
-        scoring_auth=sc_auth.extension() if sc_auth else None,
-        score_normalization=spec.score_normalization,
-        valid_for_seconds=spec.valid_for_seconds,
-        timeout_seconds=spec.timeout_seconds,
-    )
+    try:
+        summary = ScorerSummary(
+            name=scorer.name,
+            score_name=score_name,
+            source_type=source_type,
+            source_endpoint=source_endpoint,
+            source_endpoint_auth_name=src_name,
+            source_endpoint_auth_key=src_key,
+            source_query=query if source_type == "Prometheus" else "",
+            source_range=source_range if source_type == "Prometheus" else 0,
+            source_step=source_step if source_type == "Prometheus" else 0,
+            scoring_endpoint=scoring_endpoint,
+            scoring_interval=interval,
+            scoring_endpoint_auth_name=sc_name,
+            scoring_endpoint_auth_key=sc_key,
+            location=spec.location,
+            score_destination=spec.score_destination,
+            score_dimension_format=spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT,
+            source_queries=queries if source_type == "Prometheus" else None,
+            source_auth=src_auth.extension() if src_auth and source_type == "Prometheus" else None,
+            scoring_auth=sc_auth.extension() if sc_auth else None,
+            score_normalization=spec.score_normalization,
+            valid_for_seconds=spec.valid_for_seconds,
+            timeout_seconds=spec.timeout_seconds,
+        )
+    except ValidationError as exc:
+        # The wire model is the agent's contract and may check more than the CRD does; a value it
+        # refuses is a field problem of this scorer, never an exception in the controller's loop.
+        problem = FieldProblem(
+            "spec", "the agent would reject the summary: " + describe_validation(exc, "summary")
+        )
+        return Resolution(None, (problem,), tuple(notes))
     return Resolution(summary, (), tuple(notes))
 
 

@@ -279,3 +279,81 @@ def test_lowercase_prometheus_from_samples_and_config_reaches_the_agent_canonica
     assert s.source_type == "Prometheus"  # upstream sent "prometheus" and the agent skipped the fetch (W-11)
     s = ok(resolve(sample_scorer("concept-doc-scorer.yaml", config("simple-prediction.json"))))
     assert (s.source_type, s.score_destination) == ("Prometheus", "AddOnPlacementScore")
+
+
+# --- robustness: nothing a stored object holds makes resolution raise -----------------------------
+
+urls = st.sampled_from(
+    [
+        "http://h:1",
+        "https://h/x",
+        "http://<NODE_IP>:1",
+        "ftp://h",
+        "",
+        "http://u:p@h",
+        "http://h:1/a?b=c",
+        "x",
+    ]
+)
+texts = st.one_of(st.none(), st.text(max_size=8), st.sampled_from(["", "/scoring", "a/../../b", "${nodes}"]))
+positive = st.one_of(st.none(), st.integers(1, 10_000))
+any_spec = st.fixed_dictionaries(
+    {},
+    optional={
+        "configURL": urls,
+        "configSyncMode": st.sampled_from(["Full", "None", "full", "none"]),
+        "name": texts,
+        "scoreDimensionFormat": st.text(max_size=12),
+        "source": st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(["Prometheus", "None", "prometheus"]),
+                "host": urls,
+                "path": texts,
+                "params": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "query": texts,
+                        "queries": st.lists(st.text(min_size=1, max_size=5), max_size=2),
+                        "range": positive,
+                        "step": positive,
+                    },
+                ),
+            },
+        ),
+        "scoring": st.fixed_dictionaries(
+            {},
+            optional={
+                "host": urls,
+                "path": texts,
+                "params": st.fixed_dictionaries({}, optional={"name": texts, "interval": positive}),
+            },
+        ),
+    },
+)
+any_config = st.fixed_dictionaries(
+    {},
+    optional={
+        "source": st.fixed_dictionaries(
+            {}, optional={"type": st.sampled_from(["Prometheus", "None"]), "host": urls, "path": texts}
+        ),
+        "scoring": st.fixed_dictionaries(
+            {}, optional={"host": urls, "params": st.fixed_dictionaries({}, optional={"interval": positive})}
+        ),
+    },
+)
+
+
+@given(any_spec, st.one_of(st.none(), any_config))
+def test_resolution_never_raises_and_always_explains(
+    spec: dict[str, Any], synced: dict[str, Any] | None
+) -> None:
+    parsed = parse_scorer(
+        {"metadata": {"name": "p", "namespace": "hub"}, "spec": spec, "status": {"lastSyncedConfig": synced}}
+    )
+    if not isinstance(parsed, DynamicScorer):
+        return
+    res = resolve(parsed)
+    assert (res.summary is not None) != bool(res.problems or res.pending)
+    if res.summary is not None:
+        assert res.summary.scoring_interval >= 1 and res.summary.score_name
