@@ -1,0 +1,711 @@
+"""The addon as OCM sees it: `kubectl apply -k manifests/`, `clusteradm addon enable`, and what follows.
+
+Everything here runs on the session's local control plane with OCM's own controllers, both
+klusterlets and `clusteradm`; the addon manager is the Deployment from `manifests/` (two
+replicas, run by the process runner), and each agent is the Deployment our ManifestWork delivers.
+
+The tests are steps of one story and run in file order on one installation (the module fixture):
+enable -> registered, delivered, available -> identities -> config rollout -> bad input ->
+leader failover -> hub apiserver restart -> disable cluster2.  Each step waits on conditions and
+shapes only the state it is about.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from addon.config.spec_hash import spec_hash
+from addon.registration.identity import default_groups, default_user
+from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client, Kubectl
+from e2e.ocm import clusteradm
+from e2e.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+ADDON = "dynamic-scoring"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+WORK_V1 = "work.open-cluster-management.io/v1"
+CLUSTER_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+MANAGER_NS = "dynamic-scoring"
+MANAGER = "dynamic-scoring-addon-manager"
+INSTALL_NS = "open-cluster-management-agent-addon"
+WORK = f"addon-{ADDON}-deploy-0"
+HUB_RBAC = f"open-cluster-management:{ADDON}:agent"
+AGENT = "dynamic-scoring-agent"
+CLUSTERS = ("cluster1", "cluster2")
+RUNNER_CLUSTER = {"cluster1": "hub", "cluster2": "cluster2"}  # the runner's names for them
+USER_CONFIGMAP = "e2e-user-data"
+
+# the agent's CN is longer than X.509's 64 characters, as the framework makes it; cryptography warns
+pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+
+
+# ------------------------------------------------------------------------------------- helpers
+def conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def status_of(obj: dict[str, Any] | None, type_: str) -> str | None:
+    cond = conditions(obj).get(type_)
+    return None if cond is None else str(cond["status"])
+
+
+class Env:
+    """Clients and paths of the session's control plane, for the addon tests."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        assert cp.hub is not None and cp.spoke2 is not None and cp.tools is not None
+        self.cp = cp
+        self.hub = Client(cp.hub.admin_kubeconfig, timeout=10)
+        self.spokes = {"cluster1": self.hub, "cluster2": Client(cp.spoke2.admin_kubeconfig, timeout=10)}
+        self.kubeconfigs = {"cluster1": cp.hub.admin_kubeconfig, "cluster2": cp.spoke2.admin_kubeconfig}
+        self.kubectl = Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig)
+        self.pods_json = cp.run_dir / "runner" / "pods.json"
+
+    def clusteradm(self, *args: str) -> str:
+        assert self.cp.hub is not None and self.cp.tools is not None
+        return clusteradm(self.cp.tools, self.cp.hub.admin_kubeconfig, *args)
+
+    def mca(self, cluster: str) -> dict[str, Any] | None:
+        return self.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+
+    def work(self, cluster: str) -> dict[str, Any] | None:
+        return self.hub.find(WORK_V1, "ManifestWork", WORK, cluster)
+
+    def pods(self, deployment: str, runner_cluster: str | None = None) -> list[dict[str, Any]]:
+        try:
+            rows: list[dict[str, Any]] = json.loads(self.pods_json.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return [
+            r
+            for r in rows
+            if r["deployment"] == deployment and (runner_cluster is None or r["cluster"] == runner_cluster)
+        ]
+
+    def agent_pod(self, cluster: str) -> dict[str, Any] | None:
+        rows = [r for r in self.pods(AGENT, RUNNER_CLUSTER[cluster]) if r["pid"] and r["ready"]]
+        return rows[0] if rows else None
+
+    def leader(self) -> str:
+        lease = self.hub.find("coordination.k8s.io/v1", "Lease", MANAGER, MANAGER_NS)
+        return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+    def manager_pod(self, identity: str) -> dict[str, Any] | None:
+        pod = identity.rsplit("_", 1)[0]
+        rows = [r for r in self.pods(MANAGER, "hub") if r["pod"] == pod]
+        return rows[0] if rows else None
+
+    def events(self, namespace: str, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.hub.items("v1", "Event", namespace) if e.get("reason") == reason]
+
+    def patch_mca_configs(self, cluster: str, configs: list[dict[str, str]] | None) -> None:
+        self.hub.api.request(
+            "PATCH",
+            f"/apis/addon.open-cluster-management.io/v1alpha1/namespaces/{cluster}/managedclusteraddons/{ADDON}",
+            body={"spec": {"configs": configs}},
+            content_type="application/merge-patch+json",
+        )
+
+
+def adc_ref(cluster: str, name: str) -> dict[str, str]:
+    return {
+        "group": "addon.open-cluster-management.io",
+        "resource": "addondeploymentconfigs",
+        "namespace": cluster,
+        "name": name,
+    }
+
+
+def deployment_in(work: dict[str, Any]) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        m for m in work["spec"]["workload"]["manifests"] if m["kind"] == "Deployment"
+    ]
+    assert len(found) == 1, [m["kind"] for m in work["spec"]["workload"]["manifests"]]
+    return found[0]
+
+
+def hub_objects_without_crds(env: Env) -> list[dict[str, Any]]:
+    built = env.kubectl.run("kustomize", str(REPO / "manifests"))
+    return [d for d in yaml.safe_load_all(built) if d and d["kind"] != "CustomResourceDefinition"]
+
+
+def metrics_of(pod: dict[str, Any]) -> str:
+    port = pod["ports"]["8080"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def sample_sum(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def kubeconfig_with_token(admin_kubeconfig: Path, token: str, target: Path) -> Path:
+    doc = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = doc["clusters"][0]["cluster"]
+    if "certificate-authority" in cluster and not Path(cluster["certificate-authority"]).is_absolute():
+        cluster["certificate-authority"] = str(admin_kubeconfig.parent / cluster["certificate-authority"])
+    target.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return target
+
+
+# ------------------------------------------------------------------------------------- fixture
+@pytest.fixture(scope="module")
+def env(control_plane: ControlPlane) -> Iterator[Env]:
+    """The hub side installed from manifests/, the addon enabled on both clusters.
+
+    Before enabling, cluster2 already has the install namespace with a user's ConfigMap in it:
+    the addon must adopt neither, and disabling must delete neither.
+    """
+    e = Env(control_plane)
+    e.spokes["cluster2"].apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NS}})
+    e.spokes["cluster2"].apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": USER_CONFIGMAP, "namespace": INSTALL_NS},
+            "data": {"owner": "a user, not the addon"},
+        }
+    )
+    e.kubectl.run("apply", "-k", str(REPO / "manifests"))
+    wait_until(
+        lambda: len([p for p in e.pods(MANAGER, "hub") if p["pid"]]) == 2 and e.leader(),
+        timeout=60,
+        what="two manager replicas running, one holding the Lease",
+    )
+    e.enabled_at = time.monotonic()  # type: ignore[attr-defined]
+    out = e.clusteradm("addon", "enable", "--names", ADDON, "--clusters", ",".join(CLUSTERS))
+    assert "Deploying dynamic-scoring add-on" in out, out
+    try:
+        yield e
+    finally:
+        for cluster in CLUSTERS:
+            if e.mca(cluster) is not None:
+                e.clusteradm("addon", "disable", "--names", ADDON, "--clusters", cluster)
+        wait_until(
+            lambda: all(e.work(c) is None for c in CLUSTERS) and not e.pods(AGENT),
+            timeout=90,
+            what="works and agents gone after disable",
+        )
+        for obj in reversed(hub_objects_without_crds(e)):
+            e.hub.delete(
+                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+            )
+        wait_until(lambda: not e.pods(MANAGER), timeout=60, what="manager processes stopped")
+        e.spokes["cluster2"].delete("v1", "Namespace", INSTALL_NS)
+
+
+# ------------------------------------------------------------------------------------- the story
+def test_enable_registers_and_delivers_the_agent_within_60s(env: Env) -> None:
+    left = 60 - (time.monotonic() - env.enabled_at)  # type: ignore[attr-defined]
+
+    def both_applied() -> bool:
+        return all(
+            status_of(m, "RegistrationApplied") == "True" and status_of(m, "ManifestApplied") == "True"
+            for m in (env.mca(c) for c in CLUSTERS)
+        )
+
+    wait_until(
+        both_applied, timeout=max(left, 1), what="RegistrationApplied and ManifestApplied on both MCAs"
+    )
+    for cluster in CLUSTERS:
+        mca = env.mca(cluster)
+        assert mca is not None
+        status = mca["status"]
+        assert conditions(mca)["RegistrationApplied"]["reason"] == "SetPermissionApplied"
+        assert conditions(mca)["ManifestApplied"]["reason"] == "AddonManifestApplied"
+        assert status["supportedConfigs"] == [
+            {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs"}
+        ]
+        assert status["registrations"] == [
+            {
+                "signerName": "kubernetes.io/kube-apiserver-client",
+                "subject": {"user": default_user(cluster), "groups": default_groups(cluster)},
+            }
+        ]
+        assert status["namespace"] == INSTALL_NS
+        assert status["healthCheck"] == {"mode": "Lease"}
+
+        work = env.work(cluster)
+        assert work is not None
+        meta = work["metadata"]
+        assert meta["labels"]["open-cluster-management.io/addon-name"] == ADDON
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": ADDON_V1A1,
+                "kind": "ManagedClusterAddOn",
+                "name": ADDON,
+                "uid": mca["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        default_adc = env.hub.get(ADDON_V1A1, "AddOnDeploymentConfig", "dynamic-scoring-default", MANAGER_NS)
+        annotation = json.loads(meta["annotations"]["open-cluster-management.io/config-spec-hash"])
+        assert annotation == {
+            f"addondeploymentconfigs.addon.open-cluster-management.io/{MANAGER_NS}/dynamic-scoring-default": (
+                spec_hash(default_adc)
+            )
+        }
+        kinds = sorted(m["kind"] for m in work["spec"]["workload"]["manifests"])
+        assert kinds == ["Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"]
+        assert [w["metadata"]["name"] for w in env.hub.items(WORK_V1, "ManifestWork", cluster)] == [WORK]
+
+        for kind in ("Role", "RoleBinding"):
+            rbac = env.hub.get("rbac.authorization.k8s.io/v1", kind, HUB_RBAC, cluster)
+            assert rbac["metadata"]["ownerReferences"][0]["uid"] == mca["metadata"]["uid"]
+
+
+def test_klusterlet_gets_the_hub_kubeconfig_through_a_csr_the_manager_approved(env: Env) -> None:
+    for cluster in CLUSTERS:
+
+        def issued(cluster: str = cluster) -> list[dict[str, Any]]:
+            csrs = env.hub.items(
+                "certificates.k8s.io/v1",
+                "CertificateSigningRequest",
+                label_selector=f"open-cluster-management.io/addon-name={ADDON},"
+                f"open-cluster-management.io/cluster-name={cluster}",
+            )
+            return [c for c in csrs if (c.get("status") or {}).get("certificate")]
+
+        csr = wait_until(issued, timeout=60, what=f"a signed agent CSR of {cluster}")[0]
+        approved = conditions(csr)["Approved"]
+        assert approved["reason"] == "AutoApprovedByHubCSRApprovingController"  # ours, not the KCM's
+        cert = x509.load_pem_x509_certificate(base64.b64decode(csr["status"]["certificate"]))
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == default_user(cluster)
+
+        secret = wait_until(
+            partial(env.spokes[cluster].find, "v1", "Secret", f"{ADDON}-hub-kubeconfig", INSTALL_NS),
+            timeout=60,
+            what=f"the hub kubeconfig Secret on {cluster}",
+        )
+        assert {"kubeconfig", "tls.crt", "tls.key"} <= set(secret["data"])
+        mounted = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        assert mounted.subject == cert.subject
+
+
+def test_the_runner_runs_the_delivered_agent_and_the_klusterlet_reports_it_available(env: Env) -> None:
+    for cluster in CLUSTERS:
+        pod = wait_until(partial(env.agent_pod, cluster), timeout=90, what=f"the agent of {cluster} ready")
+        assert pod["namespace"] == INSTALL_NS
+        started = Path(pod["log"]).read_text()
+        assert (
+            f"--cluster-name={cluster}" in started and "--hub-kubeconfig=/var/run/hub/kubeconfig" in started
+        )
+        lease = wait_until(
+            partial(env.spokes[cluster].find, "coordination.k8s.io/v1", "Lease", ADDON, INSTALL_NS),
+            timeout=60,
+            what=f"the agent's Lease on {cluster}",
+        )
+        assert lease["spec"].get("renewTime")
+    wait_until(
+        lambda: all(status_of(env.mca(c), "Available") == "True" for c in CLUSTERS),
+        timeout=120,  # the klusterlet looks at addon Leases every 30 s
+        what="Available=True (klusterlet, Lease mode) on both MCAs",
+    )
+    for cluster in CLUSTERS:
+        assert conditions(env.mca(cluster))["Available"]["reason"] == "ManagedClusterAddOnLeaseUpdated"
+    tree = env.clusteradm("get", "addon", ADDON)
+    for cluster in CLUSTERS:
+        assert cluster in tree
+    assert tree.count("Available -> true") == 2, tree
+    assert tree.count("ManifestApplied -> true") == 2, tree
+    assert tree.count("RegistrationApplied -> true") == 2, tree
+    assert "applied" in tree
+
+
+def test_agent_identity_on_the_managed_cluster_is_least_privilege(env: Env, tmp_path: Path) -> None:
+    cluster = "cluster2"
+    spoke = env.spokes[cluster]
+    token = spoke.api.request(
+        "POST",
+        f"/api/v1/namespaces/{INSTALL_NS}/serviceaccounts/{AGENT}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )["status"]["token"]
+    agent = KubeAPI(kubeconfig_with_token(env.kubeconfigs[cluster], token, tmp_path / "agent.kubeconfig"))
+    ns = f"/api/v1/namespaces/{INSTALL_NS}"
+
+    # allowed: its ConfigMap and a Secret by name (404 means the authorizer let the request through)
+    for path in (f"{ns}/configmaps/dynamic-scoring-config", f"{ns}/secrets/some-scorer-token"):
+        with contextlib.suppress(NotFound):
+            agent.request("GET", path)
+    lease = agent.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{INSTALL_NS}/leases/{ADDON}")
+    agent.request("PUT", f"/apis/coordination.k8s.io/v1/namespaces/{INSTALL_NS}/leases/{ADDON}", body=lease)
+
+    for path in (
+        f"{ns}/secrets",  # listing would hand out every Secret value
+        f"{ns}/configmaps/{USER_CONFIGMAP}",  # not its ConfigMap
+        "/api/v1/namespaces/kube-system/configmaps",
+        "/api/v1/namespaces",
+        f"/apis/coordination.k8s.io/v1/namespaces/{INSTALL_NS}/leases/someone-else",
+    ):
+        with pytest.raises(Forbidden):
+            agent.request("GET", path)
+
+
+def test_agent_identity_on_the_hub_writes_only_its_own_clusters_scores(env: Env, tmp_path: Path) -> None:
+    cluster, other = "cluster2", "cluster1"
+    secret = env.spokes[cluster].get("v1", "Secret", f"{ADDON}-hub-kubeconfig", INSTALL_NS)
+    for name, value in secret["data"].items():
+        (tmp_path / name).write_bytes(base64.b64decode(value))
+    hub_as_agent = KubeAPI(tmp_path / "kubeconfig")
+    name = f"e2e-identity-{uuid.uuid4().hex[:6]}"
+
+    def score(namespace: str) -> dict[str, Any]:
+        return {
+            "apiVersion": CLUSTER_V1A1,
+            "kind": "AddOnPlacementScore",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+
+    aps = f"/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/{cluster}/addonplacementscores"
+    hub_as_agent.request("POST", aps, body=score(cluster))
+    hub_as_agent.request(
+        "PATCH",
+        f"{aps}/{name}/status",
+        body={"status": {"scores": [{"name": "e2e", "value": 7}]}},
+        content_type="application/merge-patch+json",
+    )
+    assert (
+        env.hub.get(CLUSTER_V1A1, "AddOnPlacementScore", name, cluster)["status"]["scores"][0]["value"] == 7
+    )
+    hub_as_agent.request("DELETE", f"{aps}/{name}")
+    with pytest.raises(Forbidden):
+        hub_as_agent.request("POST", aps.replace(f"/{cluster}/", f"/{other}/"), body=score(other))
+    with pytest.raises(Forbidden):
+        hub_as_agent.request("GET", "/apis/cluster.open-cluster-management.io/v1/managedclusters")
+    with pytest.raises(Forbidden):
+        hub_as_agent.request("GET", f"/api/v1/namespaces/{cluster}/secrets")
+
+
+def test_a_deployment_config_change_reaches_the_work_and_progressing_completes(env: Env) -> None:
+    cluster = "cluster2"
+    adc: dict[str, Any] = {
+        "apiVersion": ADDON_V1A1,
+        "kind": "AddOnDeploymentConfig",
+        "metadata": {"name": "e2e-tuned", "namespace": cluster},
+        "spec": {
+            "agentInstallNamespace": "",
+            "nodePlacement": {"nodeSelector": {"e2e.dynamic-scoring/pool": "tuned"}},
+            "customizedVariables": [{"name": "LogLevel", "value": "debug"}],
+        },
+    }
+    env.hub.apply(adc)
+    env.patch_mca_configs(cluster, [adc_ref(cluster, "e2e-tuned")])
+    try:
+        for log_level in ("debug", "warning"):
+            if log_level != "debug":  # the second round: an edit of the same ADC
+                adc["spec"]["customizedVariables"] = [{"name": "LogLevel", "value": log_level}]
+                env.hub.apply(adc)
+            stored = env.hub.get(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-tuned", cluster)
+            want_hash = spec_hash(stored)
+            key = f"addondeploymentconfigs.addon.open-cluster-management.io/{cluster}/e2e-tuned"
+
+            def rolled_out(want_hash: str = want_hash, log_level: str = log_level, key: str = key) -> bool:
+                work = env.work(cluster)
+                if work is None:
+                    return False
+                annotation = json.loads(
+                    work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"]
+                )
+                pod_spec = deployment_in(work)["spec"]["template"]["spec"]
+                return (
+                    annotation == {key: want_hash}
+                    and pod_spec.get("nodeSelector") == {"e2e.dynamic-scoring/pool": "tuned"}
+                    and f"--log-level={log_level}" in pod_spec["containers"][0]["args"]
+                )
+
+            wait_until(rolled_out, timeout=60, what=f"LogLevel={log_level} and the nodeSelector in the work")
+
+            def completed(want_hash: str = want_hash) -> bool:
+                mca = env.mca(cluster)
+                progressing = conditions(mca).get("Progressing", {})
+                refs = (mca or {}).get("status", {}).get("configReferences") or []
+                return (
+                    progressing.get("reason") == "Completed"
+                    and progressing.get("status") == "False"
+                    and bool(refs)
+                    and (refs[0].get("lastAppliedConfig") or {}).get("specHash") == want_hash
+                )
+
+            wait_until(completed, timeout=90, what="OCM's Progressing=False/Completed with the new hash")
+
+        def reconfigured_agent() -> bool:
+            return any(
+                p["ready"] and "--log-level=warning" in Path(p["log"]).read_text().rsplit("--- ", 1)[-1]
+                for p in env.pods(AGENT, RUNNER_CLUSTER[cluster])
+            )
+
+        wait_until(reconfigured_agent, timeout=60, what="the agent restarted with the new config, ready")
+    finally:
+        env.patch_mca_configs(cluster, None)
+        env.hub.delete(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-tuned", cluster)
+    wait_until(
+        lambda: (
+            "nodeSelector"
+            not in deployment_in(env.work(cluster) or {"spec": {"workload": {"manifests": []}}})["spec"][
+                "template"
+            ]["spec"]
+        ),
+        timeout=60,
+        what="the default config back in the work",
+    )
+
+
+def test_a_missing_or_invalid_deployment_config_is_reported_and_the_last_good_work_stays(env: Env) -> None:
+    cluster = "cluster2"
+    before = env.work(cluster)
+    assert before is not None
+    generation = before["metadata"]["generation"]
+    invalid = {
+        "apiVersion": ADDON_V1A1,
+        "kind": "AddOnDeploymentConfig",
+        "metadata": {"name": "e2e-invalid", "namespace": cluster},
+        "spec": {"agentInstallNamespace": "", "customizedVariables": [{"name": "LogLevel", "value": "loud"}]},
+    }
+    env.hub.apply(invalid)
+    try:
+        for name, reason, text in (
+            ("e2e-absent", "AddOnDeploymentConfigNotFound", "not found"),
+            ("e2e-invalid", "InvalidAddOnDeploymentConfig", "LogLevel"),
+        ):
+            env.patch_mca_configs(cluster, [adc_ref(cluster, name)])
+
+            def reported(name: str = name, reason: str = reason, text: str = text) -> bool:
+                applied = conditions(env.mca(cluster)).get("ManifestApplied", {})
+                return (
+                    applied.get("status") == "False"
+                    and applied.get("reason") == "ManifestWorkApplyFailed"
+                    and name in applied.get("message", "")
+                    and text in applied.get("message", "")
+                    and any(
+                        e["involvedObject"].get("name") == ADDON and name in e["message"]
+                        for e in env.events(cluster, reason)
+                    )
+                )
+
+            wait_until(reported, timeout=60, what=f"ManifestApplied=False and a {reason} Event")
+            work = env.work(cluster)
+            assert work is not None and work["metadata"]["generation"] == generation, (
+                "the last good work changed"
+            )
+            assert status_of(env.mca("cluster1"), "ManifestApplied") == "True"
+    finally:
+        env.patch_mca_configs(cluster, None)
+        env.hub.delete(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-invalid", cluster)
+    wait_until(
+        lambda: status_of(env.mca(cluster), "ManifestApplied") == "True",
+        timeout=60,
+        what="ManifestApplied=True again with the default config",
+    )
+
+
+def test_an_addon_for_a_cluster_that_does_not_exist_is_reported_and_not_deployed(env: Env) -> None:
+    ghost = f"e2e-ghost-{uuid.uuid4().hex[:6]}"
+    env.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ghost}})
+    env.hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": ADDON, "namespace": ghost},
+            "spec": {"installNamespace": INSTALL_NS},
+        }
+    )
+    try:
+        wait_until(
+            lambda: any(ghost in e["message"] for e in env.events(ghost, "ManagedClusterNotFound")),
+            timeout=30,
+            what="a ManagedClusterNotFound Event on the ghost cluster's MCA",
+        )
+        assert env.hub.items(WORK_V1, "ManifestWork", ghost) == []
+        assert env.hub.find("rbac.authorization.k8s.io/v1", "Role", HUB_RBAC, ghost) is None
+        assert all(status_of(env.mca(c), "ManifestApplied") == "True" for c in CLUSTERS)
+    finally:
+        env.hub.delete("v1", "Namespace", ghost)
+
+
+def _bad_csr(cluster: str) -> dict[str, Any]:
+    """An agent CSR for `cluster` whose subject lacks the cluster-wide addon group."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, default_user(cluster), _validate=False),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, default_groups(cluster)[0]),
+        ]
+    )
+    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+    return {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {
+            "name": f"addon-{cluster}-{ADDON}-e2e-{uuid.uuid4().hex[:6]}",
+            "labels": {
+                "open-cluster-management.io/addon-name": ADDON,
+                "open-cluster-management.io/cluster-name": cluster,
+            },
+        },
+        "spec": {
+            "request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["digital signature", "key encipherment", "client auth"],
+        },
+    }
+
+
+def test_a_csr_that_must_not_be_approved_stays_pending_with_an_event(env: Env) -> None:
+    csr = _bad_csr("cluster2")
+    name = csr["metadata"]["name"]
+    env.hub.apply(csr)
+    try:
+        event = wait_until(
+            lambda: [e for e in env.events("cluster2", "CSRNotApproved") if name in e["message"]],
+            timeout=30,
+            what="a CSRNotApproved Event naming the CSR",
+        )[0]
+        assert "organizations" in event["message"]
+        assert "Approved" not in conditions(
+            env.hub.get("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+        )
+    finally:
+        env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+
+
+def test_killing_the_leader_hands_over_to_the_standby_within_30s(env: Env) -> None:
+    old = env.leader()
+    pod = env.manager_pod(old)
+    assert pod is not None and pod["pid"], f"no running replica for leader {old!r}"
+    killed_at = time.monotonic()
+    os.killpg(pod["pid"], signal.SIGKILL)
+    new = wait_until(
+        lambda: (lambda h: h if h and h != old else None)(env.leader()),
+        timeout=30,
+        what="the standby to take the Lease",
+    )
+    took = time.monotonic() - killed_at
+    assert took <= 30
+    assert env.manager_pod(new) is not None, "the new leader is not one of the manager replicas"
+    # the new leader reconciles: a deleted hub RoleBinding is recreated
+    env.hub.delete("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, "cluster1")
+    wait_until(
+        lambda: env.hub.find("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, "cluster1"),
+        timeout=30,
+        what="the hub RoleBinding recreated by the new leader",
+    )
+    print(f"leader handover took {took:.1f}s")
+
+
+def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
+    leader = wait_until(lambda: env.leader() or None, timeout=30, what="a leader")
+    pod = env.manager_pod(leader)
+    assert pod is not None
+    restarts = pod["restarts"]
+    generations = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
+    errors_before = sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total")
+
+    # SIGKILL: connections are reset mid-watch, and the outage stays shorter than the leader's
+    # 10 s renew deadline (a SIGTERMed apiserver drains for longer than that on this machine,
+    # and a leader that cannot renew for 10 s exits by design, handing over to the standby)
+    down_at = time.monotonic()
+    env.cp.stop_component("hub-apiserver", kill=True)
+    time.sleep(2)  # the outage itself: the manager must ride it out, not be told it ended
+    env.cp.start_component("hub-apiserver")
+    outage = time.monotonic() - down_at
+    assert outage < 10, f"the harness took {outage:.1f}s to restart the apiserver"
+
+    # the leader kept the Lease and its process, and counted the broken watches
+    assert env.leader() == leader
+    after = env.manager_pod(leader)
+    assert after is not None and after["restarts"] == restarts and after["pid"] == pod["pid"]
+    wait_until(
+        lambda: sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total") > errors_before,
+        timeout=30,
+        what="watch errors counted",
+    )
+    assert '"level": "warning"' in Path(pod["log"]).read_text()
+    # watches resumed: an edit of the agent's hub Role is reverted
+    role_path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/cluster1/roles/{HUB_RBAC}"
+    env.hub.api.request(
+        "PATCH",
+        role_path,
+        body={"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]},
+        content_type="application/merge-patch+json",
+    )
+    wait_until(
+        lambda: all("secrets" not in r["resources"] for r in env.hub.api.request("GET", role_path)["rules"]),
+        timeout=30,
+        what="the edited hub Role reverted",
+    )
+    # nothing duplicated, nothing rewritten
+    for cluster in CLUSTERS:
+        assert [w["metadata"]["name"] for w in env.hub.items(WORK_V1, "ManifestWork", cluster)] == [WORK]
+        assert status_of(env.mca(cluster), "ManifestApplied") == "True"
+    assert generations == {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
+
+
+def test_disable_on_cluster2_removes_its_agent_and_leaves_cluster1_and_user_objects(env: Env) -> None:
+    cluster1_work = env.work("cluster1")
+    cluster1_agent = env.agent_pod("cluster1")
+    assert cluster1_work is not None and cluster1_agent is not None
+    out = env.clusteradm("addon", "disable", "--names", ADDON, "--clusters", "cluster2")
+    assert "Undeploying dynamic-scoring add-on in managed cluster: cluster2" in out, out
+    spoke = env.spokes["cluster2"]
+    wait_until(
+        lambda: (
+            env.mca("cluster2") is None
+            and env.work("cluster2") is None
+            and env.hub.find("rbac.authorization.k8s.io/v1", "Role", HUB_RBAC, "cluster2") is None
+            and env.hub.find("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, "cluster2") is None
+            and spoke.find("apps/v1", "Deployment", AGENT, INSTALL_NS) is None
+            and not env.pods(AGENT, "cluster2")
+        ),
+        timeout=90,
+        what="cluster2's MCA, work, hub RBAC, agent Deployment and agent process gone",
+    )
+    # the namespace existed before the addon and holds a user's object: both stay
+    assert spoke.find("v1", "Namespace", INSTALL_NS) is not None
+    assert spoke.get("v1", "ConfigMap", USER_CONFIGMAP, INSTALL_NS)["data"] == {
+        "owner": "a user, not the addon"
+    }
+    # cluster1 untouched
+    assert status_of(env.mca("cluster1"), "ManifestApplied") == "True"
+    after = env.work("cluster1")
+    assert after is not None and after["metadata"]["generation"] == cluster1_work["metadata"]["generation"]
+    assert (env.agent_pod("cluster1") or {}).get("pid") == cluster1_agent["pid"]
