@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -146,7 +147,9 @@ def test_dead_summaries_watch_turns_unhealthy_stops_the_lease_and_recovers(
 
             # every ConfigMap list and watch now fails with an error nobody planned for
             managed.fault = RuntimeError("injected fault: the ConfigMap path is cut")
+            injected = time.monotonic()
             await eventually(lambda: healthz(port)[0] == 503, timeout=20, what="/healthz 503")
+            print(f"measured: /healthz 503 {time.monotonic() - injected:.1f}s after the fault (bound 3 s)")
             _, body = healthz(port)
             assert "summaries watch of configmap" in body and "limit 3s" in body, body
             assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=4), "Lease renewed"
@@ -154,7 +157,9 @@ def test_dead_summaries_watch_turns_unhealthy_stops_the_lease_and_recovers(
 
             # healthy is not set once: it comes back with the watch
             managed.fault = None
+            cleared = time.monotonic()
             await eventually(lambda: healthz(port)[0] == 200, timeout=40, what="/healthz 200 again")
+            print(f"measured: /healthz 200 again {time.monotonic() - cleared:.1f}s after the fault ended")
             assert await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=10), (
                 "Lease not renewed again"
             )
@@ -174,11 +179,16 @@ def test_dead_worker_task_turns_unhealthy_stops_the_lease_then_exits_1(control_p
             killed = [t for t in asyncio.all_tasks() if t.get_name() == "scorer:health_probe"]
             assert len(killed) == 1
             killed[0].cancel()
+            killed_at = time.monotonic()
             await eventually(lambda: healthz(port)[0] == 503, timeout=5, what="/healthz 503")
+            print(f"measured: /healthz 503 {time.monotonic() - killed_at:.2f}s after the worker died")
             assert "worker task ended: health_probe (cancelled)" in healthz(port)[1]
             assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=3), "Lease renewed"
             code = await asyncio.wait_for(asyncio.shield(serving), 10)
             assert code == 1
+            print(
+                f"measured: exit code 1 {time.monotonic() - killed_at:.1f}s after the worker died (bound 4 s)"
+            )
             assert "worker task(s) dead: health_probe" in agent.exit_reason
 
     asyncio.run(scenario())

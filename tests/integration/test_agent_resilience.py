@@ -14,6 +14,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -220,10 +221,12 @@ def test_agent_survives_a_crash_of_the_managed_apiserver(setup: Setup) -> None:
     s.cp.stop_component("cluster2-apiserver", kill=True)  # SIGKILL: no graceful goodbye on the stream
     wait_until(lambda: "watch failed" in s.log(), timeout=60, what="the agent to notice", proc=s.agent)
     s.cp.start_component("cluster2-apiserver")
+    back = time.monotonic()
 
     # a changed ConfigMap still takes effect, and the existing APS keeps being written
     s.set_summaries("res_one", "res_two")
     s.written_after("res-two", None)
+    print(f"measured: new scorer's APS written {time.monotonic() - back:.1f}s after the apiserver was back")
     s.written_after("res-one", version)
     assert s.healthz() == 200
     assert "Exception in thread" not in s.log(), tail(s.tmp / "agent.log")
@@ -245,10 +248,13 @@ def test_watch_stream_cut_mid_body_reconnects(setup: Setup) -> None:
         s.written_after("res-cut", None)
         before = proxy.connections
         # the watch stream is open (a chunked body the apiserver never ends): reset it mid-body
+        cut = time.monotonic()
         assert proxy.cut() >= 1
         wait_until(lambda: proxy.connections > before, timeout=30, what="a reconnect", proc=s.agent)
+        print(f"measured: reconnected {time.monotonic() - cut:.1f}s after the cut")
         s.set_summaries("res_cut", "res_after")
         s.written_after("res-after", None)
+        print(f"measured: change applied and written {time.monotonic() - cut:.1f}s after the cut")
         assert "watch failed" in s.log()
     finally:
         proxy.close()
