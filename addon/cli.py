@@ -94,11 +94,11 @@ def main() -> None:
     help="Seconds between full resyncs of every controller (0 disables).",
 )
 @click.option(
-    "--deploy-workers",
-    type=click.IntRange(min=1),
-    default=2,
+    "--workers",
+    type=click.IntRange(min=1, max=64),
+    default=4,
     show_default=True,
-    help="Concurrent reconciles of the deploy controller.",
+    help="Concurrent reconciles of each per-cluster controller (deploy, registration, addon-config).",
 )
 @click.option(
     "--log-level",
@@ -119,7 +119,7 @@ def manager(
     leader_election_renew_deadline: float,
     leader_election_retry_period: float,
     resync_period: float,
-    deploy_workers: int,
+    workers: int,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -139,7 +139,7 @@ def manager(
         renew_deadline=leader_election_renew_deadline,
         retry_period=leader_election_retry_period,
         resync_seconds=resync_period,
-        deploy_workers=deploy_workers,
+        workers=workers,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

@@ -53,7 +53,7 @@ class ManagerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     resync_seconds: float = 600.0
-    deploy_workers: int = 2
+    workers: int = 4
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -183,7 +183,7 @@ class Manager:
             agent_image=self.options.agent_image,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
-            settings={"deploy_workers": self.options.deploy_workers},
+            settings={"workers": self.options.workers},
         )
         for factory in self.factories:
             for controller in factory(ctx):

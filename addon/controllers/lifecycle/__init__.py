@@ -37,11 +37,11 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
     manager = ctx.manager
     caches = Caches.of(manager)
     resync = ctx.resync_seconds
-    workers = int(str(ctx.settings.get("deploy_workers", 2)))
+    workers = int(str(ctx.settings.get("workers", 4)))
     return [
         cma_config_controller(caches, manager.writer(CMA_CONFIG), resync_seconds=resync),
-        addon_config_controller(caches, manager.writer(ADDON_CONFIG), resync_seconds=resync),
-        registration_controller(caches, manager.writer(REGISTRATION), resync_seconds=resync),
+        addon_config_controller(caches, manager.writer(ADDON_CONFIG), resync_seconds=resync, workers=workers),
+        registration_controller(caches, manager.writer(REGISTRATION), resync_seconds=resync, workers=workers),
         csr_approver_controller(caches, manager.writer(CSR_APPROVER), manager.metrics, resync_seconds=resync),
         deploy_controller(
             caches,

@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 NAME = "addon-config"
 
 
-def addon_config_controller(caches: Caches, writer: Writer, *, resync_seconds: float) -> Controller:
+def addon_config_controller(
+    caches: Caches, writer: Writer, *, resync_seconds: float, workers: int = 1
+) -> Controller:
     """The controller: keyed by MCA, woken by MCA changes and by changes of the ADCs they name."""
     lookup = config_lookup(caches.configs)
 
@@ -36,7 +38,7 @@ def addon_config_controller(caches: Caches, writer: Writer, *, resync_seconds: f
             log.info("updated config generations and hashes", extra={"key": key})
         return None
 
-    controller = Controller(NAME, reconcile, resync_seconds=resync_seconds)
+    controller = Controller(NAME, reconcile, workers=workers, resync_seconds=resync_seconds)
     controller.watch(caches.addons)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
     return controller

@@ -54,7 +54,12 @@ def install_namespace(mca: JSON, adc: JSON | None) -> str:
 
 
 def registration_controller(
-    caches: Caches, writer: Writer, *, resync_seconds: float, addon_name: str = ADDON_NAME
+    caches: Caches,
+    writer: Writer,
+    *,
+    resync_seconds: float,
+    workers: int = 1,
+    addon_name: str = ADDON_NAME,
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
     notices = Notices(writer)
@@ -90,10 +95,11 @@ def registration_controller(
         if not owned_by_cma(mca, addon_name):
             log.debug("waiting for OCM to set the owner reference to the CMA", extra={"key": key})
             return None
-        if supported_configs_patch(mca) is not None:
-            writer.patch_status(MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch)
         lookup = desired_config(mca, caches.configs)
         if lookup.pending:
+            # OCM needs supportedConfigs before it accepts an MCA's own config references
+            if supported_configs_patch(mca) is not None:
+                writer.patch_status(MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch)
             log.debug("waiting for the spec hash of %s", lookup.ref, extra={"key": key})
             return None
         namespace = install_namespace(mca, lookup.adc)
@@ -101,7 +107,12 @@ def registration_controller(
         error = ensure_rbac(mca, subject) if subject is not None else None
 
         def compute(fresh: JSON) -> JSON | None:
-            return registration_patch(fresh, namespace=namespace, permission_error=error)
+            """The supportedConfigs and registration fields in one write (the framework sends two)."""
+            patch = {
+                **(supported_configs_patch(fresh) or {}),
+                **(registration_patch(fresh, namespace=namespace, permission_error=error) or {}),
+            }
+            return patch or None
 
         if compute(mca) is not None and writer.patch_status(
             MANAGED_CLUSTER_ADDONS, cluster, addon_name, compute
@@ -111,7 +122,7 @@ def registration_controller(
             raise RuntimeError(f"hub RBAC for the agent not applied: {error}")
         return None
 
-    controller = Controller(NAME, reconcile, resync_seconds=resync_seconds)
+    controller = Controller(NAME, reconcile, workers=workers, resync_seconds=resync_seconds)
     controller.watch(caches.addons)
     controller.watch(caches.clusters, keys=of_cluster)
     controller.watch(caches.roles, keys=in_cluster_namespace)
