@@ -6,5 +6,6 @@ contract gives the agent, against a real apiserver:
 * `summaries`: watches the `dynamic-scoring-config` ConfigMap on the managed cluster;
 * `secrets`: reads credential Secrets from the install namespace (the `SecretReader` port);
 * `scores`: writes AddOnPlacementScores on the hub (the `ScorePublisher` port);
-* `lease`: renews the health Lease OCM reads to mark the addon Available.
+* `lease`: renews the health Lease OCM reads to mark the addon Available;
+* `paths`: builds object paths from names the agent did not choose, one encoded segment each.
 """
