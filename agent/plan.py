@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from agent.scoring.dimensions import DEFAULT_FORMAT
-from agent.scoring.naming import aps_name
 from agent.settings import AgentSettings
 from agent.source.splitting import split_queries
+from dynamic_scoring.naming import aps_name
 from dynamic_scoring.wire import ScorerSummary, display_name
 
 

@@ -3,7 +3,8 @@
 Existing Placements refer to these names (``addOn.resourceName``), so the rules are upstream's, step
 by step, including the ones that cannot change the result any more; ``a..b`` stays invalid and
 distinct score names may collide (``col_a`` and ``col-a``): ``agent.plan.plan_summaries`` rejects
-the later of two publishing entries that collide.
+the later of two publishing entries that collide, and the hub's distribution plan reports such
+scorers before sending them.  Shared by both sides so the hub predicts exactly the agent's names.
 """
 
 from __future__ import annotations

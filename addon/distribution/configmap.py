@@ -11,13 +11,13 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
+from addon.constants import ADDON_NAME, MANAGED_BY_LABEL
+from addon.constants import SUMMARY_CONFIGMAP as CONFIGMAP_NAME
 from addon.distribution.plan import Plan
 from dynamic_scoring.wire import ScorerSummary, dump_summaries
 
-CONFIGMAP_NAME: Final = "dynamic-scoring-config"
 SUMMARIES_KEY: Final = "summaries"
-MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
-MANAGED_BY: Final = "dynamic-scoring"
+MANAGED_BY: Final = ADDON_NAME
 
 
 def payloads(result: Plan) -> dict[str, str]:

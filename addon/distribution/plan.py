@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from addon.scorers.models import LabelSelector, Mask
+from dynamic_scoring.naming import aps_name as default_aps_name
 from dynamic_scoring.wire import ScorerSummary
 
 
@@ -177,12 +178,12 @@ def plan(
     masks: Sequence[Mask],
     clusters: Sequence[ClusterInput],
     *,
-    aps_name: Callable[[str], str],
+    aps_name: Callable[[str], str] = default_aps_name,
 ) -> Plan:
     """Compute every enabled cluster's summary list (the result does not depend on input order).
 
-    ``aps_name`` is the agent's AddOnPlacementScore name sanitiser (``agent.scoring.naming.aps_name``),
-    passed in because the hub may not import the agent.
+    ``aps_name`` is the AddOnPlacementScore name rule the agents apply (``dynamic_scoring.naming``);
+    a test may pass another rule.
     """
     outcomes, problems = _conflicts(scorers, aps_name)
     masked = {(m.cluster_name, m.score_name) for m in masks}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Any
 
@@ -14,7 +15,7 @@ from addon.scorers.effective import resolve
 from addon.scorers.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from addon.scorers.models import parse_scorer
 from addon.scorers.spellings import canonical
-from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, ScorerSummary
+from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, ScorerSummary, SecretKeyRef
 from tests.unit.addon.scorers.crdutil import REPO, apply_defaults, crd_schema, leaf_paths
 
 SPEC = crd_schema("dynamicscorers")["properties"]["spec"]
@@ -190,3 +191,50 @@ def test_status_last_synced_config_has_the_config_documents_shape() -> None:
     status = crd_schema("dynamicscorers")["properties"]["status"]["properties"]
     schema = ScorerConfig.model_json_schema(by_alias=True)
     _same_shape(status["lastSyncedConfig"], schema, schema.get("$defs", {}), "status.lastSyncedConfig")
+
+
+def _wire_maximum(key: str) -> float | None:
+    prop = ScorerSummary.model_json_schema(by_alias=True)["properties"][key]
+    for option in [prop, *prop.get("anyOf", [])]:
+        if "maximum" in option:
+            return float(option["maximum"])
+    return None
+
+
+@pytest.mark.parametrize(
+    "key", ["sourceRange", "sourceStep", "scoringInterval", "validForSeconds", "timeoutSeconds"]
+)
+def test_crd_maximums_equal_the_wire_boundary(key: str) -> None:
+    # a value the CRD admits but the summary refuses would be accepted by kubectl and then fail
+    # silently on the hub; every numeric source path must carry the wire model's maximum exactly
+    limit = _wire_maximum(key)
+    assert limit is not None, f"{key} has no maximum on the wire"
+    for path in SUMMARY_SOURCES[key]:
+        assert float(SPEC_PATHS[path].get("maximum", "inf")) == limit, path
+
+
+def _secret_ref_paths() -> list[str]:
+    paths = []
+    for path in SPEC_PATHS:
+        parts = path.split(".")
+        ref = len(parts) >= 2 and (parts[-2].endswith("SecretRef") or parts[-2] == "secretKeyRef")
+        if ref and parts[-1] in ("name", "key"):
+            paths.append(path)
+    assert len(paths) >= 20, paths
+    return paths
+
+
+@pytest.mark.parametrize("path", _secret_ref_paths())
+def test_crd_secret_refs_refuse_what_the_wire_refuses(path: str) -> None:
+    schema = SPEC_PATHS[path]
+    pattern = re.compile(schema["pattern"])
+    field = path.rsplit(".", 1)[-1]
+    for value in ["ok-name", "a.b", "Upper", "under_score", "-lead", "trail-", "sp ace", "a..b", "x" * 253]:
+        admitted = bool(pattern.search(value)) and len(value) <= schema["maxLength"]
+        ref = {"name": "s", "key": "k", field: value}
+        try:
+            SecretKeyRef.model_validate(ref)
+            wire_ok = True
+        except ValueError:
+            wire_ok = False
+        assert admitted == wire_ok, f"{path}={value!r}: CRD admits {admitted}, wire admits {wire_ok}"
