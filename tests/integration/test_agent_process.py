@@ -123,11 +123,11 @@ def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPl
 
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
-        # one raw-score series per result, labelled with this cluster and the score name
-        series = re.findall(
-            r'^dynamic_score\{ds_cluster="cluster2",[^}]*ds_score_name="cpu_load"\} ', text, re.M
+        # one raw-score series per result, labelled with this cluster, the result's pod and the score name
+        pattern = (
+            r'^dynamic_score\{[^}]*ds_cluster="cluster2",[^}]*ds_pod="([^"]*)",ds_score_name="cpu_load"\} '
         )
-        assert len(series) >= 2, text[:2000]
+        assert {"app-1", "app-2"} <= set(re.findall(pattern, text, re.M)), text[-3000:]
         assert 'dynamic_scoring_requests_total{score_name="cpu_load",status="success"}' in text
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
             assert resp.status == 200
