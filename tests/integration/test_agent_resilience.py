@@ -328,3 +328,27 @@ def test_sighup_reapplies_and_keeps_running(setup: Setup) -> None:
     wait_until(repaired, timeout=30, what="forged APS repaired", proc=agent)
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=10) == 0
+
+
+def test_scores_of_scorers_removed_while_down_are_removed_at_start(setup: Setup) -> None:
+    s = setup
+    _, hub_kubeconfig = agent_identity(s.cp, s.tmp)
+    ours = {
+        "app.kubernetes.io/managed-by": "dynamic-scoring-agent",
+        "dynamic-scoring.open-cluster-management.io/addon": "dynamic-scoring",
+    }
+    for name in ("res-left-behind", "res-still-wanted"):
+        s.hub.request(
+            "POST",
+            APS,
+            body={
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": name, "labels": ours},
+            },
+        )
+    s.set_summaries("res_still_wanted")
+    agent = s.start_agent(hub_kubeconfig)
+    wait_until(lambda: s.aps("res-left-behind") is None, timeout=30, what="the orphan removed", proc=agent)
+    s.written_after("res-still-wanted", None)
+    assert "1 orphaned" in s.log()
