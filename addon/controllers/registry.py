@@ -7,8 +7,12 @@ returning its `Controller`s (see `addon.controllers.ControllerFactory`).
 from __future__ import annotations
 
 from addon.controllers import ControllerFactory
+from addon.controllers.distribution import distribution_controller
 from addon.controllers.lifecycle import lifecycle_controllers
+from addon.controllers.scorers import scorer_controller
 
 CONTROLLER_FACTORIES: list[ControllerFactory] = [
     lifecycle_controllers,
+    scorer_controller,
+    distribution_controller,
 ]

@@ -1,0 +1,392 @@
+"""The distribution controller: every enabled cluster's summaries, delivered as a ManifestWork.
+
+Three kinds of keys on one queue:
+
+* ``@plan`` (every DynamicScorer, DynamicScoringConfig, ManagedClusterAddOn or ManagedCluster
+  change): compute ``addon.distribution.plan`` from the caches, the desired config work of every
+  enabled cluster, and queue ``work/<cluster>`` only for clusters whose work differs from the cache
+  (or must go).  One scorer edit therefore costs one plan and one write per affected cluster.
+* ``work/<cluster>``: create, merge-patch or delete that cluster's work ``addon-dynamic-scoring-config``
+  (``Writer.ensure`` sends nothing when nothing differs).
+* ``@status`` (work status and AddOnPlacementScore changes, and after every plan): the
+  DynamicScoringConfig's conditions and per-cluster entries, and each DynamicScorer's
+  ``Distributed`` condition and ``status.clusters`` (the agents' reports), written only on difference.
+
+Why a work of its own rather than a manifest in the deploy work: a scorer edit then rewrites only this
+small work; the agent Deployment's work, its rollout and OCM's Progressing for it are not touched.  The
+work carries the addon-name label (``clusteradm get addon`` and OCM list the addon's works by it) and the
+MCA's ``config-spec-hash`` annotation, so OCM's Progressing, which requires every labelled work to
+match the MCA's config references and be Applied and Available, still completes.
+
+Without the DynamicScoringConfig (or while it is being deleted) every config work is deleted: the
+agents lose their ConfigMap, stop scoring and remove their AddOnPlacementScores.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_SPEC_HASH_ANNOTATION, MANAGED_BY_LABEL
+from addon.controllers import HubContext
+from addon.distribution.configmap import payloads, summaries_configmap
+from addon.distribution.plan import ClusterInput, Plan, ScorerInput, ScorerOutcome, plan
+from addon.distribution.status import (
+    accepted_condition,
+    cluster_entries,
+    distributed_condition,
+    scorer_distributed_condition,
+)
+from addon.distribution.target import CONFIG_NAME, config_target_problem
+from addon.scorers.effective import resolve
+from addon.scorers.models import DynamicScoringConfig, SpecProblem, parse_config, parse_scorer
+from addon.scorers.reports import cluster_reports
+from addon.scorers.status import DISTRIBUTED, ConditionSpec, apply_conditions
+from addon.work.builder import WORK_API_VERSION, config_spec_hash_annotation, owner_reference
+from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.resources import (
+    ADDON_PLACEMENT_SCORES,
+    DYNAMIC_SCORERS,
+    DYNAMIC_SCORING_CONFIGS,
+    JSON,
+    MANAGED_CLUSTER_ADDONS,
+    MANAGED_CLUSTERS,
+    MANIFEST_WORKS,
+)
+from dynamic_scoring.kube.writes import Writer, merge_patch
+from dynamic_scoring.naming import aps_name
+
+log = logging.getLogger(__name__)
+
+NAME = "distribution"
+WORK_NAME = f"addon-{ADDON_NAME}-config"
+PLAN_KEY = "@plan"
+STATUS_KEY = "@status"
+WORK_KEY_PREFIX = "work/"
+REPORT_REFRESH_SECONDS = 60.0
+"""How often the per-cluster reports are re-read without an event (scores expire by time alone)."""
+
+
+def _deleting(obj: JSON | None) -> bool:
+    return obj is not None and bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The informers the distribution reads (shared with the lifecycle controllers where they overlap)."""
+
+    scorers: Informer
+    configs: Informer
+    addons: Informer
+    clusters: Informer
+    works: Informer
+    scores: Informer
+
+    @classmethod
+    def of(cls, ctx: HubContext) -> Caches:
+        manager = ctx.manager
+        return cls(
+            scorers=manager.informer(DYNAMIC_SCORERS, namespace=ctx.namespace),
+            configs=manager.informer(DYNAMIC_SCORING_CONFIGS),
+            addons=manager.informer(MANAGED_CLUSTER_ADDONS, field_selector=f"metadata.name={ADDON_NAME}"),
+            clusters=manager.informer(MANAGED_CLUSTERS),
+            works=manager.informer(MANIFEST_WORKS, label_selector=f"{ADDON_NAME_LABEL}={ADDON_NAME}"),
+            scores=manager.informer(ADDON_PLACEMENT_SCORES),
+        )
+
+
+@dataclass
+class _Latest:
+    """The last plan and what it wants, shared between the key kinds."""
+
+    config: JSON | None = None
+    result: Plan | None = None
+    clusters: list[ClusterInput] = field(default_factory=list)
+    desired: dict[str, JSON] = field(default_factory=dict)
+
+
+def config_work(mca: JSON, namespace: str, payload: str) -> JSON:
+    """The cluster's config work: one ConfigMap in the agent's install ``namespace``, owned by the MCA."""
+    cluster = mca["metadata"]["namespace"]
+    configmap = summaries_configmap(namespace, (), payload=payload)
+    metadata: JSON = {
+        "name": WORK_NAME,
+        "namespace": cluster,
+        "labels": {ADDON_NAME_LABEL: ADDON_NAME, MANAGED_BY_LABEL: ADDON_NAME},
+        "ownerReferences": [owner_reference(mca, controller=True)],
+    }
+    annotation = config_spec_hash_annotation(mca)
+    if annotation is not None:
+        metadata["annotations"] = {CONFIG_SPEC_HASH_ANNOTATION: annotation}
+    return {
+        "apiVersion": WORK_API_VERSION,
+        "kind": "ManifestWork",
+        "metadata": metadata,
+        "spec": {"workload": {"manifests": [configmap]}},
+    }
+
+
+def _applied(work: JSON | None) -> Literal["True", "False", "Unknown"]:
+    for cond in ((work or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Applied" and cond.get("status") in ("True", "False"):
+            generation = (work or {}).get("metadata", {}).get("generation")
+            if cond.get("observedGeneration") not in (None, generation):
+                return "Unknown"  # the agent has not seen our last write yet
+            value: Literal["True", "False"] = cond["status"]
+            return value
+    return "Unknown"
+
+
+class Distribution:
+    """The reconcile of the distribution controller."""
+
+    def __init__(self, caches: Caches, writer: Writer, namespace: str) -> None:
+        self.caches = caches
+        self.writer = writer
+        self.namespace = namespace
+        self.enqueue: Callable[[str], None] = lambda key: None
+        self.enqueue_after: Callable[[str, float], None] = lambda key, delay: None
+        self._lock = threading.Lock()
+        self._latest = _Latest()
+        self._status_wake: float | None = None
+        self.plans = 0
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def _config(self) -> JSON | None:
+        config = self.caches.configs.get(f"{self.namespace}/{CONFIG_NAME}")
+        return None if _deleting(config) else config
+
+    def _clusters(self) -> tuple[list[ClusterInput], dict[str, JSON]]:
+        clusters: list[ClusterInput] = []
+        mcas: dict[str, JSON] = {}
+        for mca in self.caches.addons.list():
+            name = mca["metadata"]["namespace"]
+            cluster = self.caches.clusters.get(name)
+            if cluster is None or _deleting(mca) or _deleting(cluster):
+                continue
+            labels = (cluster.get("metadata") or {}).get("labels") or {}
+            namespace = str((mca.get("status") or {}).get("namespace") or "")
+            clusters.append(ClusterInput(name, labels, namespace))
+            mcas[name] = mca
+        return clusters, mcas
+
+    def _scorers(self) -> list[ScorerInput]:
+        inputs = []
+        for obj in self.caches.scorers.list(self.namespace):
+            parsed = parse_scorer(obj)
+            meta = obj["metadata"]
+            created = str(meta.get("creationTimestamp") or "")
+            if isinstance(parsed, SpecProblem):
+                inputs.append(ScorerInput(meta["name"], created, None, False))
+                continue
+            summary = resolve(parsed).summary
+            active = parsed.status.health_status == "Active"
+            inputs.append(ScorerInput(meta["name"], created, summary, active, parsed.spec.cluster_selector))
+        return inputs
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    def reconcile(self, key: str) -> Result | None:
+        """Dispatch on the key kind (any other key, e.g. from the resync, means ``@plan``)."""
+        if key.startswith(WORK_KEY_PREFIX):
+            self._work(key[len(WORK_KEY_PREFIX) :])
+            return None
+        if key == STATUS_KEY:
+            return self._status()
+        self._plan()
+        return self._status()
+
+    def _plan(self) -> None:
+        config = self._config()
+        clusters, mcas = self._clusters()
+        parsed: DynamicScoringConfig | SpecProblem | None = parse_config(config) if config else None
+        if isinstance(parsed, SpecProblem):
+            with self._lock:
+                self._latest.config = config
+            return  # an unreadable spec changes nothing: the last good works stay (status says why)
+        desired: dict[str, JSON] = {}
+        result: Plan | None = None
+        if parsed is not None:
+            result = plan(self._scorers(), parsed.spec.masks, clusters)
+            encoded = payloads(result)
+            for c in clusters:
+                if c.namespace:
+                    desired[c.name] = config_work(mcas[c.name], c.namespace, encoded[c.name])
+        self.plans += 1
+        with self._lock:
+            self._latest = _Latest(config, result, clusters, desired)
+        stale = {
+            w["metadata"]["namespace"] for w in self.caches.works.list() if w["metadata"]["name"] == WORK_NAME
+        }
+        for cluster in sorted(stale | set(desired)):
+            want = desired.get(cluster)
+            have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
+            if want is None or have is None or merge_patch(have, want) is not None:
+                self.enqueue(WORK_KEY_PREFIX + cluster)
+
+    def _work(self, cluster: str) -> None:
+        with self._lock:
+            want = self._latest.desired.get(cluster)
+        have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
+        if want is None:
+            if have is not None and self.writer.delete(MANIFEST_WORKS, cluster, WORK_NAME):
+                log.info("withdrew the config work of cluster %s", cluster, extra={"key": cluster})
+            return
+        old = ((have or {}).get("metadata") or {}).get("annotations") or {}
+        if CONFIG_SPEC_HASH_ANNOTATION in old and CONFIG_SPEC_HASH_ANNOTATION not in want["metadata"].get(
+            "annotations", {}
+        ):
+            # the MCA lost its config references: OCM would never match a work still carrying hashes
+            want = {
+                **want,
+                "metadata": {**want["metadata"], "annotations": {CONFIG_SPEC_HASH_ANNOTATION: None}},
+            }
+        self.writer.ensure(MANIFEST_WORKS, want, have)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _status(self) -> Result | None:
+        with self._lock:
+            latest = self._latest
+        now = datetime.now(UTC)
+        self._config_status(latest)
+        outcomes = latest.result.scorers if latest.result is not None else {}
+        for obj in self.caches.scorers.list(self.namespace):
+            name = obj["metadata"]["name"]
+            outcome = outcomes.get(name)
+            self._scorer_status(obj, outcome, latest, now)
+        return self._refresh()
+
+    def _refresh(self) -> Result | None:
+        """One pending re-read of the reports per refresh period, however many events ask."""
+        now = time.monotonic()
+        with self._lock:
+            if self._status_wake is not None and self._status_wake > now + 0.05:
+                return None
+            self._status_wake = now + REPORT_REFRESH_SECONDS
+        self.enqueue_after(STATUS_KEY, REPORT_REFRESH_SECONDS)
+        return None
+
+    def _config_status(self, latest: _Latest) -> None:
+        for obj in self.caches.configs.list():
+            meta = obj["metadata"]
+            if _deleting(obj):
+                continue
+            problem = config_target_problem(meta["name"], meta["namespace"], self.namespace)
+            generation = int(meta.get("generation") or 0)
+            if problem is not None:
+                specs = [accepted_condition(problem, None, None)]
+                extra: JSON = {}
+            else:
+                parsed = parse_config(obj)
+                spec_problem = parsed if isinstance(parsed, SpecProblem) else None
+                notes = parsed.notes if isinstance(parsed, DynamicScoringConfig) else ()
+                result = latest.result if spec_problem is None else None
+                specs = [accepted_condition(None, spec_problem, result, notes)]
+                extra = {}
+                if result is not None:
+                    applied = {
+                        c.name: _applied(self.caches.works.get(f"{c.name}/{WORK_NAME}"))
+                        for c in latest.clusters
+                    }
+                    entries = cluster_entries(latest.clusters, result, applied)
+                    specs.append(distributed_condition(entries))
+                    extra = {
+                        "clusters": entries,
+                        "distributedClusters": sum(1 for e in entries if e["applied"] == "True"),
+                    }
+            self._patch(DYNAMIC_SCORING_CONFIGS, obj, specs, extra, generation)
+
+    def _scorer_status(
+        self, obj: JSON, outcome: ScorerOutcome | None, latest: _Latest, now: datetime
+    ) -> None:
+        generation = int(obj["metadata"].get("generation") or 0)
+        if latest.result is not None and outcome is None:
+            return  # created after the last plan; the plan it triggered comes next
+        if latest.result is None or outcome is None:
+            spec = ConditionSpec(
+                DISTRIBUTED,
+                "False",
+                "NoDynamicScoringConfig",
+                f"distribution is off: no DynamicScoringConfig {CONFIG_NAME!r} "
+                f"in namespace {self.namespace!r}",
+            )
+            self._patch(DYNAMIC_SCORERS, obj, [spec], {"clusters": None}, generation)
+            return
+        reports = []
+        summary = next(
+            (
+                s
+                for c in outcome.clusters[:1]
+                for s in latest.result.clusters.get(c, ())
+                if s.name == obj["metadata"]["name"]
+            ),
+            None,
+        )
+        if summary is not None:
+            aps = aps_name(summary.score_name)
+            found = {}
+            for cluster in outcome.clusters:
+                item = self.caches.scores.get(f"{cluster}/{aps}")
+                if item is not None:
+                    found[cluster] = item
+            reports = cluster_reports(summary.score_name, outcome.clusters, found, now)
+        spec = scorer_distributed_condition(outcome, reports)
+        entries = [r.to_status() for r in reports] or None
+        self._patch(DYNAMIC_SCORERS, obj, [spec], {"clusters": entries}, generation)
+
+    def _patch(
+        self, resource: Any, obj: JSON, specs: list[ConditionSpec], extra: JSON, generation: int
+    ) -> None:
+        """Merge-patch our conditions and fields into status, only when they differ from the cache."""
+
+        def compute(fresh: JSON) -> JSON | None:
+            status = fresh.get("status") or {}
+            current = list(status.get("conditions") or [])
+            conditions = apply_conditions(current, specs, generation)
+            patch: JSON = {}
+            if conditions != current:
+                patch["conditions"] = conditions
+            for key, value in extra.items():
+                if status.get(key) != value:
+                    patch[key] = value
+            return patch or None
+
+        if compute(obj) is not None:
+            meta = obj["metadata"]
+            self.writer.patch_status(resource, meta["namespace"], meta["name"], compute)
+
+
+def _work_keys(work: JSON) -> list[str]:
+    meta = work.get("metadata") or {}
+    if meta.get("name") != WORK_NAME:
+        return []
+    return [WORK_KEY_PREFIX + str(meta.get("namespace")), STATUS_KEY]
+
+
+def distribution_controller(ctx: HubContext) -> list[Controller]:
+    """The distribution controller (a ``ControllerFactory``)."""
+    caches = Caches.of(ctx)
+    workers = int(str(ctx.settings.get("workers", 4)))
+    logic = Distribution(caches, ctx.manager.writer(NAME), ctx.namespace)
+    controller = Controller(NAME, logic.reconcile, workers=workers, resync_seconds=ctx.resync_seconds)
+    logic.enqueue = controller.enqueue
+    logic.enqueue_after = controller.queue.add_after
+    to_plan = lambda _obj: [PLAN_KEY]  # noqa: E731 - one line per watch reads best
+    controller.watch(caches.configs, keys=to_plan)
+    controller.watch(caches.scorers, keys=to_plan)
+    controller.watch(caches.addons, keys=to_plan)
+    controller.watch(caches.clusters, keys=to_plan)
+    controller.watch(caches.works, keys=_work_keys)
+    controller.watch(caches.scores, keys=lambda _obj: [STATUS_KEY])
+    return [controller]
+
+
+__all__ = ["NAME", "WORK_NAME", "Distribution", "config_work", "distribution_controller"]
