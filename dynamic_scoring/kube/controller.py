@@ -271,4 +271,14 @@ class ControllerManager:
 
     def ready(self) -> bool:
         """True while the controllers run and every informer is synced and healthy."""
-        return self._running.is_set() and all(i.synced and i.healthy for i in self._informers.values())
+        return not self.problems()
+
+    def problems(self) -> list[str]:
+        """Why the manager is not ready, one line each (for a `/readyz` body); empty when ready."""
+        out = [] if self._running.is_set() else ["controllers are not running"]
+        for informer in self._informers.values():
+            if not informer.synced:
+                out.append(f"watch {informer.name}: not synced yet")
+            elif not informer.healthy:
+                out.append(f"watch {informer.name}: failing for more than {informer.unhealthy_after:.0f}s")
+        return out
