@@ -1,0 +1,628 @@
+"""The scorer and distribution controllers in-process against the real hub apiserver, with real scorers.
+
+Only the two registry controllers run (on their own `ControllerManager`, in a namespace of their own),
+with a 1 s probe period so health transitions take seconds.  Scorers are real HTTP servers on
+loopback; clusters are ManagedClusters with a ManagedClusterAddOn created directly on the hub (no
+klusterlet), whose `status.namespace` the test sets as the registration controller would.  What is
+checked is what lands on the hub: the config ManifestWorks and the ConfigMap inside them, the
+DynamicScorer and DynamicScoringConfig status, Events, and the write counters.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from addon.controllers import HubContext
+from addon.controllers.distribution import WORK_NAME, distribution_controller
+from addon.controllers.scorers import scorer_controller
+from addon.scorers.health import HealthSettings, worst_case_detection
+from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.kube.controller import ControllerManager
+from dynamic_scoring.naming import aps_name
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP = "dynamic-scoring.open-cluster-management.io"
+DS_V1A1 = f"{GROUP}/v1alpha1"
+ADDON = "dynamic-scoring"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
+WORK_V1 = "work.open-cluster-management.io/v1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+AGENT_NS = "open-cluster-management-agent-addon"
+PERIOD, JITTER, THRESHOLD, TIMEOUT = 1.0, 0.1, 2, 1.0
+
+
+class Scorer:
+    """A scoring API's hub-facing side on loopback: `/healthz` and a `/config` the test can change."""
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {}
+        self.token: str | None = None
+        self.seen_auth: list[str | None] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.seen_auth.append(self.headers.get("Authorization"))
+                if outer.token is not None and self.headers.get("Authorization") != f"Bearer {outer.token}":
+                    self._send(401, b"{}")
+                elif self.path == "/healthz":
+                    self._send(200, b"ok")
+                elif self.path == "/config":
+                    self._send(200, json.dumps(outer.config).encode())
+                else:
+                    self._send(404, b"{}")
+
+            def _send(self, code: int, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = int(self.server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def scorer() -> Iterator[Scorer]:
+    s = Scorer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Client:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=10)
+    for name in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
+        client.apply_yaml((REPO / "manifests" / "crds" / name).read_text())
+    wait_until(lambda: _served(client), timeout=30, what="the scorer CRDs served")
+    return client
+
+
+def _served(hub: Client) -> bool:
+    try:
+        hub.items(DS_V1A1, "DynamicScorer", "default")
+        hub.items(DS_V1A1, "DynamicScoringConfig", "default")
+    except Exception:
+        return False
+    return True
+
+
+class Registry:
+    """The two registry controllers running in a thread of the test process."""
+
+    def __init__(self, api: KubeAPI, namespace: str) -> None:
+        self.registry = CollectorRegistry()
+        self.cm = ControllerManager(api, metrics_registry=self.registry)
+        self.stop = threading.Event()
+        settings: dict[str, object] = {
+            "probe_period": PERIOD,
+            "probe_jitter": JITTER,
+            "probe_failure_threshold": THRESHOLD,
+            "workers": 4,
+        }
+        ctx = HubContext(
+            api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, settings=settings
+        )
+        for factory in (scorer_controller, distribution_controller):
+            for controller in factory(ctx):
+                self.cm.add(controller)
+        self.thread = threading.Thread(target=self.cm.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+        wait_until(self.cm.ready, timeout=60, what="registry controllers ready")
+
+    def writes(self, verb: str, resource: str = "manifestworks.work.open-cluster-management.io") -> float:
+        value = self.registry.get_sample_value(
+            "dynamic_scoring_controller_writes_total",
+            {"controller": "distribution", "verb": verb, "resource": resource},
+        )
+        return value or 0.0
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+@pytest.fixture(scope="module")
+def namespace(hub: Client) -> Iterator[str]:
+    name = f"registry-{uuid.uuid4().hex[:6]}"
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    hub.delete("v1", "Namespace", name)
+
+
+def add_cluster(hub: Client, name: str, labels: dict[str, str] | None = None, ns: str = AGENT_NS) -> None:
+    hub.apply(
+        {
+            "apiVersion": CLUSTER_V1,
+            "kind": "ManagedCluster",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"hubAcceptsClient": True},
+        }
+    )
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    mca = hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": ADDON, "namespace": name},
+            "spec": {"installNamespace": ns},
+        }
+    )
+    hub.patch_status(mca, {"namespace": ns})  # what the registration controller writes
+
+
+def remove_cluster(hub: Client, name: str) -> None:
+    hub.delete(ADDON_V1A1, "ManagedClusterAddOn", ADDON, name)
+    hub.delete(CLUSTER_V1, "ManagedCluster", name)
+
+
+@pytest.fixture(scope="module")
+def clusters(hub: Client) -> Iterator[list[str]]:
+    tag = uuid.uuid4().hex[:4]
+    names = [f"reg-{tag}-a", f"reg-{tag}-b", f"reg-{tag}-c"]
+    add_cluster(hub, names[0], {"env": "prod"})
+    add_cluster(hub, names[1], {"env": "prod"})
+    add_cluster(hub, names[2], {"env": "dev"})
+    yield names
+    for name in names:
+        remove_cluster(hub, name)
+
+
+@pytest.fixture(scope="module")
+def running(
+    control_plane: ControlPlane, hub: Client, namespace: str, clusters: list[str]
+) -> Iterator[Registry]:
+    assert control_plane.hub is not None
+    create_config(hub, namespace)
+    registry = Registry(KubeAPI(control_plane.hub.admin_kubeconfig), namespace)
+    yield registry
+    # withdraw every work we wrote before stopping, so no other test meets them
+    hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+    wait_until(lambda: not config_works(hub), timeout=60, what="config works withdrawn")
+    registry.close()
+
+
+def create_config(hub: Client, namespace: str) -> None:
+    """The DynamicScoringConfig without masks (created, or its masks removed by a merge patch)."""
+    body = {
+        "apiVersion": DS_V1A1,
+        "kind": "DynamicScoringConfig",
+        "metadata": {"name": "dynamic-scoring-config", "namespace": namespace},
+        "spec": {"masks": None},
+    }
+    path = hub.resource(DS_V1A1, "DynamicScoringConfig").path(namespace, "dynamic-scoring-config")
+    try:
+        hub.api.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+    except NotFound:
+        hub.api.request(
+            "POST", hub.resource(DS_V1A1, "DynamicScoringConfig").path(namespace), body={**body, "spec": {}}
+        )
+
+
+def config_works(hub: Client) -> list[dict[str, Any]]:
+    return [w for w in hub.items(WORK_V1, "ManifestWork") if w["metadata"]["name"] == WORK_NAME]
+
+
+def summaries(hub: Client, cluster: str) -> list[dict[str, Any]] | None:
+    """The summaries in that cluster's config work, None when it has none."""
+    work = hub.find(WORK_V1, "ManifestWork", WORK_NAME, cluster)
+    if work is None:
+        return None
+    (cm,) = work["spec"]["workload"]["manifests"]
+    value: list[dict[str, Any]] = json.loads(cm["data"]["summaries"])
+    return value
+
+
+def score_names(hub: Client, cluster: str) -> set[str] | None:
+    got = summaries(hub, cluster)
+    return None if got is None else {s["scoreName"] for s in got}
+
+
+def make_scorer(hub: Client, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return hub.apply(
+        {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScorer",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+def none_mode(scorer: Scorer, score: str, **extra: Any) -> dict[str, Any]:
+    spec = {
+        "configURL": f"{scorer.url}/config",
+        "configSyncMode": "None",
+        "source": {
+            "host": "http://prometheus.example:9090",
+            "params": {"query": "up", "range": 600, "step": 60},
+        },
+        "scoring": {"host": scorer.url, "params": {"name": score, "interval": 30}},
+    }
+    spec.update(extra)
+    return spec
+
+
+def scorer_obj(hub: Client, namespace: str, name: str) -> dict[str, Any]:
+    return hub.get(DS_V1A1, "DynamicScorer", name, namespace)
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def health(hub: Client, namespace: str, name: str) -> str | None:
+    value = (scorer_obj(hub, namespace, name).get("status") or {}).get("healthStatus")
+    return None if value is None else str(value)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    return wait_until(check, timeout=timeout, what=what, interval=0.1)
+
+
+def events(hub: Client, namespace: str, name: str) -> list[str]:
+    return [
+        e["reason"]
+        for e in hub.items("v1", "Event", namespace)
+        if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "DynamicScorer"
+    ]
+
+
+def test_a_real_scorer_becomes_active_then_inactive_within_the_bound_and_leaves_every_configmap(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"live_{uuid.uuid4().hex[:4]}"
+    make_scorer(hub, namespace, "live", none_mode(scorer, score, probe={"timeoutSeconds": TIMEOUT}))
+    wait_for(lambda: health(hub, namespace, "live") == "Active", "scorer Active")
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "summary on every cluster")
+    cm = hub.get(WORK_V1, "ManifestWork", WORK_NAME, clusters[0])["spec"]["workload"]["manifests"][0]
+    assert cm["metadata"] == {
+        "name": "dynamic-scoring-config",
+        "namespace": AGENT_NS,
+        "labels": {"app.kubernetes.io/managed-by": ADDON},
+    }
+    stopped = time.monotonic()
+    scorer.stop()
+    bound = worst_case_detection(HealthSettings(PERIOD, JITTER, THRESHOLD), TIMEOUT)
+    wait_for(lambda: health(hub, namespace, "live") == "Inactive", "scorer Inactive", timeout=bound + 10)
+    took = time.monotonic() - stopped
+    print(f"\nInactive {took:.2f}s after the scorer stopped (bound {bound:.2f}s + one reconcile)")
+    assert took <= bound + 1.0
+    healthy = condition(scorer_obj(hub, namespace, "live"), "Healthy")
+    assert healthy["status"] == "False" and healthy["reason"] == "Unreachable", healthy
+    wait_for(lambda: all(score not in (score_names(hub, c) or ()) for c in clusters), "summary withdrawn")
+    assert sorted(events(hub, namespace, "live")) == ["ScorerActive", "ScorerInactive"]
+    hub.delete(DS_V1A1, "DynamicScorer", "live", namespace)
+
+
+def test_full_mode_a_changed_config_reaches_the_configmaps(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"full_{uuid.uuid4().hex[:4]}"
+    doc = {
+        "name": "full",
+        "source": {
+            "type": "prometheus",
+            "host": "http://prom.example:9090",
+            "params": {"query": "q_one", "range": 300, "step": 30},
+        },
+        "scoring": {"host": scorer.url, "params": {"name": score, "interval": 20}},
+    }
+    scorer.config = doc
+    scorer.token = "s3cret-probe-token"
+    hub.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "probe-token", "namespace": namespace},
+            "stringData": {"token": scorer.token},
+        }
+    )
+    make_scorer(
+        hub,
+        namespace,
+        "full",
+        {
+            "configURL": f"{scorer.url}/config",
+            "configSyncMode": "Full",
+            "probe": {"tokenSecretRef": {"name": "probe-token", "key": "token"}},
+        },
+    )
+
+    def queries() -> set[str]:
+        found = set()
+        for c in clusters:
+            for s in summaries(hub, c) or []:
+                if s["scoreName"] == score:
+                    found.add(s["sourceQuery"])
+        return found
+
+    wait_for(lambda: queries() == {"q_one"}, "the first /config on every cluster")
+    (one,) = [s for s in summaries(hub, clusters[0]) or [] if s["scoreName"] == score]
+    assert one["sourceType"] == "Prometheus" and one["scoringInterval"] == 20 and one["sourceRange"] == 300
+    scorer.config = {
+        **doc,
+        "source": {**doc["source"], "params": {"query": "q_two", "range": 300, "step": 30}},
+    }
+    wait_for(lambda: queries() == {"q_two"}, "the changed /config on every cluster")
+    status = scorer_obj(hub, namespace, "full")["status"]
+    assert status["lastSyncedConfig"]["source"]["params"]["query"] == "q_two"
+    assert condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")["status"] == "True"
+    assert set(scorer.seen_auth) == {f"Bearer {scorer.token}"}
+    assert scorer.token not in json.dumps(scorer_obj(hub, namespace, "full"))
+    # a document with the wrong schema: flagged, the last valid one is kept
+    scorer.config = {"scoring": {"params": {"interval": "soon"}}}
+    wait_for(
+        lambda: (
+            condition(scorer_obj(hub, namespace, "full"), "ConfigSynced").get("reason") == "InvalidSchema"
+        ),
+        "ConfigSynced=False/InvalidSchema",
+    )
+    assert (
+        "scoring.params.interval" in condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")["message"]
+    )
+    assert queries() == {"q_two"}
+    hub.delete(DS_V1A1, "DynamicScorer", "full", namespace)
+    wait_for(lambda: not queries(), "deleted scorer withdrawn")
+
+
+def test_masks_and_a_selector_exclude_exactly_what_they_name(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    a, b, c = clusters
+    sel, masked = f"sel_{uuid.uuid4().hex[:4]}", f"mask_{uuid.uuid4().hex[:4]}"
+    make_scorer(
+        hub, namespace, "sel", none_mode(scorer, sel, clusterSelector={"matchLabels": {"env": "prod"}})
+    )
+    make_scorer(hub, namespace, "masked", none_mode(scorer, masked))
+    hub.apply(
+        {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScoringConfig",
+            "metadata": {"name": "dynamic-scoring-config", "namespace": namespace},
+            "spec": {
+                "masks": [
+                    {"clusterName": b, "scoreName": masked},
+                    {"clusterName": "nowhere", "scoreName": masked},
+                ]
+            },
+        }
+    )
+    expected = {a: {sel, masked}, b: {sel}, c: {masked}}
+
+    def ours(cluster: str) -> set[str]:
+        return (score_names(hub, cluster) or set()) & {sel, masked}
+
+    wait_for(lambda: all(ours(k) == v for k, v in expected.items()), "selector and mask applied")
+    dsc = hub.get(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+    accepted = condition(dsc, "Accepted")
+    assert accepted["reason"] == "AcceptedWithWarnings"
+    assert "spec.masks[1].clusterName" in accepted["message"] and "nowhere" in accepted["message"]
+    entries = {e["clusterName"]: e for e in dsc["status"]["clusters"]}
+    assert entries[a]["namespace"] == AGENT_NS and entries[a]["applied"] == "Unknown"  # no work agent here
+    dist = condition(scorer_obj(hub, namespace, "masked"), "Distributed")
+    assert dist["status"] == "True" and b in dist["message"], dist
+    create_config(hub, namespace)
+    for name in ("sel", "masked"):
+        hub.delete(DS_V1A1, "DynamicScorer", name, namespace)
+    wait_for(lambda: not any(ours(k) for k in clusters), "scorers withdrawn")
+
+
+def test_a_cluster_enabled_later_gets_its_configmap_moves_with_its_namespace_and_loses_it_when_disabled(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"late_{uuid.uuid4().hex[:4]}"
+    make_scorer(hub, namespace, "late", none_mode(scorer, score))
+    wait_for(lambda: score in (score_names(hub, clusters[0]) or ()), "scorer distributed")
+    late = f"reg-late-{uuid.uuid4().hex[:4]}"
+    add_cluster(hub, late)
+    try:
+        wait_for(lambda: score in (score_names(hub, late) or ()), "late cluster served")
+        mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, late)
+        hub.patch_status(mca, {"namespace": "scoring-elsewhere"})
+
+        def cm_namespace() -> str | None:
+            work = hub.find(WORK_V1, "ManifestWork", WORK_NAME, late)
+            return (
+                None
+                if work is None
+                else str(work["spec"]["workload"]["manifests"][0]["metadata"]["namespace"])
+            )
+
+        wait_for(lambda: cm_namespace() == "scoring-elsewhere", "ConfigMap follows the install namespace")
+        work = hub.get(WORK_V1, "ManifestWork", WORK_NAME, late)
+        assert work["metadata"]["labels"]["open-cluster-management.io/addon-name"] == ADDON
+        (owner,) = work["metadata"]["ownerReferences"]
+        assert owner["kind"] == "ManagedClusterAddOn" and owner["uid"] == mca["metadata"]["uid"]
+        hub.delete(ADDON_V1A1, "ManagedClusterAddOn", ADDON, late)
+        wait_for(
+            lambda: hub.find(WORK_V1, "ManifestWork", WORK_NAME, late) is None, "disabled cluster loses it"
+        )
+    finally:
+        remove_cluster(hub, late)
+        hub.delete(DS_V1A1, "DynamicScorer", "late", namespace)
+
+
+def test_one_scorer_change_writes_once_per_affected_cluster_and_a_resync_writes_nothing(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"count_{uuid.uuid4().hex[:4]}"
+    make_scorer(
+        hub, namespace, "count", none_mode(scorer, score, clusterSelector={"matchLabels": {"env": "prod"}})
+    )
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters[:2]), "distributed")
+    wait_for(lambda: not len(running.cm.controllers[1].queue), "the distribution queue drained")
+    before = (running.writes("patch"), running.writes("create"), running.writes("delete"))
+    time.sleep(5)  # an observation window, not a wait: resync every 2 s, so two resyncs write nothing
+    assert (running.writes("patch"), running.writes("create"), running.writes("delete")) == before
+    obj = scorer_obj(hub, namespace, "count")
+    spec = obj["spec"]
+    spec["scoring"]["params"]["interval"] = 45
+    make_scorer(hub, namespace, "count", spec)
+
+    def intervals() -> list[int]:
+        return [
+            s["scoringInterval"]
+            for c in clusters[:2]
+            for s in summaries(hub, c) or []
+            if s["scoreName"] == score
+        ]
+
+    wait_for(lambda: intervals() == [45, 45], "the edit on both selected clusters")
+    wait_for(lambda: running.writes("patch") - before[0] >= 2, "patch counters")
+    time.sleep(3)  # let any extra write that would be wrong happen (2 s resync)
+    assert running.writes("patch") - before[0] == 2  # exactly one per affected cluster, none for clusters[2]
+    hub.delete(DS_V1A1, "DynamicScorer", "count", namespace)
+
+
+def test_agent_reports_show_per_cluster_on_the_scorer(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"rep_{uuid.uuid4().hex[:4]}"
+    make_scorer(hub, namespace, "rep", none_mode(scorer, score))
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "distributed")
+    until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for cluster, ok in ((clusters[0], True), (clusters[1], False)):
+        aps = hub.apply(
+            {
+                "apiVersion": APS_V1A1,
+                "kind": "AddOnPlacementScore",
+                "metadata": {
+                    "name": aps_name(score),
+                    "namespace": cluster,
+                    "annotations": {f"{GROUP}/score-name": score},
+                },
+            }
+        )
+        hub.patch_status(
+            aps,
+            {
+                "validUntil": until,
+                "scores": [{"name": score, "value": 10}] if ok else [],
+                "conditions": [
+                    {
+                        "type": "ScoresUpToDate",
+                        "status": "True" if ok else "False",
+                        "reason": "Scored" if ok else "PrometheusQueryError",
+                        "message": "ok" if ok else "query #1: bad_data: parse error at char 4",
+                        "lastTransitionTime": now,
+                    }
+                ],
+            },
+        )
+
+    def entries() -> dict[str, dict[str, Any]]:
+        return {
+            e["clusterName"]: e
+            for e in (scorer_obj(hub, namespace, "rep").get("status") or {}).get("clusters") or []
+        }
+
+    wait_for(
+        lambda: entries().get(clusters[1], {}).get("reason") == "PrometheusQueryError", "report folded in"
+    )
+    got = entries()
+    assert got[clusters[0]]["status"] == "True"
+    assert got[clusters[2]]["reason"] == "NoReportYet"
+    dist = condition(scorer_obj(hub, namespace, "rep"), "Distributed")
+    assert (
+        dist["reason"] == "AgentsReportFailures"
+        and clusters[1] in dist["message"]
+        and "parse error" in dist["message"]
+    )
+    for cluster in clusters[:2]:
+        hub.delete(APS_V1A1, "AddOnPlacementScore", aps_name(score), cluster)
+    hub.delete(DS_V1A1, "DynamicScorer", "rep", namespace)
+
+
+def test_what_the_schema_cannot_catch_is_flagged_in_status(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    spec = none_mode(scorer, f"bad_{uuid.uuid4().hex[:4]}")
+    spec["source"]["host"] = "http://<NODE_IP>:9090"
+    make_scorer(hub, namespace, "badhost", spec)
+    wait_for(
+        lambda: condition(scorer_obj(hub, namespace, "badhost"), "Valid").get("status") == "False",
+        "Valid=False",
+    )
+    valid = condition(scorer_obj(hub, namespace, "badhost"), "Valid")
+    assert valid["reason"] == "InvalidSpec" and "spec.source.host" in valid["message"]
+    wait_for(
+        lambda: (
+            condition(scorer_obj(hub, namespace, "badhost"), "Distributed").get("reason") == "NotResolved"
+        ),
+        "Distributed=False/NotResolved",
+    )
+    # a DynamicScoringConfig with another name is ignored, and says so
+    hub.apply(
+        {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScoringConfig",
+            "metadata": {"name": "dynamic-scoring", "namespace": namespace},
+            "spec": {},
+        }
+    )
+    wait_for(
+        lambda: (
+            condition(hub.get(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring", namespace), "Accepted").get(
+                "reason"
+            )
+            == "WrongName"
+        ),
+        "Accepted=False/WrongName",
+    )
+    hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring", namespace)
+    hub.delete(DS_V1A1, "DynamicScorer", "badhost", namespace)
+
+
+def test_deleting_the_config_withdraws_every_config_work(
+    hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
+) -> None:
+    score = f"wd_{uuid.uuid4().hex[:4]}"
+    make_scorer(hub, namespace, "wd", none_mode(scorer, score))
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "distributed")
+    hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+    wait_for(lambda: all(summaries(hub, c) is None for c in clusters), "works withdrawn")
+    dist = condition(scorer_obj(hub, namespace, "wd"), "Distributed")
+    wait_for(
+        lambda: (
+            condition(scorer_obj(hub, namespace, "wd"), "Distributed").get("reason")
+            == "NoDynamicScoringConfig"
+        ),
+        "scorer says distribution is off",
+    )
+    del dist
+    create_config(hub, namespace)
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "back after re-creating it")
+    hub.delete(DS_V1A1, "DynamicScorer", "wd", namespace)
