@@ -330,7 +330,7 @@ def test_full_mode_a_changed_config_reaches_the_configmaps(
     hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
 ) -> None:
     score = f"full_{uuid.uuid4().hex[:4]}"
-    doc = {
+    doc: dict[str, Any] = {
         "name": "full",
         "source": {
             "type": "prometheus",
