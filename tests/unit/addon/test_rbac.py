@@ -124,6 +124,8 @@ def test_manager_cluster_role_has_no_wildcards_and_only_contract_resources() -> 
         ("rbac.authorization.k8s.io", "rolebindings"),
         ("cluster.open-cluster-management.io", "addonplacementscores"),
         ("cluster.open-cluster-management.io", "addonplacementscores/status"),
+        ("dynamic-scoring.open-cluster-management.io", "dynamicscoringconfigs"),
+        ("dynamic-scoring.open-cluster-management.io", "dynamicscoringconfigs/status"),
         ("", "events"),
         ("events.k8s.io", "events"),
     }
@@ -136,4 +138,11 @@ def test_manager_cluster_role_has_no_wildcards_and_only_contract_resources() -> 
     assert rules_as_set(hub_role["rules"]) <= held
     lease_role = next(d for d in docs if d["kind"] == "Role")
     assert lease_role["metadata"]["namespace"] == "dynamic-scoring"
-    assert {r for _, r, _, _ in rules_as_set(lease_role["rules"])} == {"leases"}
+    assert {r for _, r, _, _ in rules_as_set(lease_role["rules"])} == {
+        "leases",
+        "dynamicscorers",
+        "dynamicscorers/status",
+        "secrets",
+    }
+    # Secrets: get one by name in this namespace only, never list (the registry reads spec.probe's)
+    assert {v for _, r, v, _ in rules_as_set(lease_role["rules"]) if r == "secrets"} == {"get"}
