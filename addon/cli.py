@@ -101,6 +101,34 @@ def main() -> None:
     help="Concurrent reconciles of each per-cluster controller (deploy, registration, addon-config).",
 )
 @click.option(
+    "--scorer-probe-period",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds between probe rounds of each DynamicScorer (/healthz, and /config in Full mode).",
+)
+@click.option(
+    "--scorer-probe-jitter",
+    type=click.FloatRange(min=0, max=0.9),
+    default=0.1,
+    show_default=True,
+    help="Each probe delay is stretched or shrunk by up to this fraction.",
+)
+@click.option(
+    "--scorer-failure-threshold",
+    type=click.IntRange(min=1, max=100),
+    default=3,
+    show_default=True,
+    help="Consecutive failed probe rounds that make a DynamicScorer Inactive.",
+)
+@click.option(
+    "--scorer-probe-concurrency",
+    type=click.IntRange(min=1, max=256),
+    default=8,
+    show_default=True,
+    help="Probe rounds in flight at once (each holds a worker for at most its timeout).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -120,6 +148,10 @@ def manager(
     leader_election_retry_period: float,
     resync_period: float,
     workers: int,
+    scorer_probe_period: float,
+    scorer_probe_jitter: float,
+    scorer_failure_threshold: int,
+    scorer_probe_concurrency: int,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -140,6 +172,10 @@ def manager(
         retry_period=leader_election_retry_period,
         resync_seconds=resync_period,
         workers=workers,
+        probe_period=scorer_probe_period,
+        probe_jitter=scorer_probe_jitter,
+        probe_failure_threshold=scorer_failure_threshold,
+        probe_concurrency=scorer_probe_concurrency,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

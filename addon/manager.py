@@ -54,6 +54,10 @@ class ManagerOptions:
     retry_period: float = 2.0
     resync_seconds: float = 600.0
     workers: int = 4
+    probe_period: float = 30.0
+    probe_jitter: float = 0.1
+    probe_failure_threshold: int = 3
+    probe_concurrency: int = 8
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -183,7 +187,13 @@ class Manager:
             agent_image=self.options.agent_image,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
-            settings={"workers": self.options.workers},
+            settings={
+                "workers": self.options.workers,
+                "probe_period": self.options.probe_period,
+                "probe_jitter": self.options.probe_jitter,
+                "probe_failure_threshold": self.options.probe_failure_threshold,
+                "probe_concurrency": self.options.probe_concurrency,
+            },
         )
         for factory in self.factories:
             for controller in factory(ctx):
