@@ -97,6 +97,7 @@ class Agent:
         """
         dead_since: float | None = None
         while True:
+            self.supervisor.note_progress()
             dead = self.supervisor.dead_workers()
             now = time.monotonic()
             if not dead:
@@ -179,7 +180,16 @@ def build_agent(
             return "worker task ended: " + ", ".join(f"{name} ({how})" for name, how in sorted(dead.items()))
         return None
 
-    health = Health([watch_check, workers_check])
+    def starved_check() -> str | None:
+        starved = supervisor.starved_workers()
+        if starved:
+            return "worker finished no cycle within its scores' validity: " + ", ".join(
+                f"{name} ({since:.0f}s, limit {bound:.0f}s)"
+                for name, (since, bound) in sorted(starved.items())
+            )
+        return None
+
+    health = Health([watch_check, workers_check, starved_check])
     lease = LeaseRenewer(
         managed,
         addon_namespace,

@@ -16,7 +16,9 @@ agent does not come back.
 
 Each worker runs as one asyncio task, which catches every failure of a cycle; a task that ends
 anyway is a bug.  The supervisor keeps the task it saw each worker start and reports one that has
-ended (``dead_workers``), which the agent's health turns into an unhealthy ``/healthz``.
+ended (``dead_workers``), and one that finished no cycle for longer than its scores stay valid
+(``starved_workers``: no free slot, or a hang); the agent's health turns both into an unhealthy
+``/healthz``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +36,7 @@ from agent.http import ClientPool
 from agent.metrics import AgentMetrics
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary
 from agent.ports import PublishRequest, ScorePublisher, SecretReader
+from agent.scoring.maths import expiry_window
 from agent.settings import AgentSettings
 from agent.worker import ScorerWorker, WorkerContext
 from dynamic_scoring.wire import ScorerSummary, parse_summaries
@@ -99,6 +103,7 @@ class Supervisor:
         )
         self._workers: dict[str, ScorerWorker] = {}
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self._progress: dict[str, tuple[int, float]] = {}  # score name -> (cycles, when they last changed)
         self._removals: dict[str, str] = {}  # APS name -> scorer label, deletes still owed to the hub
         self._removal_task: asyncio.Task[None] | None = None
         self._removal_wake = asyncio.Event()
@@ -132,6 +137,36 @@ class Supervisor:
                     exc = task.exception()  # its type only: the text of a bug's exception is not vetted
                     dead[name] = f"raised {type(exc).__name__}" if exc is not None else "returned"
         return dead
+
+    def note_progress(self) -> None:
+        """Record which workers finished a cycle since the last call (the agent's watchdog calls it)."""
+        now = time.monotonic()
+        for name, worker in list(self._workers.items()):
+            seen = self._progress.get(name)
+            if seen is None or seen[0] != worker.cycles:
+                self._progress[name] = (worker.cycles, now)
+
+    def starved_workers(self) -> dict[str, tuple[float, float]]:
+        """Workers that finished no cycle for longer than their scores stay valid.
+
+        Returns score name -> (seconds since the last finished cycle or the start, the bound).  The
+        bound is the scorer's expiry window (``validForSeconds``, else ``max(3 * interval, interval
+        + 60 s)``) plus the start-up jitter: past it, its published scores have expired while its
+        condition may still say ``Scored``, whatever holds the worker back (no free slot, a hang).
+        Reads only what ``note_progress`` recorded, so it is safe from the health server's thread.
+        """
+        now = time.monotonic()
+        starved: dict[str, tuple[float, float]] = {}
+        for name, worker in list(self._workers.items()):
+            seen = self._progress.get(name)
+            if seen is None:
+                continue
+            plan = worker.plan
+            window = expiry_window(plan.interval, plan.summary.valid_for_seconds).total_seconds()
+            bound = window + self.settings.initial_jitter_seconds
+            if now - seen[1] > bound:
+                starved[name] = (now - seen[1], bound)
+        return starved
 
     @property
     def workers(self) -> dict[str, ScorerWorker]:
@@ -220,6 +255,7 @@ class Supervisor:
     async def _retire(self, name: str) -> None:
         worker = self._workers.pop(name)
         self._tasks.pop(name, None)
+        self._progress.pop(name, None)
         await worker.stop(self.settings.stop_timeout_seconds)
         self.metrics.forget(name)
         self._removals[worker.plan.aps_name] = worker.plan.label
@@ -307,6 +343,7 @@ class Supervisor:
         workers = list(self._workers.values())
         self._workers.clear()
         self._tasks.clear()
+        self._progress.clear()
         per_worker = max(0.1, timeout * 0.75)
         try:
             async with asyncio.timeout(timeout):
