@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import REGISTRY, Row
 
-MODULES = ["bench.agent", "bench.hostile"]
+MODULES = ["bench.agent", "bench.hostile", "bench.registry"]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
 

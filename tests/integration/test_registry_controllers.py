@@ -299,6 +299,15 @@ def events(hub: Client, namespace: str, name: str) -> list[str]:
     ]
 
 
+def config_events(hub: Client, namespace: str, name: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in hub.items("v1", "Event", namespace)
+        if e["involvedObject"].get("name") == name
+        and e["involvedObject"].get("kind") == "DynamicScoringConfig"
+    ]
+
+
 def test_a_real_scorer_becomes_active_then_inactive_within_the_bound_and_leaves_every_configmap(
     hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
 ) -> None:
@@ -429,6 +438,15 @@ def test_masks_and_a_selector_exclude_exactly_what_they_name(
     accepted = condition(dsc, "Accepted")
     assert accepted["reason"] == "AcceptedWithWarnings"
     assert "spec.masks[1].clusterName" in accepted["message"] and "nowhere" in accepted["message"]
+    warned = wait_for(
+        lambda: [
+            e
+            for e in config_events(hub, namespace, "dynamic-scoring-config")
+            if e["reason"] == "AcceptedWithWarnings"
+        ],
+        "a Warning Event on the config",
+    )
+    assert warned[0]["type"] == "Warning" and "spec.masks[1].clusterName" in warned[0]["message"]
     entries = {e["clusterName"]: e for e in dsc["status"]["clusters"]}
     assert entries[a]["namespace"] == AGENT_NS and entries[a]["applied"] == "Unknown"  # no work agent here
     dist = condition(scorer_obj(hub, namespace, "masked"), "Distributed")
@@ -601,6 +619,10 @@ def test_what_the_schema_cannot_catch_is_flagged_in_status(
             == "WrongName"
         ),
         "Accepted=False/WrongName",
+    )
+    assert wait_for(
+        lambda: [e for e in config_events(hub, namespace, "dynamic-scoring") if e["reason"] == "WrongName"],
+        "a WrongName Event",
     )
     hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring", namespace)
     hub.delete(DS_V1A1, "DynamicScorer", "badhost", namespace)

@@ -69,6 +69,10 @@ WORK_NAME = f"addon-{ADDON_NAME}-config"
 PLAN_KEY = "@plan"
 STATUS_KEY = "@status"
 WORK_KEY_PREFIX = "work/"
+WARNING_REASONS = frozenset(
+    {"AcceptedWithWarnings", "WrongName", "WrongNamespace", "InvalidSpec", "Conflict", "NotApplied"}
+)
+"""Condition reasons that also get a Warning Event (naming the field or the cluster), once per change."""
 REPORT_REFRESH_SECONDS = 60.0
 """How often the per-cluster reports are re-read without an event (scores expire by time alone)."""
 
@@ -362,6 +366,17 @@ class Distribution:
         if compute(obj) is not None:
             meta = obj["metadata"]
             self.writer.patch_status(resource, meta["namespace"], meta["name"], compute)
+            self._warn(obj, specs)
+
+    def _warn(self, obj: JSON, specs: list[ConditionSpec]) -> None:
+        """One Warning Event when a condition turns to a problem the user must fix (not on repeats)."""
+        current = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+        for spec in specs:
+            if spec.reason not in WARNING_REASONS:
+                continue
+            old = current.get(spec.type) or {}
+            if (old.get("reason"), old.get("message")) != (spec.reason, spec.message):
+                self.writer.event(obj, "Warning", spec.reason, spec.message[:1024])
 
 
 def _work_keys(work: JSON) -> list[str]:

@@ -1,0 +1,208 @@
+"""The scorer registry end to end: the manager from `manifests/`, the agents it delivered, a real scorer.
+
+The installation is the addon lifecycle story's own fixture (`kubectl apply -k manifests/`, two
+manager replicas run by the process runner, `clusteradm addon enable` on cluster1 and cluster2, the
+delivered agents running).  On top of it: a scoring API process on loopback and two DynamicScorers
+on the hub, one good and one with bad PromQL masked on cluster1.  What must follow, with nothing
+but the manager and the agents doing the work: the config works reach both clusters, each agent
+publishes AddOnPlacementScores, the bad query's failure on cluster2 is named on the DynamicScorer's
+status, and OCM's Progressing still completes with the extra labelled work present.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from addon.config.spec_hash import spec_hash
+from dynamic_scoring.naming import aps_name
+from e2e.controlplane import ControlPlane
+from e2e.procs import Proc, free_port, wait_until
+from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
+    ADDON,
+    ADDON_V1A1,
+    CLUSTERS,
+    MANAGER_NS,
+    WORK_V1,
+    Env,
+    adc_ref,
+    conditions,
+    env,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+CONFIG_WORK = f"addon-{ADDON}-config"
+GOOD, BAD = "e2e_registry_cpu", "e2e_registry_badql"
+
+__all__ = ["env"]  # the fixture, imported so this module gets its own installation
+
+pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+
+
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`tests/component/scorer_app.py` as a process on loopback: /healthz and /mean/scoring."""
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("registry-scorer")
+    app = REPO / "tests" / "component" / "scorer_app.py"
+    proc = Proc("registry-scorer", [sys.executable, str(app), "--port", str(port)], workdir / "scorer.log")
+    proc.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        import urllib.request
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_until(healthy, timeout=30, what="the scorer's /healthz", proc=proc)
+        yield base
+    finally:
+        proc.stop()
+
+
+def _scorer(name: str, score: str, base: str, prometheus: str, query: str) -> dict[str, Any]:
+    return {
+        "apiVersion": DS_V1A1,
+        "kind": "DynamicScorer",
+        "metadata": {"name": name, "namespace": MANAGER_NS},
+        "spec": {
+            "configURL": f"{base}/config",
+            "configSyncMode": "None",
+            "source": {"host": prometheus, "params": {"query": query, "range": 300, "step": 30}},
+            "scoring": {"host": base, "path": "/mean/scoring", "params": {"name": score, "interval": 10}},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def registry(env: Env, control_plane: ControlPlane, scorer: str) -> Iterator[Env]:
+    prometheus = control_plane.clusters["cluster1"].prometheus_url
+    if not prometheus:
+        pytest.skip("needs the per-cluster Prometheus servers (DS_E2E_PROMETHEUS=1)")
+    hub = env.hub
+    hub.apply(_scorer("e2e-cpu", GOOD, scorer, prometheus, "container_cpu_usage_seconds_total"))
+    hub.apply(_scorer("e2e-badql", BAD, scorer, prometheus, "sum(rate(container_cpu_usage_seconds_total[5m]"))
+    hub.apply(
+        {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScoringConfig",
+            "metadata": {"name": "dynamic-scoring-config", "namespace": MANAGER_NS},
+            "spec": {"masks": [{"clusterName": "cluster1", "scoreName": BAD}]},
+        }
+    )
+    try:
+        yield env
+    finally:
+        hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", MANAGER_NS)
+        wait_until(
+            lambda: all(hub.find(WORK_V1, "ManifestWork", CONFIG_WORK, c) is None for c in CLUSTERS),
+            timeout=60,
+            what="config works withdrawn",
+        )
+        for name in ("e2e-cpu", "e2e-badql"):
+            hub.delete(DS_V1A1, "DynamicScorer", name, MANAGER_NS)
+
+
+def _aps(env: Env, cluster: str, score: str) -> dict[str, Any] | None:
+    return env.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(score), cluster)
+
+
+def test_a_scorer_registered_on_the_hub_produces_scores_on_both_clusters(registry: Env) -> None:
+    env = registry
+
+    def scored(cluster: str) -> bool:
+        aps = _aps(env, cluster, GOOD)
+        return bool(aps and (aps.get("status") or {}).get("scores"))
+
+    wait_until(lambda: all(scored(c) for c in CLUSTERS), timeout=120, what="scores on both clusters")
+    scorer = env.hub.get(DS_V1A1, "DynamicScorer", "e2e-cpu", MANAGER_NS)
+    assert scorer["status"]["healthStatus"] == "Active"
+    for cluster in CLUSTERS:
+        work = env.hub.get(WORK_V1, "ManifestWork", CONFIG_WORK, cluster)
+        (cm,) = work["spec"]["workload"]["manifests"]
+        names = {s["scoreName"] for s in json.loads(cm["data"]["summaries"])}
+        assert names == ({GOOD} if cluster == "cluster1" else {GOOD, BAD})  # the mask
+        on_spoke = env.spokes[cluster].get(
+            "v1", "ConfigMap", "dynamic-scoring-config", cm["metadata"]["namespace"]
+        )
+        assert on_spoke["data"]["summaries"] == cm["data"]["summaries"]
+
+
+def test_bad_promql_on_one_cluster_shows_on_the_dynamicscorer_status(registry: Env) -> None:
+    env = registry
+
+    def failing() -> dict[str, Any] | None:
+        obj = env.hub.get(DS_V1A1, "DynamicScorer", "e2e-badql", MANAGER_NS)
+        entries = {e["clusterName"]: e for e in (obj.get("status") or {}).get("clusters") or []}
+        entry = entries.get("cluster2")
+        return obj if entry and entry["status"] == "False" else None
+
+    obj = wait_until(failing, timeout=120, what="cluster2's failure on the scorer status")
+    (entry,) = obj["status"]["clusters"]  # masked on cluster1: only cluster2 is reported
+    assert entry["clusterName"] == "cluster2"
+    assert "Prometheus" in entry["reason"] or "Query" in entry["reason"], entry
+    distributed = conditions(obj)["Distributed"]
+    assert distributed["reason"] == "AgentsReportFailures" and "cluster2" in distributed["message"]
+    print(f"\ncluster2: {entry['reason']}: {entry['message'][:160]}")
+
+
+def test_progressing_completes_with_the_config_work_present(registry: Env) -> None:
+    env = registry
+    cluster = "cluster2"
+    adc = {
+        "apiVersion": ADDON_V1A1,
+        "kind": "AddOnDeploymentConfig",
+        "metadata": {"name": "e2e-registry", "namespace": cluster},
+        "spec": {
+            "agentInstallNamespace": "",
+            "customizedVariables": [{"name": "LogLevel", "value": "debug"}],
+        },
+    }
+    env.hub.apply(adc)
+    env.patch_mca_configs(cluster, [adc_ref(cluster, "e2e-registry")])
+    try:
+        want = spec_hash(env.hub.get(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-registry", cluster))
+
+        def completed() -> bool:
+            mca = env.mca(cluster)
+            progressing = conditions(mca).get("Progressing", {})
+            refs = (mca or {}).get("status", {}).get("configReferences") or []
+            return (
+                progressing.get("reason") == "Completed"
+                and bool(refs)
+                and (refs[0].get("lastAppliedConfig") or {}).get("specHash") == want
+            )
+
+        wait_until(completed, timeout=120, what="Progressing=Completed with the config work present")
+        works = {w["metadata"]["name"]: w for w in env.hub.items(WORK_V1, "ManifestWork", cluster)}
+        assert set(works) == {f"addon-{ADDON}-deploy-0", CONFIG_WORK}
+        key = "open-cluster-management.io/config-spec-hash"
+        assert (
+            works[CONFIG_WORK]["metadata"]["annotations"][key]
+            == works[f"addon-{ADDON}-deploy-0"]["metadata"]["annotations"][key]
+        )
+    finally:
+        env.patch_mca_configs(cluster, None)
+        env.hub.delete(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-registry", cluster)
+
+
+def test_deleting_the_config_stops_the_agents_and_removes_their_scores(registry: Env) -> None:
+    env = registry
+    env.hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", MANAGER_NS)
+    wait_until(
+        lambda: all(_aps(env, c, GOOD) is None for c in CLUSTERS),
+        timeout=120,
+        what="the agents' AddOnPlacementScores removed",
+    )
+    assert all(env.hub.find(WORK_V1, "ManifestWork", CONFIG_WORK, c) is None for c in CLUSTERS)
