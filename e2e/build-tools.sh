@@ -6,7 +6,7 @@
 # its own directory of a cache outside the repository, keyed by component, version, Go version
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
-# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api; default all)
+# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm; default all)
 # Prints the cache directory of every component on success.
 set -euo pipefail
 
@@ -15,6 +15,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.14}
 OCM_VERSION=${OCM_VERSION:-v1.2.1}
 OCM_API_VERSION=${OCM_API_VERSION:-v1.2.0}
 CLUSTERADM_VERSION=${CLUSTERADM_VERSION:-v1.3.1}
+# helm v3.19.5: built against client-go v0.34 like our Kubernetes pin; its go.mod asks for Go 1.24.
+HELM_VERSION=${HELM_VERSION:-v3.19.5}
 # Bump when a recipe below changes in a way that alters the produced binaries.
 RECIPE=1
 
@@ -161,8 +163,17 @@ recipe_ocm_api() {  # not a binary: the CRD manifests shipped inside the api mod
   find "$out/crds" -name '*.crd.yaml' | wc -l
 }
 
+# helm: only the CLI, to install the chart in charts/ against the local hub as a user would.
+recipe_helm() {
+  local out=$1 ver=$2 vpkg=helm.sh/helm/v3/internal/version
+  wrapper helm.sh/helm/v3 "$ver"
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w -X $vpkg.version=$ver -X $vpkg.gitTreeState=clean" \
+    -o "$out/bin/" helm.sh/helm/v3/cmd/helm
+  "$out/bin/helm" version --short
+}
+
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm)
 mkdir -p "$TOOLS_ROOT"
 exec 9>"$TOOLS_ROOT/.lock"
 flock 9
@@ -173,6 +184,7 @@ for c in "${components[@]}"; do
     ocm) build ocm "$OCM_VERSION" recipe_ocm ;;
     clusteradm) build clusteradm "$CLUSTERADM_VERSION+ocm$OCM_VERSION" recipe_clusteradm ;;
     ocm-api) build ocm-api "$OCM_API_VERSION" recipe_ocm_api ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api)" ;;
+    helm) build helm "$HELM_VERSION" recipe_helm ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm)" ;;
   esac
 done

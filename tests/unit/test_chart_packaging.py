@@ -1,0 +1,150 @@
+"""The packaging that cannot be run here, checked by reading it: Containerfile, Chart metadata, generator.
+
+There is no container engine on this machine, so the image is never built in tests.  What can
+drift silently is checked instead: the image's user and version label, the entry points the
+manifests call, the paths the Containerfile copies, and that the chart's version, default image
+and generated templates follow pyproject.toml and manifests/.  The rendered chart is compared
+with `kubectl kustomize manifests/` by e2e/tests/test_install_chart.py (real helm and kubectl).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import chartgen
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "dynamic-scoring"
+
+
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Containerfile, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    assert not pending, "a continuation line runs off the end of the Containerfile"
+    return out
+
+
+def final_stage(instrs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    starts = [i for i, (w, _) in enumerate(instrs) if w == "FROM"]
+    assert starts, "no FROM"
+    return instrs[starts[-1] :]
+
+
+def labels(args: str) -> dict[str, str]:
+    return dict(tok.split("=", 1) for tok in shlex.split(args))
+
+
+CONTAINERFILE = instructions((REPO / "Containerfile").read_text())
+
+
+def test_the_image_runs_as_a_non_root_user() -> None:
+    users = [a for w, a in final_stage(CONTAINERFILE) if w == "USER"]
+    assert users, "the final stage sets no USER, so the image runs as root"
+    user = users[-1].split(":")[0]
+    assert user not in {"0", "root"}, users[-1]
+    assert user.isdigit(), "a numeric uid lets runAsNonRoot verify it without /etc/passwd"
+    manager = yaml.safe_load((REPO / "manifests/manager.yaml").read_text())
+    assert manager["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(user)
+
+
+def test_the_version_label_is_the_project_version() -> None:
+    found: dict[str, str] = {}
+    for word, args in final_stage(CONTAINERFILE):
+        if word == "LABEL":
+            found.update(labels(args))
+    assert found.get("org.opencontainers.image.version") == pyproject()["project"]["version"]
+
+
+def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_installs() -> None:
+    scripts = pyproject()["project"]["scripts"]
+    manager = yaml.safe_load((REPO / "manifests/manager.yaml").read_text())
+    agent = (REPO / "templates/agent/deployment.yaml.j2").read_text()
+    (agent_cmd,) = re.findall(r"command:\s*\[([a-z-]+)\]", agent)
+    called = {manager["spec"]["template"]["spec"]["containers"][0]["command"][0], agent_cmd}
+    assert called == {"dynamic-scoring-addon", "dynamic-scoring-agent"}
+    assert called <= set(scripts)
+    runs = " ".join(a for w, a in CONTAINERFILE if w == "RUN")
+    assert "pip install" in runs and "-e /app" in runs, (
+        "the project (and so its console scripts) is installed"
+    )
+    env = " ".join(a for w, a in final_stage(CONTAINERFILE) if w == "ENV")
+    assert "PATH=/opt/venv/bin" in env, "the venv's console scripts must be on PATH for `command:`"
+
+
+def test_the_containerfile_copies_every_shipped_package_and_the_agent_templates() -> None:
+    copied = {a.split()[0] for w, a in CONTAINERFILE if w == "COPY" and not a.startswith("--from")}
+    shipped = set(pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
+    assert shipped <= copied, shipped - copied
+    assert "templates" in copied, "addon.render reads <source root>/templates at run time"
+    for path in copied:
+        assert (REPO / path).exists(), f"Containerfile copies {path}, which does not exist"
+
+
+def test_chart_version_and_default_image_follow_pyproject_and_the_kustomization() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = pyproject()["project"]["version"]
+    assert chart["version"] == version and chart["appVersion"] == version
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    repository, _, tag = chartgen.kustomize_image().rpartition(":")
+    assert values["image"]["repository"] == repository
+    assert (values["image"]["tag"] or chart["appVersion"]) == tag
+
+
+def obj(kind: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, **extra}
+
+
+def test_generator_templates_the_image_and_leaves_crds_and_the_namespace_to_helm() -> None:
+    image = "registry.example/ds:9.9"
+    deployment = obj(
+        "Deployment",
+        "m",
+        spec={"containers": [{"image": image, "env": [{"name": "AGENT_IMAGE", "value": image}]}]},
+    )
+    files = chartgen.render_files(
+        [obj("Namespace", "dynamic-scoring"), obj("CustomResourceDefinition", "x.example.io"), deployment],
+        image,
+    )
+    assert set(files) == {"crds/x.example.io.yaml", "templates/deployment-m.yaml"}
+    text = files["templates/deployment-m.yaml"]
+    assert image not in text
+    assert text.count(chartgen.IMAGE_INCLUDE) == 2
+    assert all(t.startswith(chartgen.GENERATED) for t in files.values())
+
+
+def test_generator_refuses_what_helm_would_misread() -> None:
+    with pytest.raises(chartgen.ChartGenError, match="Helm would parse"):
+        chartgen.render_files([obj("ConfigMap", "c", data={"t": "{{ x }}"})], "i:1")
+    with pytest.raises(chartgen.ChartGenError, match="cannot template"):
+        chartgen.render_files([obj("ConfigMap", "c", data={"note": "uses i:1 inside"})], "i:1")
+
+
+def test_every_generated_file_in_the_chart_is_listed_and_hand_written_files_are_not_touched() -> None:
+    generated = chartgen.generated_paths()
+    assert {p for p in generated if p.startswith("crds/")}, "no generated CRDs in the chart"
+    hand_written = {"templates/_helpers.tpl", "templates/guard.yaml", "templates/NOTES.txt"}
+    assert not hand_written & generated
+    for p in hand_written:
+        assert (CHART / p).is_file()
