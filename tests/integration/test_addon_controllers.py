@@ -47,7 +47,13 @@ def conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def hub_install(hub: Client) -> None:
-    """The CMA, default ADC and namespace from manifests/, without the manager Deployment."""
+    """The CRDs, CMA, default ADC and namespace from manifests/, without the manager Deployment.
+
+    The manager's registry controllers watch DynamicScorers and DynamicScoringConfigs, so the manager
+    is ready only once their CRDs are served (as `kubectl apply -k manifests/` installs them).
+    """
+    for name in ("crds/dynamicscorers.yaml", "crds/dynamicscoringconfigs.yaml"):
+        hub.apply_yaml((REPO / "manifests" / name).read_text())
     for name in ("namespace.yaml", "clustermanagementaddon.yaml", "addondeploymentconfig.yaml"):
         hub.apply_yaml((REPO / "manifests" / name).read_text())
 

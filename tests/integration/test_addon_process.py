@@ -19,6 +19,7 @@ import pytest
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS, NAMESPACES
 from e2e.controlplane import ControlPlane
+from e2e.kube import Client
 from e2e.procs import free_port, wait_until
 
 SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
@@ -62,6 +63,10 @@ def namespace(api: KubeAPI) -> Iterator[str]:
 def start(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Any]:
     assert control_plane.hub is not None
     kubeconfig = control_plane.hub.admin_kubeconfig
+    # the registry controllers watch the scorer CRDs: the manager is ready once they are served
+    hub = Client(kubeconfig)
+    for crd in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
+        hub.apply_yaml((Path(__file__).resolve().parents[2] / "manifests" / "crds" / crd).read_text())
     procs: list[Proc] = []
 
     def run(name: str) -> Proc:
