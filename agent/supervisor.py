@@ -34,7 +34,7 @@ from typing import Any
 
 from agent.http import ClientPool
 from agent.metrics import AgentMetrics
-from agent.plan import InvalidSummary, ScorerPlan, plan_summary
+from agent.plan import ScorerPlan, plan_summaries, plan_summary
 from agent.ports import PublishRequest, ScorePublisher, SecretReader
 from agent.scoring.maths import expiry_window
 from agent.settings import AgentSettings
@@ -198,21 +198,11 @@ class Supervisor:
             if self._closed:
                 raise RuntimeError("supervisor is closed")
             report = ApplyReport()
-            wanted: dict[str, ScorerPlan] = {}
-            seen: set[str] = set()
-            for index, summary in enumerate(summaries):
-                key = summary.score_name
-                if key in seen:
-                    reason = f"duplicate scoreName {key!r}: the first entry is used"
-                    logger.error("%s rejected: %s", summary.label, reason)
-                    report.rejected.append(Rejection(key, reason, index))
-                    continue
-                seen.add(key)
-                try:
-                    wanted[key] = plan_summary(summary, self.settings)
-                except InvalidSummary as exc:
-                    logger.error("%s rejected: %s", summary.label, exc)
-                    report.rejected.append(Rejection(key or summary.name, str(exc), index))
+            planned = plan_summaries(summaries, self.settings)
+            wanted: dict[str, ScorerPlan] = planned.plans
+            for rejected in planned.rejected:
+                logger.error("%s rejected: %s", summaries[rejected.index].label, rejected.reason)
+                report.rejected.append(Rejection(rejected.name, rejected.reason, rejected.index))
 
             gone = [name for name in self._workers if name not in wanted]
             await asyncio.gather(*(self._retire(name) for name in gone))
@@ -242,7 +232,7 @@ class Supervisor:
         """Run one cycle of ``summary`` now, outside any schedule, and return its outcome.
 
         The cycle is the one a worker runs (same clients, semaphore, metrics and publisher), which
-        is what a dry-run command or a benchmark needs.
+        is what a benchmark needs.
 
         Raises:
             InvalidSummary: the summary cannot be run.

@@ -107,6 +107,25 @@ async def test_invalid_and_duplicate_entries_are_rejected_by_name(
     assert (await published(publisher, "good"))[0].items == [ScoreItem("good", 1)]
 
 
+async def test_names_that_collide_after_sanitising_start_one_worker(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    # col_a, col-a and COL-A- all become AddOnPlacementScore "col-a"; three workers would
+    # overwrite each other's scores on every cycle.
+    report = await supervisor.apply(
+        [
+            summary("col_a", fixed(scorer, 1)),
+            summary("col-a", fixed(scorer, 2)),
+            summary("COL-A-", fixed(scorer, 3)),
+        ]
+    )
+    assert report.started == ["col_a"]
+    assert sorted(r.name for r in report.rejected) == ["COL-A-", "col-a"]
+    assert all("already written for scoreName 'col_a'" in r.reason for r in report.rejected)
+    assert set(supervisor.workers) == {"col_a"}
+    assert (await published(publisher, "col_a"))[0].items == [ScoreItem("col_a", 1)]
+
+
 async def test_destination_none_exports_metrics_without_publishing(
     supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
 ) -> None:
