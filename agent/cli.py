@@ -15,13 +15,13 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from agent.errors import PublishError
-from agent.health import Health
+from agent.health import Health, Heartbeat
 from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
@@ -53,6 +53,7 @@ class Agent:
     health: Health
     server: HealthServer
     dead_worker_exit_seconds: float
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
     exit_reason: str = ""
 
     async def serve(self, stop: asyncio.Event) -> int:
@@ -97,6 +98,7 @@ class Agent:
         """
         dead_since: float | None = None
         while True:
+            self.heartbeat.beat()
             self.supervisor.note_progress()
             dead = self.supervisor.dead_workers()
             now = time.monotonic()
@@ -198,10 +200,16 @@ def build_agent(
         period=lease_seconds,
         healthy=lambda: watcher.applied_once.is_set() and health.healthy(),
     )
+    heartbeat = Heartbeat()
     server = HealthServer(
-        metrics, lambda: supervisor.ready, host=bind[0], port=bind[1], problems=health.problems
+        metrics,
+        lambda: supervisor.ready,
+        host=bind[0],
+        port=bind[1],
+        problems=health.problems,
+        live=heartbeat.problems,
     )
-    return Agent(supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds)
+    return Agent(supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds, heartbeat)
 
 
 async def run_agent(

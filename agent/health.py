@@ -9,6 +9,7 @@ are called from the health server's thread, so they only read state, never chang
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 log = logging.getLogger(__name__)
@@ -51,4 +52,32 @@ class Health:
         return not self.problems()
 
 
-__all__ = ["Check", "Health"]
+class Heartbeat:
+    """Proof that the event loop still turns, for the kubelet's liveness probe (`/livez`).
+
+    Liveness must not follow `/healthz`: while the managed cluster's apiserver is down the watch
+    is unhealthy, and a kubelet restart then would only lose the summaries the agent still scores
+    with.  A restart helps only when the process itself is stuck, which is what a loop that has
+    stopped beating shows (dead loops and dead workers already end the process with exit code 1).
+    """
+
+    def __init__(
+        self, stall_limit_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.stall_limit_seconds = stall_limit_seconds
+        self._clock = clock
+        self._last = clock()
+
+    def beat(self) -> None:
+        """Called from the event loop at a short period."""
+        self._last = self._clock()
+
+    def problems(self) -> list[str]:
+        """A sentence when the loop has not beaten within the limit, else nothing."""
+        stalled = self._clock() - self._last
+        if stalled > self.stall_limit_seconds:
+            return [f"event loop stalled for {stalled:.0f}s (limit {self.stall_limit_seconds:.0f}s)"]
+        return []
+
+
+__all__ = ["Check", "Health", "Heartbeat"]

@@ -61,10 +61,12 @@ class HealthServer:
         host: str = "127.0.0.1",
         port: int = 8080,
         problems: Callable[[], list[str]] = list,
+        live: Callable[[], list[str]] = list,
     ) -> None:
         self._metrics = metrics
         self._ready = ready
         self._problems = problems
+        self._live = live
         server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
         self._server = make_server(
             host, port, self._app, server_class=server_class, handler_class=_QuietHandler
@@ -82,8 +84,8 @@ class HealthServer:
             body = self._metrics.exposition()
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_METRICS)])
             return [body]
-        if path == "/healthz":
-            problems = self._problems()
+        if path in ("/healthz", "/livez"):
+            problems = self._problems() if path == "/healthz" else self._live()
             if not problems:
                 start_response("200 OK", [("Content-Type", "text/plain")])
                 return [b"ok\n"]

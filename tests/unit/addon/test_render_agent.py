@@ -58,7 +58,7 @@ def test_deployment_structure() -> None:
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8080}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 8080}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8080}
     assert c["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     assert c["resources"] == DEFAULT_RESOURCES

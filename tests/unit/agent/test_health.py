@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from agent.health import Health
+from agent.health import Health, Heartbeat
 
 
 def test_health_follows_its_checks_and_reverts() -> None:
@@ -39,3 +39,45 @@ def test_transitions_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     health.problems()
     messages = [r.getMessage() for r in caplog.records]
     assert messages == ["agent unhealthy: worker task ended: a (cancelled)", "agent healthy again"]
+
+
+def test_heartbeat_reports_a_stalled_loop_and_recovers() -> None:
+    now = [100.0]
+    beat = Heartbeat(stall_limit_seconds=30, clock=lambda: now[0])
+    assert beat.problems() == []
+    now[0] += 31
+    assert beat.problems() == ["event loop stalled for 31s (limit 30s)"]
+    beat.beat()
+    assert beat.problems() == []
+
+
+def test_livez_follows_the_heartbeat_not_the_health_checks() -> None:
+    # An apiserver outage makes /healthz fail; the kubelet's liveness probe (/livez) must not
+    # restart the agent for it, only for a stuck process.
+    import urllib.error
+    import urllib.request
+
+    from agent.metrics import AgentMetrics
+    from agent.server import HealthServer
+
+    now = [0.0]
+    beat = Heartbeat(stall_limit_seconds=30, clock=lambda: now[0])
+    server = HealthServer(
+        AgentMetrics(), lambda: True, port=0, problems=lambda: ["watch down"], live=beat.problems
+    )
+    server.start()
+
+    def status(path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    try:
+        assert status("/healthz") == 503
+        assert status("/livez") == 200
+        now[0] += 60
+        assert status("/livez") == 503
+    finally:
+        server.stop()
