@@ -1,0 +1,269 @@
+"""The sample manifests agree with each other, with the scorers, and with what their readers expect.
+
+Kueue's and Argo CD's CRDs cannot be installed here, so their samples are checked against the
+documented APIs (Kueue v0.13 ``kueue.x-k8s.io/v1beta1``; Argo CD's ``clusterDecisionResource``
+generator); the OCM objects are applied to a real hub in tests/integration/test_samples_crds.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from addon.render.agent import render_agent
+from dynamic_scoring.naming import aps_name
+from samples.scorers import cpu, predict
+from tests.unit.addon.helpers import mca
+from tests.unit.samples.agent_names import agent_metric_names
+
+pytestmark = pytest.mark.unit
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+OCM_CLUSTER = "cluster.open-cluster-management.io"
+
+
+def docs(path: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SAMPLES / path).read_text()) if d is not None]
+
+
+def one(path: str, kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs(path) if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (path, kind, name, found)
+    return found[0]
+
+
+def test_every_sample_manifest_parses_and_has_kind_and_name() -> None:
+    files = [p for p in SAMPLES.rglob("*.yaml") if "upstream" not in p.parts]
+    assert len(files) >= 15
+    for path in files:
+        for d in yaml.safe_load_all(path.read_text()):
+            if path.name in ("remote-write-values.yaml", "alert-rules.yaml", "alert-rules.test.yaml"):
+                continue
+            assert d["apiVersion"] and d["kind"], path
+            assert d["metadata"].get("name") or d["metadata"].get("generateName"), path
+
+
+# -- scorers, CRs and Placement ---------------------------------------------------------------------
+
+
+def test_the_scorer_crs_name_the_scorers_scores() -> None:
+    headroom = one("crs/cpu-headroom-scorer.yaml", "DynamicScorer")
+    forecast = one("crs/cpu-forecast-scorer.yaml", "DynamicScorer")
+    # Full mode: the score name, query and interval come from the scorer's /config.
+    assert headroom["spec"]["configSyncMode"] == "Full"
+    assert headroom["spec"]["configURL"].endswith(":8000/config") and cpu.DEFAULTS.port == 8000
+    # None mode: the spec must say what the scorer's /config would have said.
+    params = forecast["spec"]["source"]["params"]
+    assert forecast["spec"]["configSyncMode"] == "None"
+    assert (params["query"], params["range"], params["step"]) == (
+        predict.DEFAULTS.query,
+        predict.DEFAULTS.range,
+        predict.DEFAULTS.step,
+    )
+    assert forecast["spec"]["scoring"]["params"] == {"name": predict.DEFAULTS.name, "interval": 30}
+    for cr in (headroom, forecast):
+        assert cr["spec"]["scoreDimensionFormat"] == "${scoreName}"  # one item per cluster
+        assert cr["metadata"]["namespace"] == "dynamic-scoring"  # the manager's namespace
+    config = one("crs/dynamicscoringconfig.yaml", "DynamicScoringConfig")
+    assert (config["metadata"]["name"], config["metadata"]["namespace"]) == (
+        "dynamic-scoring-config",
+        "dynamic-scoring",
+    )
+
+
+def test_the_placement_points_at_the_scorers_addonplacementscores() -> None:
+    placement = one("placement/placement.yaml", "Placement")
+    coordinates = {
+        c["scoreCoordinate"]["addOn"]["scoreName"]: c["scoreCoordinate"]["addOn"]["resourceName"]
+        for c in placement["spec"]["prioritizerPolicy"]["configurations"]
+    }
+    # With "${scoreName}" the item is the score name; the APS is the sanitised score name.
+    assert coordinates == {name: aps_name(name) for name in (cpu.DEFAULTS.name, predict.DEFAULTS.name)}
+    assert placement["spec"]["prioritizerPolicy"]["mode"] in ("Additive", "Exact")
+    binding = one("placement/placement.yaml", "ManagedClusterSetBinding")
+    assert binding["metadata"]["namespace"] == placement["metadata"]["namespace"]
+    assert binding["metadata"]["name"] == binding["spec"]["clusterSet"]
+    assert placement["spec"]["clusterSets"] == [binding["spec"]["clusterSet"]]
+
+
+@pytest.mark.parametrize("path", ["argocd/placement.yaml", "kueue/placement.yaml"])
+def test_consumer_placements_are_the_sample_placement_in_their_namespace(path: str) -> None:
+    reference = one("placement/placement.yaml", "Placement")
+    copy = one(path, "Placement")
+    assert copy["spec"] == reference["spec"] and copy["metadata"]["name"] == reference["metadata"]["name"]
+    binding = one(path, "ManagedClusterSetBinding")
+    assert binding["metadata"]["namespace"] == copy["metadata"]["namespace"]
+    assert binding["spec"] == one("placement/placement.yaml", "ManagedClusterSetBinding")["spec"]
+
+
+# -- Argo CD ----------------------------------------------------------------------------------------
+
+
+def test_applicationset_reads_the_placements_decisions_through_the_configmap() -> None:
+    appset = one("argocd/applicationset.yaml", "ApplicationSet")
+    configmap = one("argocd/configmap.yaml", "ConfigMap")
+    placement = one("argocd/placement.yaml", "Placement")
+    assert appset["apiVersion"] == "argoproj.io/v1alpha1"
+    [generator] = appset["spec"]["generators"]
+    source = generator["clusterDecisionResource"]
+    assert source["configMapRef"] == configmap["metadata"]["name"] == "ocm-placement-generator"
+    assert source["labelSelector"] == {
+        "matchLabels": {f"{OCM_CLUSTER}/placement": placement["metadata"]["name"]}
+    }
+    # The generator reads PlacementDecisions, and its ConfigMap, in the ApplicationSet's namespace.
+    namespaces = {appset["metadata"]["namespace"], configmap["metadata"]["namespace"]}
+    assert namespaces == {placement["metadata"]["namespace"]}
+    assert configmap["data"] == {
+        "apiVersion": f"{OCM_CLUSTER}/v1beta1",
+        "kind": "placementdecisions",
+        "statusListKey": "decisions",
+        "matchKey": "clusterName",
+    }
+    template = appset["spec"]["template"]
+    assert "{{name}}" in template["metadata"]["name"]
+    assert template["spec"]["destination"]["server"] == "{{server}}"
+
+
+def test_applicationset_controller_may_only_read_placementdecisions_in_its_namespace() -> None:
+    role = one("argocd/rbac.yaml", "Role")
+    binding = one("argocd/rbac.yaml", "RoleBinding")
+    assert role["rules"] == [
+        {"apiGroups": [OCM_CLUSTER], "resources": ["placementdecisions"], "verbs": ["get", "list", "watch"]}
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "argocd-applicationset-controller", "namespace": "argocd"}
+    ]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "argocd"
+
+
+# -- Kueue ------------------------------------------------------------------------------------------
+
+KUEUE = "kueue.x-k8s.io/v1beta1"
+# Kueue v0.13's v1beta1 API: scope and the spec fields each kind accepts.
+KUEUE_KINDS: dict[str, tuple[bool, set[str]]] = {
+    "ResourceFlavor": (False, {"nodeLabels", "nodeTaints", "tolerations", "topologyName"}),
+    "AdmissionCheck": (False, {"controllerName", "parameters", "retryDelayMinutes"}),
+    "ClusterQueue": (
+        False,
+        {
+            "resourceGroups",
+            "cohort",
+            "queueingStrategy",
+            "namespaceSelector",
+            "flavorFungibility",
+            "preemption",
+            "admissionChecks",
+            "admissionChecksStrategy",
+            "stopPolicy",
+            "fairSharing",
+        },
+    ),
+    "LocalQueue": (True, {"clusterQueue", "stopPolicy", "fairSharing"}),
+}
+
+
+def test_kueue_objects_match_the_documented_v1beta1_api() -> None:
+    objects = docs("kueue/multikueue.yaml")
+    assert sorted(o["kind"] for o in objects) == sorted(
+        ["ResourceFlavor", "AdmissionCheck", "AdmissionCheck", "ClusterQueue", "LocalQueue"]
+    )
+    for o in objects:
+        namespaced, fields = KUEUE_KINDS[o["kind"]]
+        assert o["apiVersion"] == KUEUE, o
+        assert ("namespace" in o["metadata"]) == namespaced, o
+        spec = o.get("spec", {})  # a ResourceFlavor needs none
+        assert set(spec) <= fields, (o["kind"], set(spec) - fields)
+    for check in (o for o in objects if o["kind"] == "AdmissionCheck"):
+        assert set(check["spec"]["parameters"]) == {"apiGroup", "kind", "name"}
+
+
+def test_multikueue_is_driven_by_the_placement() -> None:
+    placement = one("kueue/placement.yaml", "Placement")
+    assert placement["metadata"]["namespace"] == "kueue-system"
+    checks = {
+        o["spec"]["controllerName"]: o for o in docs("kueue/multikueue.yaml") if o["kind"] == "AdmissionCheck"
+    }
+    ocm = checks["open-cluster-management.io/placement"]
+    assert ocm["spec"]["parameters"] == {
+        "apiGroup": OCM_CLUSTER,
+        "kind": "Placement",
+        "name": placement["metadata"]["name"],
+    }
+    # OCM's controller writes the MultiKueueConfig under the Placement's name; Kueue's check reads it.
+    assert checks["kueue.x-k8s.io/multikueue"]["spec"]["parameters"] == {
+        "apiGroup": "kueue.x-k8s.io",
+        "kind": "MultiKueueConfig",
+        "name": placement["metadata"]["name"],
+    }
+    queue = one("kueue/multikueue.yaml", "ClusterQueue")
+    assert set(queue["spec"]["admissionChecks"]) == {c["metadata"]["name"] for c in checks.values()}
+    flavor = one("kueue/multikueue.yaml", "ResourceFlavor")
+    [group] = queue["spec"]["resourceGroups"]
+    [used] = group["flavors"]
+    assert used["name"] == flavor["metadata"]["name"]
+    assert [r["name"] for r in used["resources"]] == group["coveredResources"]
+    local = one("kueue/multikueue.yaml", "LocalQueue")
+    assert local["spec"]["clusterQueue"] == queue["metadata"]["name"]
+    job = one("kueue/job.yaml", "Job")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == local["metadata"]["name"]
+    assert job["metadata"]["namespace"] == local["metadata"]["namespace"]
+    assert job["spec"]["suspend"] is True
+
+
+# -- monitoring -------------------------------------------------------------------------------------
+
+
+def agent_deployment() -> dict[str, Any]:
+    rendered = render_agent(mca=mca(), adc=None)
+    [deployment] = [m for m in rendered.manifests if m["kind"] == "Deployment"]
+    return deployment
+
+
+def test_service_and_monitors_select_the_rendered_agent_pods_and_port() -> None:
+    deployment = agent_deployment()
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    namespace = deployment["metadata"]["namespace"]
+
+    service = one("monitoring/agent-metrics-service.yaml", "Service")
+    assert service["metadata"]["namespace"] == namespace
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    [port] = service["spec"]["ports"]
+    assert port["targetPort"] in ports and port["port"] == ports[port["targetPort"]]
+
+    monitor = one("monitoring/servicemonitor.yaml", "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [namespace]
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [port["name"]]
+
+    podmonitor = one("monitoring/podmonitor.yaml", "PodMonitor")
+    assert podmonitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert [e["port"] for e in podmonitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+    assert "metrics" in ports
+
+
+def test_prometheusrule_carries_exactly_the_checked_rule_file() -> None:
+    rule = one("monitoring/prometheusrule.yaml", "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load((SAMPLES / "monitoring" / "alert-rules.yaml").read_text())
+
+
+def test_remote_write_keeps_the_agent_series_and_nothing_else() -> None:
+    values = yaml.safe_load((SAMPLES / "monitoring" / "remote-write-values.yaml").read_text())
+    [target] = values["prometheus"]["prometheusSpec"]["remoteWrite"]
+    assert target["url"].startswith("https://")
+    [keep] = target["writeRelabelConfigs"]
+    assert keep["action"] == "keep" and keep["sourceLabels"] == ["__name__"]
+    regex = re.compile(f"^(?:{keep['regex']})$")  # Prometheus anchors relabel regexes
+    assert all(regex.match(name) for name in agent_metric_names())
+    for other in ("process_cpu_seconds_total", "python_info", "container_cpu_usage_seconds_total", "up"):
+        assert not regex.match(other)
