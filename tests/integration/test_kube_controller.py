@@ -143,9 +143,14 @@ def test_controller_converges_on_create_change_and_deletion_of_its_objects(
         )
         wait_until(lambda: (m := run.mirrored("one")) and m["data"] == {"x": "9"}, timeout=15, what="change")
         # a deleted mirror is recreated (the mirror informer maps it back to its source)
+        first = run.mirrored("two")
+        assert first is not None
         api.request("DELETE", CONFIGMAPS.path(namespace, "two-mirror"))
-        wait_until(lambda: run.mirrored("two") is None, timeout=15, what="mirror gone from the cache")
-        wait_until(lambda: run.mirrored("two"), timeout=15, what="mirror recreated")
+        wait_until(
+            lambda: (m := run.mirrored("two")) and m["metadata"]["uid"] != first["metadata"]["uid"],
+            timeout=15,
+            what="mirror recreated (a new uid)",
+        )
         # deleting a source removes its mirror
         api.request("DELETE", CONFIGMAPS.path(namespace, "one"))
         wait_until(lambda: run.mirrored("one") is None, timeout=15, what="mirror of a deleted source removed")
