@@ -640,26 +640,35 @@ def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
     generations = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
     errors_before = sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total")
 
-    # SIGKILL: connections are reset mid-watch, and the outage stays shorter than the leader's
-    # 10 s renew deadline (a SIGTERMed apiserver drains for longer than that on this machine,
-    # and a leader that cannot renew for 10 s exits by design, handing over to the standby)
+    # SIGKILL: connections are reset mid-watch.  The harness usually has the apiserver back within
+    # the leader's 10 s renew deadline (SIGTERM would drain for longer than that).
     down_at = time.monotonic()
     env.cp.stop_component("hub-apiserver", kill=True)
     time.sleep(2)  # the outage itself: the manager must ride it out, not be told it ended
     env.cp.start_component("hub-apiserver")
     outage = time.monotonic() - down_at
-    assert outage < 10, f"the harness took {outage:.1f}s to restart the apiserver"
+    print(f"hub apiserver outage {outage:.1f}s")
 
-    # the leader kept the Lease and its process, and counted the broken watches
-    assert env.leader() == leader
     after = env.manager_pod(leader)
-    assert after is not None and after["restarts"] == restarts and after["pid"] == pod["pid"]
-    wait_until(
-        lambda: sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total") > errors_before,
-        timeout=30,
-        what="watch errors counted",
-    )
-    assert '"level": "warning"' in Path(pod["log"]).read_text()
+    kept = env.leader() == leader and after is not None and after["pid"] == pod["pid"]
+    if kept:
+        # the leader kept the Lease and its process, and counted the broken watches
+        assert after is not None and after["restarts"] == restarts
+        wait_until(
+            lambda: sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total") > errors_before,
+            timeout=30,
+            what="watch errors counted",
+        )
+    else:
+        # a leader may give up only when it really could not renew for its 10 s deadline: then it
+        # exits 1 (the runner restarts it) and a replica takes the Lease again
+        assert outage > 10, f"the leader gave up its Lease after an outage of only {outage:.1f}s"
+        wait_until(
+            lambda: "lost lease" in Path(pod["log"]).read_text(), timeout=30, what="'lost lease' logged"
+        )
+        wait_until(lambda: env.leader() or None, timeout=60, what="a leader again")
+    log_text = Path(pod["log"]).read_text()
+    assert '"logger": "dynamic_scoring.kube.informer"' in log_text and '"level": "warning"' in log_text
     # watches resumed: an edit of the agent's hub Role is reverted
     role_path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/cluster1/roles/{HUB_RBAC}"
     env.hub.api.request(

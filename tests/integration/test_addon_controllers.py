@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry
 
 from addon.config.spec_hash import spec_hash
+from addon.controllers.lifecycle import lifecycle_controllers
 from addon.manager import Manager, ManagerOptions
 from addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import KubeAPI
@@ -95,6 +96,7 @@ class Running:
         self.manager = Manager(
             api,
             ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", resync_seconds=resync),
+            factories=[lifecycle_controllers],  # the controllers under test, not the scorer registry's
             registry=registry,
         )
         self.stop = threading.Event()

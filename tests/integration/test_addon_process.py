@@ -23,6 +23,7 @@ from e2e.kube import Client
 from e2e.procs import free_port, wait_until
 
 SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
+REPO = Path(__file__).resolve().parents[2]
 ADDON = "dynamic-scoring"
 
 
@@ -52,7 +53,11 @@ def api(control_plane: ControlPlane) -> KubeAPI:
 
 
 @pytest.fixture
-def namespace(api: KubeAPI) -> Iterator[str]:
+def namespace(api: KubeAPI, control_plane: ControlPlane) -> Iterator[str]:
+    assert control_plane.hub is not None
+    hub = Client(control_plane.hub.admin_kubeconfig)
+    for crd in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):  # the scorer registry's watches
+        hub.apply_yaml((REPO / "manifests" / "crds" / crd).read_text())
     name = f"addon-proc-{uuid.uuid4().hex[:6]}"
     api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
     yield name

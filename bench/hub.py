@@ -1,0 +1,337 @@
+"""Benchmark of the hub addon manager on a fleet of ManagedClusters created directly on the hub.
+
+    python -m bench hub-manager                 # 1,000 and 3,500 clusters
+    DS_BENCH_HUB_SIZES=1000 python -m bench hub-manager
+
+A local control plane (no Prometheus, no runner) provides a real kube-apiserver with OCM's own
+hub controllers, so OCM's addon-manager does its share (the MCA -> CMA ownerReference, config
+references and the hash copy) as in production.  For each size the fleet is created (a namespace,
+a ManagedCluster that is not accepted, so no klusterlet is expected, and the addon's MCA), OCM is
+given time to own the MCAs, and then `dynamic-scoring-addon manager` is started as a process:
+
+* **cold start**: seconds from the process start until every cluster has its work and
+  `RegistrationApplied`, and the manager's queues are empty (target <= 60 s at 1,000);
+* **writes per cluster** in that full pass, from the manager's own write counters;
+* **no-op resync writes**: writes during one full resync of a converged fleet (target 0);
+* **peak RSS** of the manager process (VmHWM; target <= 300 MiB at 3,500);
+* **template change**: the manager restarted with a different agent image (a new release's
+  template); seconds until every work carries it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import Row, benchmark, verdict
+
+ADDON = "dynamic-scoring"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
+RESYNC_SECONDS = 45.0
+IMAGE_V2 = "quay.io/open-cluster-management/dynamic-scoring:bench-template-change"
+
+
+def _sizes() -> list[int]:
+    return [int(s) for s in os.environ.get("DS_BENCH_HUB_SIZES", "1000,3500").split(",") if s]
+
+
+@dataclass
+class ManagerProc:
+    popen: subprocess.Popen[bytes]
+    port: int
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise KeyError("VmHWM")
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(30)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+
+
+def _sum(metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **want: str) -> float:
+    return sum(
+        v
+        for (n, labels), v in metrics.items()
+        if n == name and all(dict(labels).get(k) == val for k, val in want.items())
+    )
+
+
+def _writes(metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> float:
+    """Writes to the apiserver, Events left out (advice to a human, not state)."""
+    return _sum(metrics, "dynamic_scoring_controller_writes_total") - _sum(
+        metrics, "dynamic_scoring_controller_writes_total", verb="event"
+    )
+
+
+def _start_manager(kubeconfig: Path, log: Path, image: str) -> ManagerProc:
+    from e2e.procs import free_port
+
+    port = free_port()
+    popen = subprocess.Popen(
+        [
+            str(SCRIPT),
+            "manager",
+            f"--kubeconfig={kubeconfig}",
+            "--no-leader-elect",
+            f"--metrics-bind-address=127.0.0.1:{port}",
+            f"--resync-period={RESYNC_SECONDS}",
+            f"--agent-image={image}",
+            "--log-level=warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+    )
+    proc = ManagerProc(popen, port)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            proc.metrics()
+            return proc
+        except OSError:
+            if popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"manager did not start; see {log}") from None
+            time.sleep(0.2)
+
+
+def _quiet(proc: ManagerProc, done: Any, timeout: float) -> tuple[float, dict[Any, float]]:
+    """Poll until `done(metrics)` and the writes stop with empty queues; (time of the last write, metrics)."""
+    deadline = time.monotonic() + timeout
+    last_writes, last_change = -1.0, time.monotonic()
+    while True:
+        metrics = proc.metrics()
+        writes = _writes(metrics)
+        now = time.monotonic()
+        if writes != last_writes:
+            last_writes, last_change = writes, now
+        queued = _sum(metrics, "dynamic_scoring_controller_queue_depth")
+        if done(metrics) and queued == 0 and now - last_change >= 3.0:
+            return last_change, metrics
+        if now > deadline:
+            raise TimeoutError(f"not converged in {timeout:.0f}s: writes {writes}, queued {queued}")
+        time.sleep(0.5)
+
+
+def _populate(api: Any, count: int) -> float:
+    from dynamic_scoring.kube.resources import MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS, NAMESPACES
+
+    def one(i: int) -> None:
+        name = f"bench-c{i:05d}"
+        api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
+        api.request(
+            "POST",
+            MANAGED_CLUSTERS.path(),
+            body={
+                "apiVersion": "cluster.open-cluster-management.io/v1",
+                "kind": "ManagedCluster",
+                "metadata": {"name": name},
+                "spec": {"hubAcceptsClient": False},
+            },
+        )
+        api.request(
+            "POST",
+            MANAGED_CLUSTER_ADDONS.path(name),
+            body={
+                "apiVersion": ADDON_V1A1,
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": ADDON, "namespace": name},
+                "spec": {"installNamespace": "open-cluster-management-agent-addon"},
+            },
+        )
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(one, range(count)))
+    return time.monotonic() - started
+
+
+def _owned_by_ocm(api: Any) -> int:
+    from dynamic_scoring.kube.resources import MANAGED_CLUSTER_ADDONS
+
+    items = api.request(
+        "GET", MANAGED_CLUSTER_ADDONS.path(), query={"fieldSelector": f"metadata.name={ADDON}"}
+    )["items"]
+    return sum(
+        1
+        for m in items
+        if m["metadata"].get("ownerReferences") and m.get("status", {}).get("configReferences")
+    )
+
+
+def _hub_state(api: Any) -> tuple[int, int, int]:
+    """(works, works with the v2 image, MCAs with RegistrationApplied=True), read from the hub."""
+    from dynamic_scoring.kube.resources import MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS
+
+    works = api.request(
+        "GET",
+        MANIFEST_WORKS.path(),
+        query={"labelSelector": f"open-cluster-management.io/addon-name={ADDON}"},
+    )["items"]
+    v2 = sum(1 for w in works if IMAGE_V2 in str(w["spec"]["workload"]["manifests"]))
+    mcas = api.request(
+        "GET", MANAGED_CLUSTER_ADDONS.path(), query={"fieldSelector": f"metadata.name={ADDON}"}
+    )["items"]
+    registered = sum(
+        1
+        for m in mcas
+        if any(
+            c["type"] == "RegistrationApplied" and c["status"] == "True"
+            for c in m.get("status", {}).get("conditions") or []
+        )
+    )
+    return len(works), v2, registered
+
+
+def _measure(workdir: Path, count: int) -> list[Row]:
+    from dynamic_scoring.kube.api import KubeAPI
+    from e2e.controlplane import ControlPlane
+    from e2e.kube import Client
+
+    name = f"hub-manager-{count}"
+    cp = ControlPlane(workdir / f"ocm-{count}", with_prometheus=False, with_runner=False)
+    cp.up()
+    rows: list[Row] = []
+    proc: ManagerProc | None = None
+    try:
+        assert cp.hub is not None
+        kubeconfig = cp.hub.admin_kubeconfig
+        api = KubeAPI(kubeconfig, timeout=120)
+        hub = Client(kubeconfig)
+        for file in (
+            "crds/dynamicscorers.yaml",  # the scorer registry's controllers run in the same manager
+            "crds/dynamicscoringconfigs.yaml",
+            "namespace.yaml",
+            "clustermanagementaddon.yaml",
+            "addondeploymentconfig.yaml",
+        ):
+            hub.apply_yaml((REPO / "manifests" / file).read_text())
+        created = _populate(api, count)
+        print(f"[{name}] created {count} clusters in {created:.0f}s", file=sys.stderr, flush=True)
+        allowed = 120 + 0.2 * count  # OCM's own controllers need about 0.1 s per MCA on 2 cores
+        deadline = time.monotonic() + allowed
+        while _owned_by_ocm(api) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"OCM's addon-manager did not take the MCAs in {allowed:.0f}s; "
+                    f"see {cp.run_dir}/logs/hub-addon-manager.log"
+                )
+            time.sleep(2)
+
+        log = workdir / f"manager-{count}.log"
+        started = time.monotonic()
+        proc = _start_manager(kubeconfig, log, "quay.io/open-cluster-management/dynamic-scoring:0.1.0")
+
+        def all_works(metrics: dict[Any, float]) -> bool:
+            return (
+                _sum(metrics, "dynamic_scoring_controller_writes_total", controller="deploy", verb="create")
+                >= count
+            )
+
+        last_write, metrics = _quiet(proc, all_works, timeout=900)
+        cold = last_write - started
+        works, _, registered = _hub_state(api)
+        assert works == count and registered == count, (works, registered)
+        per_cluster = _writes(metrics) / count
+        breakdown = ", ".join(
+            f"{c}:{_sum(metrics, 'dynamic_scoring_controller_writes_total', controller=c) / count:.2f}"
+            for c in ("cma-config", "addon-config", "registration", "csr-approver", "deploy")
+        )
+        print(
+            f"[{name}] converged in {cold:.1f}s; writes/cluster {per_cluster:.2f} ({breakdown})",
+            file=sys.stderr,
+        )
+
+        # one full resync of a converged fleet
+        before = _writes(metrics)
+        reconciled = _sum(metrics, "dynamic_scoring_controller_reconcile_total", controller="deploy")
+        _quiet(
+            proc,
+            lambda m: (
+                _sum(m, "dynamic_scoring_controller_reconcile_total", controller="deploy")
+                >= reconciled + count
+            ),
+            timeout=RESYNC_SECONDS * 4 + 300,
+        )
+        resync_writes = _writes(proc.metrics()) - before
+        peak = proc.peak_rss_mib()
+        proc.stop()
+        proc = None
+
+        # a new release: the same fleet, a different agent image in the template
+        started = time.monotonic()
+        proc = _start_manager(kubeconfig, log, IMAGE_V2)
+
+        def all_patched(metrics: dict[Any, float]) -> bool:
+            return (
+                _sum(metrics, "dynamic_scoring_controller_writes_total", controller="deploy", verb="patch")
+                >= count
+            )
+
+        last_write, _ = _quiet(proc, all_patched, timeout=900)
+        change = last_write - started
+        _, v2, _ = _hub_state(api)
+        assert v2 == count, v2
+        peak = max(peak, proc.peak_rss_mib())
+
+        rows += [
+            Row(
+                name,
+                "cold start to all works (s)",
+                f"{cold:.1f}",
+                "<= 60 at 1000",
+                verdict(count > 1000 or cold <= 60),
+            ),
+            Row(name, "writes per cluster, full pass", f"{per_cluster:.2f} ({breakdown})"),
+            Row(name, "writes on a no-op resync", f"{resync_writes:.0f}", "0", verdict(resync_writes == 0)),
+            Row(
+                name,
+                "manager peak RSS (MiB)",
+                f"{peak:.0f}",
+                "<= 300 at 3500",
+                verdict(count < 3500 or peak <= 300),
+            ),
+            Row(name, "template change to every work (s)", f"{change:.1f}"),
+            Row(name, "fleet creation (s, not the manager)", f"{created:.0f}"),
+        ]
+    finally:
+        if proc is not None:
+            proc.stop()
+        problems = cp.down()
+        if problems:
+            print(f"[{name}] teardown: {problems}", file=sys.stderr)
+    return rows
+
+
+@benchmark("hub-manager")
+def hub_manager(workdir: Path) -> list[Row]:
+    """Cold start, writes, resync, memory and template rollout at each fleet size."""
+    rows: list[Row] = []
+    for count in _sizes():
+        rows += _measure(workdir, count)
+    return rows
