@@ -1,0 +1,164 @@
+"""`make demo`: the whole loop on this machine, with a live view of scores and the Placement's choice.
+
+Steps (each printed with its elapsed time): tools (built or reused) -> the local OCM control plane
+in `.e2e/demo` -> `helm install` of the hub side -> `clusteradm addon enable` on cluster1 and
+cluster2 -> the sample CPU scorer and its DynamicScorer -> a Placement choosing the cluster with
+the most CPU headroom.  Then the live view refreshes in place every second while the synthetic
+load moves from one cluster to the other every `--shift-every` seconds, so the decision follows.
+
+Ctrl-C (or SIGTERM) stops the scorer, the gateway and every process of the control plane, and
+checks no port is left held.  `--once` runs the same steps without the live view: one load shift,
+wait for the decision to follow, print the measured latency, tear down, exit 0 (1 if it did not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from e2e.controlplane import ControlPlane
+from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, SCORE, USER_NS, Mission, Row, timed
+from e2e.procs import StartupError
+
+RUN_DIR = Path(".e2e/demo")
+CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to end: the view redraws in place
+
+
+def fmt_secs(value: float | None) -> str:
+    """'12s', '-3s' (expired), or '-' when unknown."""
+    return "-" if value is None else f"{value:.0f}s"
+
+
+def render(rows: list[Row], elapsed: float, note: str) -> str:
+    """The live view as text."""
+    lines = [
+        f"dynamic-scoring demo   {elapsed:6.0f}s   (Ctrl-C to stop and tear everything down)",
+        "",
+        f"Placement {USER_NS}/{PLACEMENT}: the one cluster with the highest {SCORE}",
+        "",
+        f"{'cluster':<10} {'load':>7} {'score':>6} {'written':>9} {'expires in':>11}  "
+        f"{'condition':<24} decision",
+    ]
+    for r in rows:
+        score = "-" if r.score is None else str(r.score)
+        mark = "<== chosen" if r.chosen else ""
+        lines.append(
+            f"{r.cluster:<10} {r.load:>5.1f}c {score:>6} {fmt_secs(r.written_ago) + ' ago':>9} "
+            f"{fmt_secs(r.expires_in):>11}  {r.condition:<24} {mark}"
+        )
+    lines += ["", note]
+    return "\n".join(lines)
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM behaves like Ctrl-C: unwind through the teardown."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of `python -m e2e.demo`."""
+    parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--once", action="store_true", help="no live view: one shift, check, tear down")
+    parser.add_argument("--run-dir", type=Path, default=RUN_DIR, help="where the control plane runs")
+    parser.add_argument("--interval", type=int, default=5, help="scoring interval in seconds")
+    parser.add_argument("--shift-every", type=float, default=45, help="seconds between load shifts")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, interrupt)
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+
+    cp = ControlPlane(args.run_dir, progress=lambda m: say(f"[{time.monotonic() - t0:6.1f}s]     {m}"))
+    mission: Mission | None = None
+    code = 1
+    try:
+        with timed(say, "tools and the local OCM control plane (hub = cluster1, cluster2)", t0):
+            cp.up()
+        mission = Mission(cp, progress=say, interval=args.interval, work_dir=args.run_dir / "mission")
+        m = mission
+        m.set_load("cluster1", LIGHT)
+        m.set_load("cluster2", HEAVY)
+        with timed(
+            say,
+            "helm install dynamic-scoring charts/dynamic-scoring -n dynamic-scoring --create-namespace",
+            t0,
+        ):
+            m.install()
+        with timed(say, "tenant Secrets the agents' Prometheus header reads (user objects)", t0):
+            m.tenant_secrets()
+        with timed(say, "clusteradm addon enable --names dynamic-scoring --clusters cluster1,cluster2", t0):
+            m.enable()
+        with timed(say, "sample CPU scorer (python -m samples.scorers.cpu) and the metrics gateway", t0):
+            m.start_gateway()
+            base = m.start_scorer()
+        with timed(say, "DynamicScorer cpu-headroom, DynamicScoringConfig, Placement", t0):
+            m.register(base)
+        with timed(say, "first scores on both clusters and the first decision", t0):
+            m.wait_ranked("cluster1", timeout=180)
+        if args.once:
+            say(render(m.rows(), time.monotonic() - t0, "load on cluster2; shifting it to cluster1"))
+            flip = m.shift("cluster2", timeout=60)
+            say(render(m.rows(), time.monotonic() - t0, ""))
+            say(
+                f"[{time.monotonic() - t0:6.1f}s] load shift -> scores crossed {flip.scores_crossed:.1f}s, "
+                f"decision followed {flip.decided:.1f}s (score-to-decision {flip.score_to_decision:.2f}s)"
+            )
+            code = 0
+        else:
+            code = live(m, t0, args.shift_every)
+    except KeyboardInterrupt:
+        say("\ninterrupted")
+        code = 0 if not args.once else 130
+    except (StartupError, RuntimeError) as exc:
+        say(f"demo failed: {exc}\nlogs: {args.run_dir.resolve() / 'logs'}")
+        code = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
+        say(f"[{time.monotonic() - t0:6.1f}s] tearing down (scorer, gateway, control plane)")
+        if mission is not None:
+            mission.stop_local()
+        problems = cp.down()
+        if problems:
+            say("teardown left: " + "; ".join(problems))
+            code = code or 1
+        else:
+            say(f"[{time.monotonic() - t0:6.1f}s] stopped; no process or port left")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return code
+
+
+def live(m: Mission, t0: float, shift_every: float) -> int:
+    """Redraw the view every second; move the load to the other cluster every `shift_every` s."""
+    heavy = "cluster2"
+    last_shift = time.monotonic()
+    followed: float | None = None
+    width = shutil.get_terminal_size().columns
+    while True:
+        now = time.monotonic()
+        if now - last_shift >= shift_every:
+            heavy = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
+            light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
+            m.set_load(heavy, HEAVY)
+            m.set_load(light, LIGHT)
+            last_shift, followed = now, None
+        light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
+        rows = m.rows()
+        if followed is None and [r.cluster for r in rows if r.chosen] == [light]:
+            followed = time.monotonic() - last_shift
+        note = f"load is on {heavy}; next shift in {max(0.0, shift_every - (now - last_shift)):.0f}s"
+        if followed is not None:
+            note += f"; the decision moved to {light} {followed:.1f}s after the last shift"
+        text = render(rows, now - t0, note)
+        sys.stdout.write(CLEAR + "\n".join(line[:width] for line in text.splitlines()) + "\n")
+        sys.stdout.flush()
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

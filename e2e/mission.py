@@ -1,0 +1,557 @@
+"""The whole loop as a user runs it, as steps shared by `make demo` (e2e.demo) and the mission test.
+
+install the hub side with the documented Helm command -> `clusteradm addon enable` on both
+clusters -> start the sample CPU scorer -> register it as a DynamicScorer -> a Placement picks the
+cluster with the most CPU headroom -> shift the synthetic load -> the decision follows.
+
+One thing the local environment needs that a real fleet does not: each managed cluster has its
+own Prometheus on its own loopback port, while a DynamicScorer names one `source.host` for every
+cluster.  In a fleet that host is the same in-cluster Service name resolving to each cluster's
+own Prometheus, or one multi-tenant store (Mimir, Cortex, Thanos) that picks the tenant from the
+`X-Scope-OrgID` header.  The demo does the latter: `TenantGateway` forwards each query to the
+Prometheus of the tenant named in the header, and the header's value comes from a Secret the user
+creates in each cluster's agent namespace (`spec.source.auth.headers[].secretKeyRef`), exactly as
+the agent's documented multi-tenant setup works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from dynamic_scoring.kube.api import JSON
+from dynamic_scoring.naming import aps_name
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.loadgen import LoadFile
+from e2e.ocm import clusteradm
+from e2e.procs import Proc, StartupError, free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "e2e" / "build-tools.sh"
+CHART = REPO / "charts" / "dynamic-scoring"
+ADDON = "dynamic-scoring"
+NAMESPACE = "dynamic-scoring"  # the chart's (and manifests/') namespace
+RELEASE = "dynamic-scoring"
+INSTALL_NS = "open-cluster-management-agent-addon"
+CLUSTERS = ("cluster1", "cluster2")
+MANAGER = "dynamic-scoring-addon-manager"
+DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
+CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+WORK_V1 = "work.open-cluster-management.io/v1"
+SCORER = "cpu-headroom"  # the DynamicScorer
+SCORE = "cpu_headroom"  # its score name: the sample CPU scorer's default
+USER_NS = "dynamic-scoring-demo"  # where the user's Placement lives
+PLACEMENT = "most-cpu-headroom"
+TENANT_SECRET = "demo-metrics-tenant"
+TENANT_HEADER = "X-Scope-OrgID"
+DEMO_PODS = ("app-1", "app-2")
+CAPACITY_CORES = 4.0
+HEAVY, LIGHT = 3.4, 0.4  # cores: 15 and 90 on the sample scorer's headroom scale (4 cores = 0)
+
+Progress = Callable[[str], None]
+
+
+def helm_binary() -> Path:
+    """The pinned helm, built from the Go module proxy on first use (e2e/build-tools.sh helm)."""
+    proc = subprocess.run([str(BUILD_SCRIPT), "helm"], capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        name, _, path = line.partition("=")
+        if name == "helm" and path:
+            return Path(path) / "bin" / "helm"
+    raise StartupError(f"building helm failed:\n{proc.stderr[-3000:]}")
+
+
+def install_command(helm: Path | str = "helm", *extra: str) -> list[str]:
+    """The documented install (docs/install.md), as argv."""
+    return [
+        str(helm),
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        *extra,
+    ]
+
+
+class TenantGateway:
+    """One Prometheus URL for every cluster: the `X-Scope-OrgID` header picks whose data answers.
+
+    The same contract as a multi-tenant Mimir/Cortex query frontend, reduced to a forwarder: a
+    request without the header, or naming an unknown tenant, gets 400 with a message saying so.
+    """
+
+    def __init__(self, upstreams: dict[str, str]) -> None:
+        self.upstreams = dict(upstreams)
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None) -> None:
+                tenant = self.headers.get(TENANT_HEADER, "")
+                upstream = gateway.upstreams.get(tenant)
+                if upstream is None:
+                    msg = f"{TENANT_HEADER} must name one of {sorted(gateway.upstreams)}, got {tenant!r}"
+                    self._send(400, json.dumps({"status": "error", "error": msg}).encode())
+                    return
+                req = urllib.request.Request(upstream + self.path, data=body, method=self.command)
+                if body is not None:
+                    req.add_header(
+                        "Content-Type", self.headers.get("Content-Type", "application/octet-stream")
+                    )
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        self._send(resp.status, resp.read())
+                except urllib.error.HTTPError as exc:
+                    self._send(exc.code, exc.read())
+                except OSError as exc:
+                    self._send(502, json.dumps({"status": "error", "error": str(exc)}).encode())
+
+            def _send(self, status: int, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self._forward(self.rfile.read(length))
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="tenant-gateway", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL: what the DynamicScorer's `source.host` names."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> TenantGateway:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@dataclass(frozen=True)
+class Flip:
+    """Seconds from a load shift to the scores crossing and to the Placement's new decision."""
+
+    to: str
+    scores_crossed: float
+    decided: float
+    score_to_decision: float
+
+
+@dataclass
+class Row:
+    """One cluster's line in the view."""
+
+    cluster: str
+    score: int | None
+    written_ago: float | None
+    expires_in: float | None
+    condition: str
+    load: float
+    chosen: bool
+
+
+@dataclass
+class Mission:
+    """The steps, against a running `ControlPlane` (its Prometheus servers and runner included)."""
+
+    cp: ControlPlane
+    progress: Progress = print
+    interval: int = 5
+    window: int = 5
+    work_dir: Path = field(default_factory=lambda: Path(".e2e-mission"))
+    scorer_proc: Proc | None = None
+    gateway: TenantGateway | None = None
+    helm: Path | None = None
+
+    def __post_init__(self) -> None:
+        assert self.cp.hub is not None and self.cp.spoke2 is not None and self.cp.tools is not None
+        self.hub = Client(self.cp.hub.admin_kubeconfig, timeout=10)
+        self.spokes = {"cluster1": self.hub, "cluster2": Client(self.cp.spoke2.admin_kubeconfig, timeout=10)}
+        self.tools = self.cp.tools
+        self.work_dir = self.work_dir.resolve()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+
+    # ----------------------------------------------------------------- install
+    def helm_env(self) -> dict[str, str]:
+        """Helm's caches and config inside the work dir, so nothing lands in the user's home."""
+        return {
+            **os.environ,
+            "HELM_CACHE_HOME": str(self.work_dir / "helm" / "cache"),
+            "HELM_CONFIG_HOME": str(self.work_dir / "helm" / "config"),
+            "HELM_DATA_HOME": str(self.work_dir / "helm" / "data"),
+        }
+
+    def run_helm(self, *args: str) -> str:
+        """Run helm against the hub; raises with its output on failure."""
+        assert self.cp.hub is not None
+        if self.helm is None:
+            self.helm = helm_binary()
+        argv = [str(self.helm), *args, f"--kubeconfig={self.cp.hub.admin_kubeconfig}"]
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, check=False, env=self.helm_env(), timeout=300
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args)} failed: {proc.stdout}{proc.stderr}")
+        return proc.stdout
+
+    def install(self, *extra: str) -> None:
+        """`helm install dynamic-scoring charts/dynamic-scoring -n dynamic-scoring --create-namespace`."""
+        self.run_helm(*install_command("helm", *extra)[1:])
+        self.wait_manager()
+
+    def manager_available(self) -> bool:
+        """The manager Deployment reports every replica available (the runner feeds its status)."""
+        dep = self.hub.find("apps/v1", "Deployment", MANAGER, NAMESPACE)
+        if dep is None:
+            return False
+        want = (dep.get("spec") or {}).get("replicas", 1)
+        st = dep.get("status") or {}
+        return bool(
+            st.get("observedGeneration") == dep["metadata"]["generation"]
+            and st.get("updatedReplicas") == want
+            and st.get("availableReplicas") == want
+        )
+
+    def wait_manager(self, timeout: float = 90) -> None:
+        """Until every manager replica runs and one holds the leader Lease."""
+
+        def leader() -> str:
+            lease = self.hub.find("coordination.k8s.io/v1", "Lease", MANAGER, NAMESPACE)
+            return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+        wait_until(
+            lambda: self.manager_available() and leader(), timeout=timeout, what="the addon manager up"
+        )
+
+    def enable(self, *clusters: str) -> str:
+        """`clusteradm addon enable --names dynamic-scoring --clusters ...`."""
+        assert self.cp.hub is not None
+        names = ",".join(clusters or CLUSTERS)
+        return clusteradm(
+            self.tools, self.cp.hub.admin_kubeconfig, "addon", "enable", "--names", ADDON, "--clusters", names
+        )
+
+    def disable(self, *clusters: str) -> str:
+        """`clusteradm addon disable --names dynamic-scoring --clusters ...`."""
+        assert self.cp.hub is not None
+        names = ",".join(clusters or CLUSTERS)
+        return clusteradm(
+            self.tools,
+            self.cp.hub.admin_kubeconfig,
+            "addon",
+            "disable",
+            "--names",
+            ADDON,
+            "--clusters",
+            names,
+        )
+
+    def uninstall(self, timeout: float = 120) -> None:
+        """The documented uninstall: `helm uninstall`, then the namespace the install created."""
+        self.run_helm("uninstall", RELEASE, "--namespace", NAMESPACE)
+        self.hub.delete("v1", "Namespace", NAMESPACE)
+        wait_until(
+            lambda: self.hub.find("v1", "Namespace", NAMESPACE) is None,
+            timeout=timeout,
+            what=f"namespace {NAMESPACE} deleted",
+        )
+
+    # ----------------------------------------------------------------- the user's side
+    def tenant_secrets(self) -> None:
+        """What the user creates on each cluster before enabling: the namespace and the tenant Secret."""
+        for cluster, client in self.spokes.items():
+            client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NS}})
+            client.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": TENANT_SECRET, "namespace": INSTALL_NS},
+                    "stringData": {"tenant": cluster},
+                }
+            )
+
+    def start_gateway(self) -> TenantGateway:
+        """The one metrics URL every cluster's agent queries (see the module docstring)."""
+        upstreams = {c: self.cp.clusters[c].prometheus_url for c in CLUSTERS}
+        missing = [c for c, url in upstreams.items() if not url]
+        if missing:
+            raise StartupError(f"no Prometheus for {missing}: the control plane runs without Prometheus")
+        self.gateway = TenantGateway(upstreams).start()
+        return self.gateway
+
+    def start_scorer(self) -> str:
+        """The sample CPU scorer (`python -m samples.scorers.cpu`) on a free loopback port."""
+        port = free_port()
+        argv = [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port)]
+        argv += ["--capacity-cores", str(CAPACITY_CORES), "--interval", str(self.interval)]
+        self.scorer_proc = Proc("sample-cpu-scorer", argv, self.work_dir / "sample-cpu-scorer.log", cwd=REPO)
+        self.scorer_proc.start()
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
+                return bool(resp.status == 200)
+
+        wait_until(healthy, timeout=30, what="the sample scorer's /healthz", proc=self.scorer_proc)
+        return base
+
+    def dynamic_scorer(self, base: str) -> JSON:
+        """The DynamicScorer registering the sample scorer (spec mode: the demo's short window wins)."""
+        assert self.gateway is not None
+        return {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScorer",
+            "metadata": {"name": SCORER, "namespace": NAMESPACE},
+            "spec": {
+                "description": "CPU headroom of the whole cluster (samples/scorers/cpu.py)",
+                "configURL": f"{base}/config",
+                "configSyncMode": "None",
+                "source": {
+                    "type": "Prometheus",
+                    "host": self.gateway.url,
+                    "params": {
+                        # irate over 5 s on a 1 s scrape: the score follows a load change within seconds
+                        "query": "sum(irate(container_cpu_usage_seconds_total[5s]))",
+                        "range": self.window,
+                        "step": 1,
+                    },
+                    "auth": {
+                        "headers": [
+                            {"name": TENANT_HEADER, "secretKeyRef": {"name": TENANT_SECRET, "key": "tenant"}}
+                        ]
+                    },
+                },
+                "scoring": {
+                    "host": base,
+                    "path": "/scoring",
+                    "params": {"name": SCORE, "interval": self.interval},
+                },
+                "validForSeconds": max(3 * self.interval, 30),
+            },
+        }
+
+    def register(self, base: str) -> None:
+        """The DynamicScorer, the DynamicScoringConfig that turns distribution on, and the Placement."""
+        self.hub.apply(self.dynamic_scorer(base))
+        self.hub.apply(
+            {
+                "apiVersion": DS_V1A1,
+                "kind": "DynamicScoringConfig",
+                "metadata": {"name": "dynamic-scoring-config", "namespace": NAMESPACE},
+                "spec": {},
+            }
+        )
+        self.placement()
+
+    def placement(self) -> None:
+        """A Placement choosing the one cluster with the highest `cpu_headroom` score."""
+        self.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}})
+        self.hub.apply(
+            {
+                "apiVersion": CLUSTER_V1B2,
+                "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": "global", "namespace": USER_NS},
+                "spec": {"clusterSet": "global"},
+            }
+        )
+        self.hub.apply(
+            {
+                "apiVersion": CLUSTER_V1B1,
+                "kind": "Placement",
+                "metadata": {"name": PLACEMENT, "namespace": USER_NS},
+                "spec": {
+                    "numberOfClusters": 1,
+                    "clusterSets": ["global"],
+                    "prioritizerPolicy": {
+                        "mode": "Exact",
+                        "configurations": [
+                            {
+                                "scoreCoordinate": {
+                                    "type": "AddOn",
+                                    "addOn": {"resourceName": aps_name(SCORE), "scoreName": SCORE},
+                                },
+                                "weight": 1,
+                            }
+                        ],
+                    },
+                },
+            }
+        )
+
+    def delete_scorer(self) -> None:
+        """Delete the DynamicScorer (its scores must follow)."""
+        self.hub.delete(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)
+
+    # ----------------------------------------------------------------- load and observation
+    def set_load(self, cluster: str, total_cores: float) -> None:
+        """Spread `total_cores` over the cluster's demo pods (what Prometheus sees within a scrape)."""
+        path = self.cp.clusters[cluster].load_file
+        assert path is not None
+        load = LoadFile(path)
+        for pod in DEMO_PODS:
+            load.set_cpu("demo", pod, total_cores / len(DEMO_PODS), node=f"{cluster}-node")
+
+    def load_of(self, cluster: str) -> float:
+        """The cores the cluster's demo pods use now."""
+        path = self.cp.clusters[cluster].load_file
+        assert path is not None
+        return sum(float(e["cores"]) for e in LoadFile(path).read())
+
+    def aps(self, cluster: str) -> JSON | None:
+        """This scorer's AddOnPlacementScore in the cluster's namespace on the hub."""
+        return self.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(SCORE), cluster)
+
+    def score(self, cluster: str) -> int | None:
+        """The published score, if the APS has one."""
+        for item in ((self.aps(cluster) or {}).get("status") or {}).get("scores") or []:
+            if item.get("name") == SCORE:
+                return int(item["value"])
+        return None
+
+    def decision(self) -> list[str]:
+        """The clusters the Placement's PlacementDecisions name now."""
+        decisions = self.hub.items(
+            CLUSTER_V1B1,
+            "PlacementDecision",
+            USER_NS,
+            label_selector=f"cluster.open-cluster-management.io/placement={PLACEMENT}",
+        )
+        return sorted(
+            d["clusterName"] for pd in decisions for d in (pd.get("status") or {}).get("decisions") or []
+        )
+
+    def rows(self) -> list[Row]:
+        """What the live view shows, read from the hub now."""
+        now = dt.datetime.now(dt.UTC)
+        chosen = set(self.decision())
+        rows = []
+        for cluster in CLUSTERS:
+            aps = self.aps(cluster) or {}
+            status = aps.get("status") or {}
+            written = [
+                parse_time(m.get("time", ""))
+                for m in (aps.get("metadata") or {}).get("managedFields") or []
+                if m.get("subresource") == "status"
+            ]
+            last = max((w for w in written if w is not None), default=None)
+            until = parse_time(status.get("validUntil", ""))
+            cond: dict[str, Any] = next(iter(status.get("conditions") or []), {})
+            rows.append(
+                Row(
+                    cluster=cluster,
+                    score=self.score(cluster),
+                    written_ago=(now - last).total_seconds() if last else None,
+                    expires_in=(until - now).total_seconds() if until else None,
+                    condition=f"{cond.get('type', '-')}={cond.get('status', '-')}" if cond else "-",
+                    load=self.load_of(cluster),
+                    chosen=cluster in chosen,
+                )
+            )
+        return rows
+
+    def wait_ranked(self, leader: str, timeout: float) -> None:
+        """Until both clusters have scores, `leader`'s is the higher, and the Placement chose it."""
+
+        def ranked() -> bool:
+            scores = {c: s for c in CLUSTERS if (s := self.score(c)) is not None}
+            if len(scores) < len(CLUSTERS):
+                return False
+            top = all(scores[leader] > v for c, v in scores.items() if c != leader)
+            return top and self.decision() == [leader]
+
+        wait_until(
+            ranked, timeout=timeout, what=f"scores on both clusters and the Placement choosing {leader}"
+        )
+
+    def shift(self, to: str, timeout: float) -> Flip:
+        """Move the load away from `to` and time the scores crossing, then the decision following.
+
+        Polls the hub every 0.1 s: each time is when this process saw the change, so each is late
+        by at most one poll (two GETs, ~10-20 ms here) after the apiserver had it.
+        """
+        other = next(c for c in CLUSTERS if c != to)
+        start = time.monotonic()
+        self.set_load(other, HEAVY)
+        self.set_load(to, LIGHT)
+        crossed: float | None = None
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            if crossed is None:
+                a, b = self.score(to), self.score(other)
+                if a is not None and b is not None and a > b:
+                    crossed = time.monotonic()
+            if self.decision() == [to]:
+                decided = time.monotonic()
+                return Flip(
+                    to=to,
+                    scores_crossed=(crossed or decided) - start,
+                    decided=decided - start,
+                    score_to_decision=decided - (crossed or decided),
+                )
+            time.sleep(0.1)
+        raise StartupError(
+            f"the Placement did not choose {to} within {timeout:.0f}s of the load shift "
+            f"(scores now: {[(c, self.score(c)) for c in CLUSTERS]}, decision {self.decision()})"
+        )
+
+    # ----------------------------------------------------------------- teardown
+    def stop_local(self) -> None:
+        """Stop what this object started in this process (scorer, gateway); idempotent."""
+        if self.scorer_proc is not None:
+            self.scorer_proc.stop()
+            self.scorer_proc = None
+        if self.gateway is not None:
+            self.gateway.stop()
+            self.gateway = None
+
+
+def parse_time(value: str) -> dt.datetime | None:
+    """An RFC 3339 timestamp as the apiserver writes it, or None."""
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+@contextlib.contextmanager
+def timed(progress: Progress, what: str, t0: float) -> Iterator[None]:
+    """Print `what`, run the block, print how long it took and the time since `t0`."""
+    progress(f"[{time.monotonic() - t0:6.1f}s] {what} ...")
+    start = time.monotonic()
+    yield
+    progress(f"[{time.monotonic() - t0:6.1f}s]   done: {what} ({time.monotonic() - start:.1f}s)")
