@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv tools deps lint test test-unit test-component test-integration test-e2e \
-        e2e-up e2e-down e2e-status bench clean
+        e2e-up e2e-down e2e-status bench clean demo chart
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -49,6 +49,12 @@ test-integration: $(STAMP) tools ## integration tier only
 
 test-e2e: $(STAMP) deps tools ## e2e tier only
 	$(BIN)/pytest -m e2e
+
+demo: $(STAMP) deps tools ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
+	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
+
+chart: $(STAMP) tools ## regenerate charts/dynamic-scoring from manifests/
+	$(BIN)/python -m e2e.chartgen
 
 e2e-up: $(STAMP) deps tools ## start the local OCM control plane in the background; writes .e2e/env
 	$(BIN)/python -m e2e.cli up
