@@ -1,0 +1,250 @@
+"""The samples on the real hub of the local control plane.
+
+* The DynamicScorer and DynamicScoringConfig samples apply with ``--validate=strict`` and nothing
+  is pruned; the plain Kubernetes objects of the samples pass a strict server-side dry run.
+* OCM's own placement controller decides the sample Placement from AddOnPlacementScores created
+  here, and the PlacementDecisions carry exactly what Argo CD's ``clusterDecisionResource``
+  generator (through the sample ConfigMap) and OCM's Kueue admission check read: the label
+  ``cluster.open-cluster-management.io/placement=<name>`` and ``status.decisions[].clusterName``.
+  The decision follows when the scores flip.
+* The sample RBAC lets the ApplicationSet controller read PlacementDecisions in ``argocd`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl
+from e2e.procs import wait_until
+
+pytestmark = pytest.mark.integration
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+CRDS = SAMPLES.parent / "manifests" / "crds"
+GROUP = "dynamic-scoring.open-cluster-management.io"
+PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
+CONSUMER_NAMESPACES = ("dynamic-scoring-samples", "argocd", "kueue-system")
+APPSET_SA = "system:serviceaccount:argocd:argocd-applicationset-controller"
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SAMPLES / path).read_text()) if d is not None]
+
+
+def strict(hub: Kubectl, objects: list[dict[str, Any]], *extra: str) -> subprocess.CompletedProcess[str]:
+    args = [str(hub.binary), f"--kubeconfig={hub.kubeconfig}", "apply", "--server-side", "--validate=strict"]
+    return subprocess.run(
+        [*args, *extra, "-f", "-"],
+        input=yaml.safe_dump_all(objects),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Kubectl:
+    assert control_plane.hub is not None and control_plane.tools is not None
+    kubectl = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+    kubectl.run("apply", "--server-side", "--force-conflicts", "-k", str(CRDS))
+    for plural in ("dynamicscorers", "dynamicscoringconfigs"):
+        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{plural}.{GROUP}")
+    return kubectl
+
+
+@pytest.fixture(scope="module")
+def consumer_namespaces(hub: Kubectl) -> Iterator[tuple[str, ...]]:
+    """The namespaces the samples name (created once, removed with everything in them at the end)."""
+    for ns in CONSUMER_NAMESPACES:
+        hub.apply(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    yield CONSUMER_NAMESPACES
+    for ns in CONSUMER_NAMESPACES:
+        hub.run("delete", "namespace", ns, "--wait=false")
+
+
+@pytest.fixture
+def scratch(hub: Kubectl) -> Iterator[str]:
+    name = f"samples-{uuid.uuid4().hex[:8]}"
+    hub.run("create", "namespace", name)
+    yield name
+    hub.run("delete", "namespace", name, "--wait=false")
+
+
+def test_scorer_samples_apply_strictly_and_keep_every_field(hub: Kubectl, scratch: str) -> None:
+    # In a scratch namespace, so that a manager running in this session does not act on them.
+    objects = [*load("crs/cpu-headroom-scorer.yaml"), *load("crs/cpu-forecast-scorer.yaml")]
+    objects += load("crs/dynamicscoringconfig.yaml")
+    for o in objects:
+        o["metadata"]["namespace"] = scratch
+    result = strict(hub, objects)
+    assert result.returncode == 0, result.stderr
+    for o in objects:
+        kind = "dynamicscorer" if o["kind"] == "DynamicScorer" else "dynamicscoringconfig"
+        stored = hub.get_json(f"{kind}.{GROUP}", o["metadata"]["name"], "-n", scratch)
+        assert stored["spec"] == o["spec"], o["metadata"]["name"]
+
+
+def test_plain_kubernetes_samples_pass_a_strict_server_dry_run(
+    hub: Kubectl, consumer_namespaces: tuple[str, ...]
+) -> None:
+    objects = [
+        *load("crs/sample-scorers.yaml"),
+        *load("argocd/configmap.yaml"),
+        *load("argocd/rbac.yaml"),
+        *load("monitoring/agent-metrics-service.yaml"),
+    ]
+    result = strict(hub, [o for o in objects if o["kind"] == "Namespace"], "--dry-run=server")
+    assert result.returncode == 0, result.stderr
+    # A dry run creates nothing, so the namespaced objects need their namespaces to exist.
+    namespaced = [o for o in objects if o["kind"] != "Namespace"]
+    needed = {o["metadata"]["namespace"] for o in namespaced}
+    existing = set(hub.run("get", "namespaces", "-o", "jsonpath={.items[*].metadata.name}").split())
+    created = needed - existing
+    for ns in created:
+        hub.run("create", "namespace", ns)
+    try:
+        result = strict(hub, namespaced, "--dry-run=server")
+        assert result.returncode == 0, result.stderr
+        # Strictness is real: an unknown field is refused.
+        broken = json.loads(json.dumps(namespaced[0]))
+        broken["spec"]["replicaz"] = 2
+        refused = strict(hub, [broken], "--dry-run=server")
+        assert refused.returncode != 0 and "replicaz" in refused.stderr
+    finally:
+        for ns in created:
+            hub.run("delete", "namespace", ns, "--wait=true", "--timeout=120s")
+
+
+# -- Placement, Argo CD and Kueue readers -------------------------------------------------------------
+
+
+def set_score(hub: Kubectl, cluster: str, aps: str, item: str, value: int) -> None:
+    obj = {
+        "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": aps, "namespace": cluster},
+    }
+    hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(obj))
+    valid_until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {"status": {"scores": [{"name": item, "value": value}], "validUntil": valid_until}}
+    hub.run(
+        "patch", "addonplacementscore", aps, "-n", cluster, "--subresource=status", "--type=merge",
+        "-p", json.dumps(status),
+    )  # fmt: skip
+
+
+def set_cluster_scores(hub: Kubectl, cluster: str, headroom: int, forecast: int) -> None:
+    set_score(hub, cluster, "cpu-headroom", "cpu_headroom", headroom)
+    set_score(hub, cluster, "cpu-forecast", "cpu_forecast", forecast)
+
+
+def argocd_generator_clusters(hub: Kubectl, namespace: str, placement: str) -> list[str]:
+    """What the clusterDecisionResource generator yields, read the way it reads (through the ConfigMap)."""
+    [configmap] = load("argocd/configmap.yaml")
+    data = configmap["data"]
+    group = data["apiVersion"].split("/")[0]
+    items = hub.get_json(f"{data['kind']}.{group}", "-n", namespace, "-l", f"{PLACEMENT_LABEL}={placement}")
+    return sorted(
+        entry[data["matchKey"]]
+        for item in items["items"]
+        for entry in item.get("status", {}).get(data["statusListKey"], [])
+    )
+
+
+def kueue_clusters(hub: Kubectl, placement: str) -> list[str]:
+    """The clusters OCM's Kueue admission check puts into MultiKueueConfig.spec.clusters."""
+    [check] = [
+        o
+        for o in load("kueue/multikueue.yaml")
+        if o["kind"] == "AdmissionCheck"
+        and o["spec"]["controllerName"] == "open-cluster-management.io/placement"
+    ]
+    params = check["spec"]["parameters"]
+    assert params["name"] == placement
+    hub.get_json(f"placements.{params['apiGroup']}", params["name"], "-n", "kueue-system")  # it exists
+    items = hub.get_json(
+        f"placementdecisions.{params['apiGroup']}",
+        "-n",
+        "kueue-system",
+        "-l",
+        f"{PLACEMENT_LABEL}={placement}",
+    )
+    return sorted(d["clusterName"] for i in items["items"] for d in i.get("status", {}).get("decisions", []))
+
+
+@pytest.fixture
+def placements(hub: Kubectl, consumer_namespaces: tuple[str, ...]) -> Iterator[str]:
+    objects = [
+        *load("placement/placement.yaml"),
+        *load("argocd/placement.yaml"),
+        *load("kueue/placement.yaml"),
+    ]
+    result = strict(hub, objects)
+    assert result.returncode == 0, result.stderr
+    try:
+        yield "least-loaded"
+    finally:
+        for cluster in ("cluster1", "cluster2"):
+            hub.run("delete", "addonplacementscore", "cpu-headroom", "cpu-forecast", "-n", cluster,
+                    "--ignore-not-found")  # fmt: skip
+        for o in objects:
+            if o["kind"] != "Namespace":
+                resource = f"{o['kind'].lower()}s.cluster.open-cluster-management.io"
+                name, namespace = o["metadata"]["name"], o["metadata"]["namespace"]
+                hub.run("delete", resource, name, "-n", namespace, "--ignore-not-found")
+
+
+def test_placement_decisions_carry_what_argocd_and_kueue_read_and_follow_a_flip(
+    hub: Kubectl, placements: str
+) -> None:
+    # Weighted totals (2 x forecast + headroom): cluster1 2 x 80 + 85 = 245, cluster2 2 x 20 + 30 = 70.
+    set_cluster_scores(hub, "cluster1", headroom=85, forecast=80)
+    set_cluster_scores(hub, "cluster2", headroom=30, forecast=20)
+
+    def everywhere(expected: str) -> bool:
+        sample = argocd_generator_clusters(hub, "dynamic-scoring-samples", placements)
+        argo = argocd_generator_clusters(hub, "argocd", placements)
+        kueue = kueue_clusters(hub, placements)
+        return sample == argo == kueue == [expected]
+
+    wait_until(lambda: everywhere("cluster1"), timeout=90, what="every Placement to decide cluster1")
+    decisions = hub.get_json("placementdecisions", "-n", "argocd", "-l", f"{PLACEMENT_LABEL}={placements}")
+    [decision] = decisions["items"]
+    assert decision["metadata"]["labels"][PLACEMENT_LABEL] == placements
+    assert [d["clusterName"] for d in decision["status"]["decisions"]] == ["cluster1"]
+
+    # The forecast turns: cluster1 2 x 10 + 85 = 105 against cluster2 2 x 70 + 30 = 170. The
+    # higher present headroom alone would have kept cluster1; the weights let the forecast lead.
+    set_cluster_scores(hub, "cluster1", headroom=85, forecast=10)
+    set_cluster_scores(hub, "cluster2", headroom=30, forecast=70)
+    wait_until(lambda: everywhere("cluster2"), timeout=90, what="every Placement to follow to cluster2")
+
+
+def test_sample_rbac_lets_the_applicationset_controller_read_decisions_in_argocd_only(
+    hub: Kubectl, consumer_namespaces: tuple[str, ...]
+) -> None:
+    result = strict(hub, load("argocd/rbac.yaml"))
+    assert result.returncode == 0, result.stderr
+
+    def can(
+        verb: str, namespace: str, resource: str = "placementdecisions.cluster.open-cluster-management.io"
+    ) -> str:
+        return hub.run(
+            "auth", "can-i", verb, resource, "-n", namespace, f"--as={APPSET_SA}", check=False
+        ).strip()
+
+    wait_until(lambda: can("list", "argocd") == "yes", timeout=30, what="the RoleBinding to take effect")
+    assert can("watch", "argocd") == "yes" and can("get", "argocd") == "yes"
+    assert can("update", "argocd") == "no" and can("delete", "argocd") == "no"
+    assert can("list", "kueue-system") == "no"
+    assert can("list", "argocd", "secrets") == "no"
