@@ -3,7 +3,8 @@
 The local OCM control plane is expensive (about a minute to start on two cores), so it is
 started at most once per test run, lazily, by the first test that asks for it, and stopped at
 the end of the session.  Tests marked `teardown_last` run after every other test because they
-take the session's control plane down on purpose.
+take the session's control plane down on purpose; tests marked `own_install` (the helm install and
+mission tests) run just before them, after every test that shares a `kubectl apply -k` install.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ TIER_BY_DIR = {"unit": "unit", "component": "component", "integration": "integra
 def pytest_configure(config: pytest.Config) -> None:
     """Register the ordering marker."""
     config.addinivalue_line("markers", "teardown_last: stops the session control plane; runs last")
+    config.addinivalue_line(
+        "markers",
+        "own_install: installs and uninstalls the addon itself (helm); runs after the tests sharing an "
+        "install, before teardown_last",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -33,7 +39,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             tier = parts[parts.index("tests") + 1] if parts.index("tests") + 1 < len(parts) else ""
             if tier in TIER_BY_DIR:
                 item.add_marker(getattr(pytest.mark, TIER_BY_DIR[tier]))
-    items.sort(key=lambda i: i.get_closest_marker("teardown_last") is not None)
+    items.sort(
+        key=lambda i: (
+            i.get_closest_marker("teardown_last") is not None,
+            i.get_closest_marker("own_install") is not None,
+        )
+    )
 
 
 @pytest.fixture(scope="session")
