@@ -27,6 +27,7 @@ from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
 from agent.k8s.summaries import CONFIGMAP_NAME, SummaryWatcher
 from agent.metrics import AgentMetrics
+from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
 from agent.server import HealthServer, parse_bind_address
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
@@ -343,7 +344,11 @@ def main(
         bind = parse_bind_address(metrics_bind_address)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--metrics-bind-address") from exc
-    settings = AgentSettings(max_concurrent_cycles=max_concurrent_cycles)
+    settings = AgentSettings(
+        max_concurrent_cycles=max_concurrent_cycles,
+        extra_ca_files=(*AgentSettings().extra_ca_files, *ca_bundle_from_env(os.environ)),
+        proxies=proxy_settings_from_env(os.environ),
+    )
     code = asyncio.run(
         run_agent(
             hub_kubeconfig=hub_kubeconfig,

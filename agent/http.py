@@ -38,6 +38,7 @@ import certifi
 import httpx
 
 from agent.errors import AgentError, SecretInvalid
+from agent.proxy import ProxySettings, proxy_mounts
 from dynamic_scoring.wire import escape_control
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
@@ -159,8 +160,10 @@ class ClientPool:
         idle_seconds: float = 600.0,
         user_agent: str = "dynamic-scoring-agent",
         clock: Callable[[], float] = time.monotonic,
+        proxies: ProxySettings | None = None,
     ) -> None:
         self._extra_ca_files = tuple(extra_ca_files)
+        self._proxies = proxies or ProxySettings()
         self._idle_seconds = idle_seconds
         self._user_agent = user_agent
         self._clock = clock
@@ -169,15 +172,17 @@ class ClientPool:
         self._closing: list[httpx.AsyncClient] = []
 
     def _new_client(self, verify: ssl.SSLContext) -> httpx.AsyncClient:
-        # trust_env=False: no .netrc credentials or proxy variables sneak into scorer calls, and the
-        # trust store is exactly the one built here.
+        # trust_env=False: no .netrc credentials sneak into scorer calls and the trust store is
+        # exactly the one built here; proxies come only from the explicit settings (agent.proxy).
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=90)
         return httpx.AsyncClient(
             verify=verify,
             trust_env=False,
             follow_redirects=False,
             # Only what read_limited can inflate with a bound on the output.
             headers={"User-Agent": self._user_agent, "Accept-Encoding": "gzip, deflate"},
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=90),
+            limits=limits,
+            mounts=proxy_mounts(self._proxies, verify, limits),
         )
 
     def client_for(self, tls: TLSMaterial | None) -> httpx.AsyncClient:

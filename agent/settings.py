@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.proxy import ProxySettings
+
 MIB = 1024 * 1024
 
 OPENSHIFT_SERVICE_CA = Path("/var/run/secrets/openshift/service-ca/service-ca.crt")
@@ -60,6 +62,8 @@ class AgentSettings:
         extra_ca_files: PEM files trusted in addition to the system store and certifi for endpoints
             that configure no CA of their own (missing files are skipped).
         user_agent: the ``User-Agent`` header of every request.
+        proxies: outbound proxies for Prometheus and scorer calls (from the Deployment's proxy
+            variables; see ``agent.proxy``).
     """
 
     max_concurrent_cycles: int = 8
@@ -74,6 +78,7 @@ class AgentSettings:
     stop_timeout_seconds: float = 3.0
     extra_ca_files: tuple[Path, ...] = (OPENSHIFT_SERVICE_CA,)
     user_agent: str = "dynamic-scoring-agent"
+    proxies: ProxySettings = field(default_factory=ProxySettings)
 
 
 __all__ = ["MIB", "OPENSHIFT_SERVICE_CA", "AgentSettings", "RetryPolicy"]

@@ -96,7 +96,11 @@ class Supervisor:
             publisher=publisher,
             metrics=self.metrics,
             clients=clients
-            or ClientPool(extra_ca_files=self.settings.extra_ca_files, user_agent=self.settings.user_agent),
+            or ClientPool(
+                extra_ca_files=self.settings.extra_ca_files,
+                user_agent=self.settings.user_agent,
+                proxies=self.settings.proxies,
+            ),
             settings=self.settings,
             slots=asyncio.Semaphore(self.settings.max_concurrent_cycles),
             rng=rng or random.Random(),
