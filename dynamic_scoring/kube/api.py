@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -109,6 +110,24 @@ def map_transport_errors(what: str) -> Iterator[None]:
         raise KubeError(0, "Unavailable", f"{what}: {type(exc).__name__}: {exc}") from exc
     except ValueError as exc:  # a truncated or garbled JSON document
         raise KubeError(0, "BadResponse", f"{what}: undecodable response: {exc}") from exc
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The newline-separated lines of a chunked stream; a last line without a newline is dropped.
+
+    A line's pieces are joined once, when its newline arrives, so a 17 MB watch event is not
+    copied again for every 64 KiB chunk.
+    """
+    partial: list[bytes] = []
+    for chunk in chunks:
+        if b"\n" not in chunk:
+            partial.append(chunk)
+            continue
+        first, *rest = chunk.split(b"\n")
+        yield b"".join([*partial, first])
+        tail = rest.pop()
+        yield from rest
+        partial = [tail] if tail else []
 
 
 def _interrupt(raw: urllib3.BaseHTTPResponse) -> None:
@@ -244,25 +263,17 @@ class KubeAPI:
             if on_open is not None:
                 on_open(lambda: _interrupt(raw))
             with map_transport_errors(f"watch {path}"):
-                partial: list[bytes] = []  # joined once per line: a 17 MB event is not copied per chunk
-                for chunk in raw.stream(64 * 1024, decode_content=True):
+                chunks = raw.stream(64 * 1024, decode_content=True)
+                for line in split_lines(itertools.takewhile(lambda _: not stop.is_set(), chunks)):
                     if stop.is_set():
                         return
-                    if b"\n" not in chunk:
-                        partial.append(chunk)
+                    if not line.strip():
                         continue
-                    first, *lines = chunk.split(b"\n")
-                    lines.insert(0, b"".join([*partial, first]))
-                    tail = lines.pop()
-                    partial = [tail] if tail else []
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        event = cast(JSON, json.loads(line))
-                        if event.get("type") == "ERROR":
-                            status = event.get("object", {})
-                            raise _error(int(status.get("code", 0)), json.dumps(status))
-                        yield event
+                    event = cast(JSON, json.loads(line))
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise _error(int(status.get("code", 0)), json.dumps(status))
+                    yield event
         finally:
             raw.release_conn()
 
