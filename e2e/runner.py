@@ -3,7 +3,8 @@
 There is no kubelet and no container runtime here, so a Deployment never runs.  The runner
 watches the given clusters for Deployments whose container image is this project's image and
 runs that container's `command`/`args` as a local process, using the console scripts installed
-next to this Python.  That is how the hub manager (installed from `manifests/`) and each
+next to this Python (and launchers for the harness's own test workloads, `HARNESS_COMMANDS`).
+That is how the hub manager (installed from `manifests/`) and each
 cluster's agent (installed by our ManifestWork) run in tests, from the very manifests users
 install.
 
@@ -21,11 +22,19 @@ What a pod would get, and how the runner provides it:
   bind 8080.  Each declared `containerPort` gets a free loopback port, and `:<containerPort>` in
   args and env values is rewritten to `127.0.0.1:<port>`.  Manifests must therefore pass their
   bind addresses explicitly (which they should anyway, to match the declared ports).
+* **Environment**: envFrom, env (downward-API fieldRef, Secret/ConfigMap key refs) and `$(VAR)`
+  expansion in env values, command and args, in the kubelet's order.  A reference to something
+  missing keeps the replica from starting with the kubelet's CreateContainerConfigError reason.
 * **Status**: `replicas`, `updatedReplicas`, `readyReplicas`, `availableReplicas`,
   `observedGeneration` and the `Available`/`Progressing` conditions follow what runs; readiness
-  comes from an httpGet/tcpSocket readinessProbe, or from the process being up.
+  comes from an httpGet/tcpSocket readinessProbe (numbered or named port), or from the process
+  being up.
 * **Lifecycle**: a crashed process restarts with exponential backoff (1 s doubling to 60 s, reset
-  after 60 s of running); a changed pod template restarts it; scale to zero or deletion stops it.
+  after 60 s of running), and so does one whose liveness probe failed `failureThreshold` times in
+  a row; a changed pod template restarts it; scale to zero or deletion stops it.  Security
+  contexts, resources and node placement are accepted and ignored.
+
+Every API call goes through the project's one Kubernetes layer (`KubeAPI`, JSON paths).
 
 The runner writes `<state-dir>/pods.json` (pids, restarts, port mappings) for tests and status.
 """
@@ -39,23 +48,25 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+from urllib.parse import quote
 
 import click
-from kubernetes import client, config
-from kubernetes.client import ApiException
 
+from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
 from e2e.procs import free_port, kill_group
 
 log = logging.getLogger("e2e.runner")
@@ -65,34 +76,98 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3600
 SYNC_SECONDS = 1.0
 BACKOFF_MAX = 60.0
-
-
-def raw(call: Callable[..., object], *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Call a generated API method and return the JSON object, skipping model deserialisation."""
-    resp = call(*args, _preload_content=False, **kwargs)
-    return cast(dict[str, Any], json.loads(cast(Any, resp).data))
+NODE_NAME = "e2e-node"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-@dataclass
-class Cluster:
-    """One cluster the runner serves: its API clients and apiserver address."""
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
 
-    name: str
-    kubeconfig: Path
-    api: client.ApiClient = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.api = config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
-        host = self.api.configuration.host  # https://127.0.0.1:PORT
-        self.host, _, port = host.removeprefix("https://").partition(":")
-        self.port = int(port or 443)
-        self.ca_file = self.api.configuration.ssl_ca_cert
-        self.core = client.CoreV1Api(self.api)
-        self.apps = client.AppsV1Api(self.api)
+class ConfigError(Exception):
+    """The pod spec names something missing or unsupported (the kubelet's CreateContainerConfigError).
+
+    The container is not started; the reason shows in the Deployment's status and pods.json.
+    """
+
+
+# ---------------------------------------------------------------------- pod spec semantics
+_REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
+
+
+def expand_references(value: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion in command, args and env values.
+
+    `$(VAR)` becomes VAR's value when VAR is defined, and stays as written when it is not;
+    `$$` is an escaped `$`, so `$$(VAR)` yields the literal `$(VAR)`.
+    """
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) == "$":
+            return "$"
+        name = m.group(2)
+        return env.get(name, m.group(0))
+
+    return _REFERENCE.sub(repl, value)
+
+
+def resolve_port(port: int | str, container: Mapping[str, Any]) -> int:
+    """A probe's `port`: a number, or the name of one of the container's ports."""
+    if isinstance(port, int):
+        return port
+    if port.isdigit():
+        return int(port)
+    for p in container.get("ports", []):
+        if p.get("name") == port:
+            return int(p["containerPort"])
+    raise ConfigError(f"port {port!r} is not a named port of container {container.get('name', '?')!r}")
+
+
+def field_value(path: str, pod: Mapping[str, Any]) -> str:
+    """A downward-API `fieldRef` value.
+
+    `pod` holds `name`, `namespace`, `uid`, `labels`, `annotations` and `serviceAccountName`.
+    """
+    simple = {
+        "metadata.name": pod["name"],
+        "metadata.namespace": pod["namespace"],
+        "metadata.uid": pod["uid"],
+        "spec.nodeName": NODE_NAME,
+        "spec.serviceAccountName": pod["serviceAccountName"],
+        "status.podIP": "127.0.0.1",
+        "status.podIPs": "127.0.0.1",
+        "status.hostIP": "127.0.0.1",
+        "status.hostIPs": "127.0.0.1",
+    }
+    if path in simple:
+        return str(simple[path])
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
+    if m:
+        return str(pod[m.group(1)].get(m.group(2), ""))
+    raise ConfigError(f"fieldRef {path!r} is not supported by the process runner")
+
+
+# Commands of the test harness that Deployments in tests may run.  The harness is not installed
+# as a package (no console scripts), so the runner provides them as small launchers.
+HARNESS_COMMANDS = {"dynamic-scoring-e2e-probe": "e2e.probe"}
+
+
+def install_harness_commands(directory: Path) -> Path:
+    """Write a launcher per harness command into `directory`, to be put first on a pod's PATH."""
+    directory.mkdir(parents=True, exist_ok=True)
+    repo = Path(__file__).resolve().parent.parent
+    for command, module in HARNESS_COMMANDS.items():
+        launcher = directory / command
+        python = shlex.quote(sys.executable)
+        launcher.write_text(
+            f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(repo))} exec {python} -m {module} "$@"\n'
+        )
+        launcher.chmod(0o755)
+    return directory
 
 
 def template_hash(template: dict[str, Any]) -> str:
@@ -100,11 +175,55 @@ def template_hash(template: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
+@dataclass
+class Cluster:
+    """One cluster the runner serves: its API (the project's one Kubernetes layer) and address."""
+
+    name: str
+    kubeconfig: Path
+    api: KubeAPI = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = KubeAPI(self.kubeconfig)
+        cfg = self.api.api_client.configuration
+        host = str(cfg.host)  # https://127.0.0.1:PORT
+        self.host, _, port = host.removeprefix("https://").partition(":")
+        self.port = int(port or 443)
+        self.ca_file: str | None = cfg.ssl_ca_cert
+
+    def read(self, plural: str, namespace: str, name: str) -> JSON | None:
+        """A namespaced core object (`secrets`, `configmaps`), or None when it does not exist."""
+        try:
+            return self.api.request("GET", f"/api/v1/namespaces/{_q(namespace)}/{plural}/{_q(name)}")
+        except NotFound:
+            return None
+
+
+@dataclass
+class ProbeState:
+    """Consecutive results of one probe, judged against its thresholds as the kubelet does."""
+
+    spec: dict[str, Any]
+    next_at: float = 0.0
+    failures: int = 0
+    last_error: str = ""
+
+    @property
+    def period(self) -> float:
+        """Seconds between two probes."""
+        return float(self.spec.get("periodSeconds", 10))
+
+    @property
+    def threshold(self) -> int:
+        """Consecutive failures that count as failed."""
+        return int(self.spec.get("failureThreshold", 3))
+
+
 class Replica:
     """One 'pod' of a Deployment: materialised volumes plus the process that runs the container."""
 
     def __init__(
-        self, cluster: Cluster, deploy: dict[str, Any], index: int, state_dir: Path, scripts: Path
+        self, cluster: Cluster, deploy: dict[str, Any], index: int, state_dir: Path, search_path: str
     ) -> None:
         meta = deploy["metadata"]
         self.cluster = cluster
@@ -114,11 +233,13 @@ class Replica:
         self.hash = template_hash(self.template)
         self.index = index
         self.pod_name = f"{self.deployment}-{self.hash[:8]}-{index}"
+        self.uid = hashlib.sha256(f"{cluster.name}/{self.namespace}/{self.pod_name}".encode()).hexdigest()
         self.dir = state_dir / cluster.name / self.namespace / self.pod_name
-        self.scripts = scripts
+        self.search_path = search_path
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.restarts = 0
+        self.liveness_restarts = 0
         self.backoff = 1.0
         self.next_start = 0.0
         self.ports: dict[int, int] = {}
@@ -126,6 +247,7 @@ class Replica:
         self.waiting_reason = ""
         self.token_expiry = 0.0
         self.synced_versions: dict[str, str] = {}
+        self.liveness: ProbeState | None = None
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -140,31 +262,30 @@ class Replica:
 
     # ------------------------------------------------------------------ volumes
     def _secret(self, name: str) -> dict[str, bytes] | None:
-        try:
-            s = raw(self.cluster.core.read_namespaced_secret, name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        self.synced_versions[f"secret/{name}"] = s["metadata"]["resourceVersion"]
+        s = self.cluster.read("secrets", self.namespace, name)
+        if s is None:
+            return None
+        self.synced_versions[f"secrets/{name}"] = s["metadata"]["resourceVersion"]
         return {k: base64.b64decode(v) for k, v in (s.get("data") or {}).items()}
 
     def _configmap(self, name: str) -> dict[str, bytes] | None:
-        try:
-            cm = raw(self.cluster.core.read_namespaced_config_map, name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        self.synced_versions[f"configmap/{name}"] = cm["metadata"]["resourceVersion"]
+        cm = self.cluster.read("configmaps", self.namespace, name)
+        if cm is None:
+            return None
+        self.synced_versions[f"configmaps/{name}"] = cm["metadata"]["resourceVersion"]
         data = {k: str(v).encode() for k, v in (cm.get("data") or {}).items()}
         data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
         return data
 
     def _token(self) -> bytes:
         sa = self.spec.get("serviceAccountName") or "default"
-        body = {"spec": {"audiences": [], "expirationSeconds": TOKEN_SECONDS}}
-        resp = raw(self.cluster.core.create_namespaced_service_account_token, sa, self.namespace, body)
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": TOKEN_SECONDS},
+        }
+        path = f"/api/v1/namespaces/{_q(self.namespace)}/serviceaccounts/{_q(sa)}/token"
+        resp = self.cluster.api.request("POST", path, body=body)
         self.token_expiry = time.time() + TOKEN_SECONDS
         return str(resp["status"]["token"]).encode()
 
@@ -203,7 +324,8 @@ class Replica:
                         data = {}
                     else:
                         return f'secret "{src["secretName"]}" not found'
-                self._write_files(target, self._select(data, src.get("items")), 0o600)
+                mode = int(src.get("defaultMode", 0o644))
+                self._write_files(target, self._select(data, src.get("items")), mode)
             elif "configMap" in vol:
                 src = vol["configMap"]
                 data = self._configmap(src["name"])
@@ -212,7 +334,8 @@ class Replica:
                         data = {}
                     else:
                         return f'configmap "{src["name"]}" not found'
-                self._write_files(target, self._select(data, src.get("items")))
+                mode = int(src.get("defaultMode", 0o644))
+                self._write_files(target, self._select(data, src.get("items")), mode)
             elif "emptyDir" in vol:
                 target.mkdir(parents=True, exist_ok=True)
             elif "projected" in vol:
@@ -242,62 +365,79 @@ class Replica:
         """Refresh Secret/ConfigMap volumes and tokens; True if anything changed."""
         changed = False
         for key, version in list(self.synced_versions.items()):
-            kind, _, name = key.partition("/")
-            read = (
-                self.cluster.core.read_namespaced_secret
-                if kind == "secret"
-                else self.cluster.core.read_namespaced_config_map
-            )
+            plural, _, name = key.partition("/")
             try:
-                obj = raw(read, name, self.namespace)
-            except ApiException:
+                obj = self.cluster.read(plural, self.namespace, name)
+            except KubeError:
                 continue
-            if obj["metadata"]["resourceVersion"] != version:
+            if obj is None or obj["metadata"]["resourceVersion"] != version:
                 changed = True
         if changed or time.time() > self.token_expiry - TOKEN_SECONDS * 0.2:
             self.materialise()
         return changed
 
     # ------------------------------------------------------------------ process
+    def _key_ref(self, ref: dict[str, Any], kind: str) -> str | None:
+        """The value behind a secretKeyRef/configMapKeyRef; None for a missing optional one."""
+        read = self._secret if kind == "secret" else self._configmap
+        data = read(ref["name"])
+        if data is not None and ref["key"] in data:
+            return data[ref["key"]].decode()
+        if ref.get("optional"):
+            return None
+        what = f'{kind} "{ref["name"]}"' if data is None else f'key "{ref["key"]}" in {kind} "{ref["name"]}"'
+        raise ConfigError(f"{what} not found")
+
     def _env(self) -> dict[str, str]:
+        """The container's environment, built in the kubelet's order.
+
+        envFrom first, then env in order, each value's `$(VAR)` expanded against what is defined
+        before it; a missing non-optional reference raises `ConfigError`.
+        """
         env = {
-            "PATH": f"{self.scripts}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": self.search_path,
             "HOME": str(self.dir),
             "PYTHONUNBUFFERED": "1",
             "KUBERNETES_SERVICE_HOST": self.cluster.host,
             "KUBERNETES_SERVICE_PORT": str(self.cluster.port),
             "HOSTNAME": self.pod_name,
         }
-        fields = {
-            "metadata.name": self.pod_name,
-            "metadata.namespace": self.namespace,
-            "spec.serviceAccountName": self.spec.get("serviceAccountName") or "default",
-            "spec.nodeName": "e2e-node",
-            "status.podIP": "127.0.0.1",
-            "status.hostIP": "127.0.0.1",
+        meta = self.template.get("metadata", {})
+        pod = {
+            "name": self.pod_name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "labels": meta.get("labels") or {},
+            "annotations": meta.get("annotations") or {},
+            "serviceAccountName": self.spec.get("serviceAccountName") or "default",
         }
         for src in self.container.get("envFrom", []):
             prefix = src.get("prefix", "")
-            if "secretRef" in src:
-                data = self._secret(src["secretRef"]["name"]) or {}
-            else:
-                data = self._configmap(src["configMapRef"]["name"]) or {}
-            env.update({prefix + k: v.decode() for k, v in data.items()})
+            kind, ref = (
+                ("secret", src["secretRef"]) if "secretRef" in src else ("configmap", src["configMapRef"])
+            )
+            data = (self._secret if kind == "secret" else self._configmap)(ref["name"])
+            if data is None and not ref.get("optional"):
+                raise ConfigError(f'{kind} "{ref["name"]}" not found')
+            env.update({prefix + k: v.decode() for k, v in (data or {}).items()})
         for var in self.container.get("env", []):
-            if "value" in var:
-                env[var["name"]] = str(var["value"])
+            if "value" in var or "valueFrom" not in var:
+                env[var["name"]] = expand_references(str(var.get("value", "")), env)
                 continue
-            ref = var.get("valueFrom", {})
+            ref = var["valueFrom"]
+            value: str | None
             if "fieldRef" in ref:
-                env[var["name"]] = fields.get(ref["fieldRef"]["fieldPath"], "")
+                value = field_value(ref["fieldRef"]["fieldPath"], pod)
             elif "secretKeyRef" in ref:
-                data = self._secret(ref["secretKeyRef"]["name"]) or {}
-                if ref["secretKeyRef"]["key"] in data:
-                    env[var["name"]] = data[ref["secretKeyRef"]["key"]].decode()
+                value = self._key_ref(ref["secretKeyRef"], "secret")
             elif "configMapKeyRef" in ref:
-                data = self._configmap(ref["configMapKeyRef"]["name"]) or {}
-                if ref["configMapKeyRef"]["key"] in data:
-                    env[var["name"]] = data[ref["configMapKeyRef"]["key"]].decode()
+                value = self._key_ref(ref["configMapKeyRef"], "configmap")
+            else:
+                raise ConfigError(
+                    f"env {var['name']}: only fieldRef, secretKeyRef and configMapKeyRef are supported"
+                )
+            if value is not None:
+                env[var["name"]] = value
         return {k: self._rewrite(v) for k, v in env.items()}
 
     def _rewrite(self, value: str) -> str:
@@ -328,11 +468,13 @@ class Replica:
             for p in self.container.get("ports", [])
             if "containerPort" in p
         }
+        env = self._env()
         argv = [*self.container.get("command", []), *self.container.get("args", [])]
         if not argv:
-            raise ValueError("container has neither command nor args; this image has no entrypoint")
-        argv = [self._rewrite(a) for a in argv]
+            raise ConfigError("container has neither command nor args; this image has no entrypoint")
+        argv = [self._rewrite(expand_references(a, env)) for a in argv]
         spec = {"mounts": self._mounts(), "argv": argv, "cwd": self.container.get("workingDir", "")}
+        self.dir.mkdir(parents=True, exist_ok=True)  # a pod without volumes has nothing else to create it
         spec_path = self.dir / "pod.json"
         spec_path.write_text(json.dumps(spec))
         log_path = self.dir / "container.log"
@@ -354,11 +496,17 @@ class Replica:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self._env(),
+                env=env,
                 start_new_session=True,
             )
         self.started_at = time.monotonic()
         self.ready = False
+        probe = self.container.get("livenessProbe")
+        self.liveness = (
+            ProbeState(probe, next_at=self.started_at + float(probe.get("initialDelaySeconds", 0)))
+            if probe
+            else None
+        )
         log.info(
             "started %s/%s/%s pid %s ports %s",
             self.cluster.name,
@@ -378,6 +526,30 @@ class Replica:
         self.proc = None
         self.ready = False
 
+    def check(self, probe: dict[str, Any]) -> str:
+        """Run one httpGet/tcpSocket probe against the mapped port; '' on success, else why not."""
+        timeout = float(probe.get("timeoutSeconds", 1))
+        try:
+            if "httpGet" in probe:
+                get = probe["httpGet"]
+                port = resolve_port(get["port"], self.container)
+                scheme = str(get.get("scheme", "HTTP")).lower()
+                url = f"{scheme}://127.0.0.1:{self.ports.get(port, port)}{get.get('path', '/')}"
+                headers = {h["name"]: h["value"] for h in get.get("httpHeaders", [])}
+                # The kubelet does not verify a probe's serving certificate either: a probe asks
+                # "is it up", it sends no credentials.
+                ctx = ssl._create_unverified_context() if scheme == "https" else None
+                req = urllib.request.Request(url, headers=headers)
+                with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+                    return "" if 200 <= r.status < 400 else f"HTTP {r.status}"
+            if "tcpSocket" in probe:
+                port = resolve_port(probe["tcpSocket"]["port"], self.container)
+                with socket.create_connection(("127.0.0.1", self.ports.get(port, port)), timeout=timeout):
+                    return ""
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return ""  # exec and grpc probes are not supported; a running process passes them
+
     def probe(self) -> bool:
         """Readiness as the kubelet would judge it."""
         if self.proc is None or self.proc.poll() is not None:
@@ -387,50 +559,59 @@ class Replica:
             return time.monotonic() - self.started_at >= 1.0
         if time.monotonic() - self.started_at < float(probe.get("initialDelaySeconds", 0)):
             return False
-        try:
-            if "httpGet" in probe:
-                port = self.ports.get(int(probe["httpGet"]["port"]), int(probe["httpGet"]["port"]))
-                url = f"http://127.0.0.1:{port}{probe['httpGet'].get('path', '/')}"
-                with urllib.request.urlopen(url, timeout=float(probe.get("timeoutSeconds", 1))) as r:
-                    return bool(200 <= r.status < 400)
-            if "tcpSocket" in probe:
-                port = self.ports.get(int(probe["tcpSocket"]["port"]), int(probe["tcpSocket"]["port"]))
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return True
-        except OSError:
+        return self.check(probe) == ""
+
+    def _liveness_failed(self, now: float) -> bool:
+        """Run the liveness probe when due; True once it failed `failureThreshold` times in a row."""
+        live = self.liveness
+        if live is None or now < live.next_at:
             return False
-        return True  # exec probes are not supported; a running process counts as ready
+        live.next_at = now + live.period
+        error = self.check(live.spec)
+        live.failures = live.failures + 1 if error else 0
+        live.last_error = error
+        if error:
+            log.info("%s/%s liveness probe failed (%d/%d): %s", self.namespace, self.pod_name,
+                     live.failures, live.threshold, error)  # fmt: skip
+        return live.failures >= live.threshold
+
+    def _exited(self, now: float, why: str) -> None:
+        ran = now - self.started_at
+        self.backoff = 1.0 if ran > 60 else min(self.backoff * 2, BACKOFF_MAX)
+        self.next_start = now + self.backoff
+        self.restarts += 1
+        self.proc = None
+        self.ready = False
+        self.waiting_reason = f"CrashLoopBackOff: {why}"
+        log.warning(
+            "%s/%s %s after %.1fs; restart in %.0fs", self.namespace, self.pod_name, why, ran, self.backoff
+        )
 
     def tick(self) -> None:
         """Advance the replica's state machine: wait for volumes, start, restart, probe."""
         now = time.monotonic()
         if self.proc is not None and self.proc.poll() is not None:
-            code = self.proc.returncode
-            ran = now - self.started_at
-            self.backoff = 1.0 if ran > 60 else min(self.backoff * 2, BACKOFF_MAX)
-            self.next_start = now + self.backoff
-            self.restarts += 1
-            self.proc = None
-            self.ready = False
-            self.waiting_reason = f"CrashLoopBackOff: exited with {code}"
-            log.warning(
-                "%s/%s exited with %s after %.1fs; restart in %.0fs",
-                self.namespace,
-                self.pod_name,
-                code,
-                ran,
-                self.backoff,
-            )
+            self._exited(now, f"exited with {self.proc.returncode}")
+        if self.proc is not None and self._liveness_failed(now):
+            assert self.liveness is not None
+            why = f"liveness probe failed {self.liveness.failures} times ({self.liveness.last_error})"
+            self.stop()  # the kubelet kills the container and restarts it under the same backoff
+            self.liveness_restarts += 1
+            self._exited(now, why)
         if self.proc is None:
             if now < self.next_start:
                 return
-            reason = self.materialise()
-            if reason:
-                self.waiting_reason = f"ContainerCreating: {reason}"
-                self.next_start = now + 2
-                return
-            self.waiting_reason = ""
-            self.start()
+            try:
+                reason = self.materialise()
+                if not reason:
+                    self.start()
+                    self.waiting_reason = ""
+                    return
+            except ConfigError as exc:
+                reason = str(exc)
+                self.stop()
+            self.waiting_reason = f"CreateContainerConfigError: {reason}"
+            self.next_start = now + 2
             return
         self.resync_volumes()
         self.ready = self.probe()
@@ -445,6 +626,7 @@ class Replica:
             "pid": self.proc.pid if self.proc else None,
             "ready": self.ready,
             "restarts": self.restarts,
+            "liveness_restarts": self.liveness_restarts,
             "ports": {str(k): v for k, v in self.ports.items()},
             "waiting": self.waiting_reason,
             "log": str(self.dir / "container.log"),
@@ -458,7 +640,13 @@ class Runner:
         self.clusters = clusters
         self.state_dir = state_dir
         self.image = re.compile(image_pattern)
-        self.scripts = Path(sys.executable).parent
+        self.search_path = ":".join(
+            [
+                str(install_harness_commands(state_dir / "bin")),
+                str(Path(sys.executable).parent),
+                "/usr/local/bin:/usr/bin:/bin",
+            ]
+        )
         self.replicas: dict[tuple[str, str, str], list[Replica]] = {}
         self.stop_event = threading.Event()
         self._last_status: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -472,8 +660,8 @@ class Runner:
         seen: set[tuple[str, str, str]] = set()
         for cluster in self.clusters:
             try:
-                deployments = raw(cluster.apps.list_deployment_for_all_namespaces)["items"]
-            except Exception as exc:
+                deployments = cluster.api.request("GET", "/apis/apps/v1/deployments")["items"]
+            except KubeError as exc:
                 log.warning("listing deployments on %s failed: %s", cluster.name, exc)
                 seen.update(k for k in self.replicas if k[0] == cluster.name)
                 continue
@@ -503,7 +691,7 @@ class Runner:
         while len(current) > want:
             current.pop().stop()
         while len(current) < want:
-            current.append(Replica(cluster, d, len(current), self.state_dir, self.scripts))
+            current.append(Replica(cluster, d, len(current), self.state_dir, self.search_path))
         for r in current:
             try:
                 r.tick()
@@ -552,11 +740,12 @@ class Runner:
             c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev else _now()
             c["lastUpdateTime"] = _now()
         body = {"status": {**status, "conditions": conditions}}
+        path = f"/apis/apps/v1/namespaces/{_q(key[1])}/deployments/{_q(key[2])}/status"
         try:
-            cluster.apps.patch_namespaced_deployment_status(key[2], key[1], body)
+            cluster.api.request("PATCH", path, body=body, content_type=MERGE_PATCH)
             self._last_status[key] = summary
-        except ApiException as exc:
-            log.warning("status of %s not written: %s", "/".join(key), exc.reason)
+        except KubeError as exc:
+            log.warning("status of %s not written: %s", "/".join(key), exc)
 
     def _write_pods(self) -> None:
         rows = [r.describe() for reps in self.replicas.values() for r in reps]
