@@ -187,8 +187,15 @@ def _expected(exc: Exception) -> bool:
 class ControllerManager:
     """Shared informers and the controllers that use them, in one process."""
 
-    def __init__(self, api: KubeAPI, *, metrics_registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        api: KubeAPI,
+        *,
+        metrics_registry: CollectorRegistry | None = None,
+        watch_unhealthy_after: float = 60.0,
+    ) -> None:
         self.api = api
+        self.watch_unhealthy_after = watch_unhealthy_after
         self.metrics = ControllerMetrics(metrics_registry)
         self.registry = self.metrics.registry
         self._informers: dict[tuple[Resource, str | None, str | None, str | None], Informer] = {}
@@ -214,6 +221,7 @@ class ControllerManager:
                 label_selector=label_selector,
                 field_selector=field_selector,
                 metrics=self.metrics,
+                unhealthy_after=self.watch_unhealthy_after,
             )
             self._informers[key] = informer
         return informer

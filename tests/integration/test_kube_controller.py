@@ -83,9 +83,13 @@ def source(namespace: str, name: str, **data: str) -> JSON:
 class Running:
     """A manager with the mirror controller, run in a thread for the length of a `with` block."""
 
-    def __init__(self, api: KubeAPI, namespace: str, resync_seconds: float) -> None:
+    def __init__(
+        self, api: KubeAPI, namespace: str, resync_seconds: float, unhealthy_after: float = 60.0
+    ) -> None:
         self.registry = CollectorRegistry()
-        self.manager = ControllerManager(api, metrics_registry=self.registry)
+        self.manager = ControllerManager(
+            api, metrics_registry=self.registry, watch_unhealthy_after=unhealthy_after
+        )
         self.mirror = Mirror(self.manager, namespace)
         self.namespace = namespace
         self.controller = Controller(
@@ -193,3 +197,35 @@ def test_a_resync_of_a_converged_world_reconciles_every_key_and_writes_nothing(
         )
         assert run.writes() == writes
         assert run.count("dynamic_scoring_controller_queue_depth") >= 0
+
+
+def test_the_manager_survives_a_hub_apiserver_crash_and_restart(
+    control_plane: ControlPlane, api: KubeAPI, namespace: str
+) -> None:
+    api.request("POST", CONFIGMAPS.path(namespace), body=source(namespace, "a", v="1"))
+    with Running(api, namespace, resync_seconds=0, unhealthy_after=2.0) as run:
+        wait_until(lambda: run.mirrored("a"), timeout=15, what="converged before the crash")
+        control_plane.stop_component("hub-apiserver", kill=True)
+        try:
+            wait_until(
+                lambda: not run.manager.ready(), timeout=30, what="not ready while the apiserver is down"
+            )
+            problems = run.manager.problems()
+            assert any("failing for more than 2s" in p for p in problems), problems
+        finally:
+            control_plane.start_component("hub-apiserver")
+        wait_until(run.manager.ready, timeout=90, what="ready again after the restart")
+        api.request("POST", CONFIGMAPS.path(namespace), body=source(namespace, "b", v="1"))
+        api.request(
+            "PATCH", CONFIGMAPS.path(namespace, "a"), body={"data": {"v": "2"}}, content_type=MERGE_PATCH
+        )
+        wait_until(lambda: run.mirrored("b"), timeout=60, what="a source created after the restart")
+        wait_until(lambda: (m := run.mirrored("a")) and m["data"] == {"v": "2"}, timeout=60, what="a change")
+        assert run.count("dynamic_scoring_controller_writes_total", verb="create", resource="configmaps") == 2
+        errors = sum(
+            run.registry.get_sample_value("dynamic_scoring_watch_errors_total", {"resource": i.name}) or 0.0
+            for i in run.manager.informers
+        )
+        assert errors >= 2  # each informer counted its failures; none was raised
+        mirrors = api.request("GET", CONFIGMAPS.path(namespace), query={"labelSelector": "role=mirror"})
+        assert sorted(m["metadata"]["name"] for m in mirrors["items"]) == ["a-mirror", "b-mirror"]
