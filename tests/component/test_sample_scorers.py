@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import sys
 import time
 import urllib.error
@@ -121,6 +122,15 @@ def test_bad_requests_get_a_named_error_and_the_scorer_keeps_serving(
     assert s.get("/healthz") == (200, b"ok")
     assert s.proc.alive
     assert "-> 400: data[0].values[0][1]: not a number" in s.proc.log_path.read_text()
+
+
+def test_sigterm_stops_the_scorer_cleanly_and_frees_its_port(component_dir: Path) -> None:
+    s = SampleScorer("cpu", component_dir).start()
+    s.proc.stop()  # SIGTERM first
+    assert s.proc.returncode == 0
+    with socket.socket() as probe:  # the port is free again for a restarted server
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+        probe.bind(("127.0.0.1", s.port))
 
 
 @pytest.mark.anyio

@@ -100,3 +100,21 @@ def test_config_document_is_a_valid_scorer_config() -> None:
         "path": "/scoring",
         "params": {"name": "cpu_headroom", "interval": 30},
     }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--capacity-cores", "0"], "--capacity-cores must be positive"),
+        (["--range", "60", "--step", "120"], "--step at most --range"),
+        (["--scoring-path", "/config"], "--scoring-path must start with '/'"),
+        (["--horizon", "-5"], "--horizon must be at least 0"),
+    ],
+)
+def test_bad_options_stop_the_scorer_with_a_usage_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        predict.main(["--port", "0", *argv])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""The sample DynamicScorers resolve, through the hub's own logic, to the summaries the agents need.
+
+In Full mode the hub merges the scorer's ``/config`` (as the sample Deployment runs it) into the
+spec; in None mode the spec alone must say the same.  Either way the agent must end up calling the
+scorer's Service with the scorer's own query, window and interval.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from addon.scorers.effective import resolve
+from addon.scorers.models import DynamicScorer, parse_scorer
+from addon.scorers.probe import check_config
+from samples.scorers import cpu, predict
+from samples.scorers.server import Defaults, build_parser, config_document
+
+pytestmark = pytest.mark.unit
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SAMPLES / path).read_text()) if d is not None]
+
+
+def container_args(name: str) -> list[str]:
+    [deployment] = [d for d in load("crs/sample-scorers.yaml") if d["kind"] == "Deployment"]
+    [container] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    args: list[str] = container["args"]
+    return args
+
+
+def served_config(defaults: Defaults, container: str) -> dict[str, Any]:
+    """The /config the sample Deployment's container serves, through the hub's checks."""
+    args = build_parser("x", defaults).parse_args(container_args(container))
+    doc, problems = check_config(config_document(args, defaults.description, args.port))
+    assert doc is not None and not problems, problems
+    result: dict[str, Any] = json.loads(doc.model_dump_json())
+    return result
+
+
+def scorer(path: str, synced: dict[str, Any] | None = None) -> DynamicScorer:
+    [obj] = load(path)
+    if synced is not None:
+        obj["status"] = {"lastSyncedConfig": synced}
+    parsed = parse_scorer(obj)
+    assert isinstance(parsed, DynamicScorer), parsed
+    return parsed
+
+
+def test_full_mode_scorer_resolves_to_the_scorers_own_config() -> None:
+    resolution = resolve(scorer("crs/cpu-headroom-scorer.yaml", served_config(cpu.DEFAULTS, "cpu")))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    assert s.score_name == "cpu_headroom"
+    assert s.source_type == "Prometheus"
+    assert s.source_endpoint == "http://prometheus-k8s.monitoring.svc:9090/api/v1/query_range"
+    assert (s.source_query, s.source_range, s.source_step) == (cpu.DEFAULTS.query, 300, 15)
+    assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8000/scoring"
+    assert s.scoring_interval == 30
+    assert s.score_dimension_format == "${scoreName}"
+    assert (s.valid_for_seconds, s.timeout_seconds) == (120, 10)
+
+
+def test_full_mode_waits_for_config_before_distributing() -> None:
+    resolution = resolve(scorer("crs/cpu-headroom-scorer.yaml"))
+    assert resolution.summary is None and resolution.pending
+
+
+def test_none_mode_scorer_resolves_to_what_the_scorer_would_have_said() -> None:
+    resolution = resolve(scorer("crs/cpu-forecast-scorer.yaml"))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    served = served_config(predict.DEFAULTS, "predict")
+    assert s.score_name == served["scoring"]["params"]["name"] == "cpu_forecast"
+    assert (s.source_query, s.source_range, s.source_step) == (
+        served["source"]["params"]["query"],
+        served["source"]["params"]["range"],
+        served["source"]["params"]["step"],
+    )
+    assert s.scoring_endpoint == served["scoring"]["host"] + served["scoring"]["path"]
+    assert s.scoring_interval == served["scoring"]["params"]["interval"]
+
+
+@pytest.mark.parametrize(
+    ("path", "container"),
+    [("crs/cpu-headroom-scorer.yaml", "cpu"), ("crs/cpu-forecast-scorer.yaml", "predict")],
+)
+def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
+    [obj] = load(path)
+    [service] = [d for d in load("crs/sample-scorers.yaml") if d["kind"] == "Service"]
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    host = f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{ports[container]}"
+    assert obj["spec"]["configURL"] == f"{host}/config"
+    assert f"--advertise-url={host}" in container_args(container)
