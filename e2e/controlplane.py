@@ -155,19 +155,25 @@ class ControlPlane:
             self._track(c.procs[-1])
         for c in (hub, spoke2):
             c.wait_ready()
-            c.start_controller_manager()
-            self._track(c.procs[-1])
 
-        self.progress("installing OCM CRDs and starting hub controllers")
-        self._track(*ocm.start_hub(tools, hub))
-
+        # Every OCM CRD exists before kube-controller-manager starts: its garbage collector only
+        # learns new kinds at its 30 s discovery resync, and until then logs "unable to get REST
+        # mapping" for a dependent of such a kind (a ConfigMap owned by an AppliedManifestWork).
+        self.progress("installing OCM CRDs")
+        ocm.install_hub(tools, hub)
         klusterlets = [
             ocm.Klusterlet("cluster1", hub, hub, tools, boot_token),
             ocm.Klusterlet("cluster2", spoke2, hub, tools, boot_token),
         ]
-        self.progress("starting klusterlet registration agents")
         for k in klusterlets:
             k.prepare_spoke()
+        for c in (hub, spoke2):
+            c.start_controller_manager()
+            self._track(c.procs[-1])
+
+        self.progress("starting hub controllers and klusterlet registration agents")
+        self._track(*ocm.start_hub_controllers(tools, hub))
+        for k in klusterlets:
             self._track(k.start_registration())
 
         hub_client = Client(hub.admin_kubeconfig)

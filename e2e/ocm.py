@@ -123,12 +123,16 @@ def _controller(
     )
 
 
-def start_hub(tools: Tools, hub: KubeCluster) -> list[Proc]:
-    """Install hub CRDs and RBAC, then start registration, placement and addon-manager controllers."""
+def install_hub(tools: Tools, hub: KubeCluster) -> None:
+    """Install the hub CRDs, the hub namespace and the bootstrap RBAC."""
     client = Client(hub.admin_kubeconfig)
     install_crds(client, tools.crds, HUB_CRDS)
     apply_namespaces(client, HUB_NAMESPACE)
     client.apply_yaml(BOOTSTRAP_RBAC)
+
+
+def start_hub_controllers(tools: Tools, hub: KubeCluster) -> list[Proc]:
+    """Start the registration, placement and addon-manager controllers (after `install_hub`)."""
     logs = hub.run_dir / "logs"
     kc = hub.admin_kubeconfig
     procs = [
