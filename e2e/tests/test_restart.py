@@ -166,3 +166,14 @@ def test_runner_killed_takes_its_pods_and_runs_them_again(control_plane: Control
         lambda: pid() not in (None, before), timeout=60, what="the sleeper running again under the new runner"
     )
     spoke.delete("v1", "Namespace", ns)
+
+
+def test_ocm_hub_controller_restart_waits_for_its_listener(control_plane: ControlPlane) -> None:
+    proc = next(p for p in control_plane.procs if p.name == "hub-addon-manager")
+    listen = next(a for a in proc.argv if a.startswith("--listen="))
+    port = int(listen.rsplit(":", 1)[1])
+    old_pid = proc.pid
+    control_plane.restart_component("hub-addon-manager", kill=True)
+    # ready means: listening again on the port it listened on before
+    assert proc.pid != old_pid and proc.alive and port_in_use(port)
+    assert not pid_alive(old_pid or 0)
