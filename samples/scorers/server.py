@@ -26,6 +26,7 @@ from dynamic_scoring.wire import (
     ScoringResponse,
     SourceConfig,
     SourceParams,
+    display_name,
 )
 from samples.scorers.series import RequestError, Series, parse_request
 
@@ -71,6 +72,7 @@ class ScoringServer:
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "dynamic-scoring-sample"
+            timeout = 30  # seconds a client may stay silent before its connection is dropped
 
             def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
                 self.send_response(status)
@@ -80,7 +82,8 @@ class ScoringServer:
                 self.wfile.write(body)
 
             def _error(self, status: int, message: str) -> None:
-                log.warning("%s %s -> %d: %s", self.command, self.path, status, message)
+                # The path is the client's text: escaped so that it cannot forge a log line.
+                log.warning("%s %s -> %d: %s", self.command, display_name(self.path), status, message)
                 self._send(status, json.dumps({"error": message}).encode())
 
             def do_GET(self) -> None:
@@ -109,6 +112,10 @@ class ScoringServer:
                 except RequestError as exc:
                     self._error(400, str(exc))
                     return
+                except Exception as exc:  # a bug in a score function: answer, log, keep serving
+                    log.exception("scoring failed")
+                    self._error(500, f"scoring failed: {type(exc).__name__}")
+                    return
                 self._send(200, response.model_dump_json().encode())
                 log.info("scored %d series, %d results", len(series), len(response.results))
 
@@ -121,7 +128,6 @@ class ScoringServer:
         # The document names the bound port, which is known only now when ``port`` was 0.
         self.config = config(self.port)
         self.config_body = self.config.model_dump_json().encode()
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -132,17 +138,9 @@ class ScoringServer:
         """Serve until ``shutdown`` (from another thread or a signal handler)."""
         self._httpd.serve_forever()
 
-    def start(self) -> ScoringServer:
-        """Serve from a daemon thread (tests)."""
-        self._thread = threading.Thread(target=self.serve_forever, name="scorer", daemon=True)
-        self._thread.start()
-        return self
-
     def shutdown(self) -> None:
-        """Stop serving and release the port."""
+        """Stop ``serve_forever`` (call from another thread) and release the port."""
         self._httpd.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
         self._httpd.server_close()
 
 
