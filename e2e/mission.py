@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import subprocess
@@ -55,6 +56,10 @@ CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
 ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
 WORK_V1 = "work.open-cluster-management.io/v1"
+CRD_NAMES = (
+    "dynamicscorers.dynamic-scoring.open-cluster-management.io",
+    "dynamicscoringconfigs.dynamic-scoring.open-cluster-management.io",
+)
 SCORER = "cpu-headroom"  # the DynamicScorer
 SCORE = "cpu_headroom"  # its score name: the sample CPU scorer's default
 USER_NS = "dynamic-scoring-demo"  # where the user's Placement lives
@@ -68,6 +73,7 @@ HEAVY, LIGHT = 3.4, 0.4  # cores: 15 and 90 on the sample scorer's headroom scal
 Progress = Callable[[str], None]
 
 
+@functools.cache
 def helm_binary() -> Path:
     """The pinned helm, built from the Go module proxy on first use (e2e/build-tools.sh helm)."""
     proc = subprocess.run([str(BUILD_SCRIPT), "helm"], capture_output=True, text=True, check=False)
@@ -280,14 +286,30 @@ class Mission:
             names,
         )
 
-    def uninstall(self, timeout: float = 120) -> None:
-        """The documented uninstall: `helm uninstall`, then the namespace the install created."""
+    def uninstall(self, *, crds: bool = True, timeout: float = 120) -> None:
+        """The documented uninstall (docs/install.md): release, then namespace, then (optionally) CRDs.
+
+        Helm never deletes what a chart's `crds/` installed; deleting the CRDs also deletes every
+        DynamicScorer and DynamicScoringConfig left anywhere, which is why it is a separate step.
+        """
         self.run_helm("uninstall", RELEASE, "--namespace", NAMESPACE)
         self.hub.delete("v1", "Namespace", NAMESPACE)
+        if crds:
+            for name in CRD_NAMES:
+                self.hub.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
         wait_until(
-            lambda: self.hub.find("v1", "Namespace", NAMESPACE) is None,
+            lambda: (
+                self.hub.find("v1", "Namespace", NAMESPACE) is None
+                and not (
+                    crds
+                    and any(
+                        self.hub.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", n)
+                        for n in CRD_NAMES
+                    )
+                )
+            ),
             timeout=timeout,
-            what=f"namespace {NAMESPACE} deleted",
+            what=f"namespace {NAMESPACE} (and the CRDs) deleted",
         )
 
     # ----------------------------------------------------------------- the user's side

@@ -1,0 +1,298 @@
+"""The mission end to end, as a user runs it: the steps of `make demo` without the live view.
+
+On the session's control plane: the user's own objects first (the agent namespace with a tenant
+Secret on each cluster, the Placement's namespace), a snapshot of every object on the hub and on
+cluster2, then `helm install` (the documented command), `clusteradm addon enable` on both
+clusters, the sample CPU scorer registered as a DynamicScorer, and a Placement choosing the
+cluster with the most CPU headroom.  The tests are the story's steps, in file order, on one
+installation; the last one uninstalls and compares with the snapshot.
+
+The scoring interval is 5 s and the Prometheus window 5 s (`irate` over 5 s, scraped every 1 s),
+so the whole story takes about two minutes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.controlplane import ControlPlane
+from e2e.inventory import Key, snapshot
+from e2e.kube import Kubectl
+from e2e.mission import (
+    ADDON,
+    ADDON_V1A1,
+    CHART,
+    CLUSTERS,
+    DS_V1A1,
+    INSTALL_NS,
+    MANAGER,
+    NAMESPACE,
+    SCORE,
+    SCORER,
+    TENANT_SECRET,
+    USER_NS,
+    WORK_V1,
+    Mission,
+    parse_time,
+)
+from e2e.procs import StartupError, wait_until
+
+pytestmark = [
+    pytest.mark.own_install,
+    pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning"),
+]
+
+INTERVAL = 5
+WINDOW = 5
+# Load shift -> new decision, at most: one scoring interval (the agent may have just started a
+# cycle) + the query window (irate needs the new samples to dominate the window's mean) + 5 s for
+# one scrape (1 s), irate's two-sample lag (1-2 s), the scorer call and the APS write, and the
+# placement controller's reaction to the APS event (under 0.2 s measured).
+FLIP_BOUND = INTERVAL + WINDOW + 5
+# Scores cross -> new decision: the placement controller watches AddOnPlacementScores.  2 s is
+# this 2-core machine under the parallel test load, not a property of OCM.
+SCORE_TO_DECISION_BOUND = 2.0
+
+
+class Story:
+    """The installation, its clients, and what the user had before it."""
+
+    def __init__(self, mission: Mission, kubectls: dict[str, Kubectl]) -> None:
+        self.m = mission
+        self.kubectls = kubectls
+        self.before: dict[str, set[Key]] = {}
+        self.aps_uids_before_upgrade: dict[str, str | None] = {}
+        self.user_objects: dict[str, set[Key]] = {
+            "cluster1": {
+                Key("Namespace", "", INSTALL_NS),
+                Key("Secret", INSTALL_NS, TENANT_SECRET),
+                Key("Namespace", "", USER_NS),
+            },
+            "cluster2": {Key("Namespace", "", INSTALL_NS), Key("Secret", INSTALL_NS, TENANT_SECRET)},
+        }
+
+    def leftovers(self, cluster: str) -> set[Key]:
+        """Objects now on `cluster` that were not there before the install, the user's excepted."""
+        now = snapshot(self.kubectls[cluster])
+        return {k for k in now - self.before[cluster] if k.namespace != USER_NS}
+
+
+@pytest.fixture(scope="module")
+def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
+    cp = control_plane
+    if not all(cp.clusters[c].prometheus_url for c in CLUSTERS):
+        pytest.skip("needs the per-cluster Prometheus servers (DS_E2E_PROMETHEUS=1)")
+    assert cp.hub is not None and cp.spoke2 is not None and cp.tools is not None
+    m = Mission(
+        cp, progress=print, interval=INTERVAL, window=WINDOW, work_dir=tmp_path_factory.mktemp("mission")
+    )
+    kubectls = {
+        "cluster1": Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig),
+        "cluster2": Kubectl(cp.tools.kubectl, cp.spoke2.admin_kubeconfig),
+    }
+    s = Story(m, kubectls)
+    m.tenant_secrets()
+    m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}})
+    s.before = {c: snapshot(k) for c, k in kubectls.items()}
+    m.set_load("cluster1", 0.4)
+    m.set_load("cluster2", 3.4)
+    try:
+        m.install()
+        m.enable()
+        m.start_gateway()
+        m.register(m.start_scorer())
+        yield s
+    finally:
+        m.stop_local()
+        if m.hub.find("v1", "Namespace", NAMESPACE) is not None:  # a step failed before the uninstall
+            for c in CLUSTERS:
+                if m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, c) is not None:
+                    m.disable(c)
+            m.run_helm("uninstall", "dynamic-scoring", "--namespace", NAMESPACE, "--ignore-not-found")
+            m.hub.delete("v1", "Namespace", NAMESPACE)
+        for client in m.spokes.values():
+            client.delete("v1", "Namespace", INSTALL_NS)
+        m.hub.delete("v1", "Namespace", USER_NS)
+        wait_until(
+            lambda: (
+                all(c.find("v1", "Namespace", INSTALL_NS) is None for c in m.spokes.values())
+                and m.hub.find("v1", "Namespace", USER_NS) is None
+                and m.hub.find("v1", "Namespace", NAMESPACE) is None
+            ),
+            timeout=90,
+            what="the story's namespaces gone",
+        )
+        for c in CLUSTERS:
+            m.set_load(c, 1.4)
+
+
+def test_every_score_is_in_range_and_carries_valid_until(story: Story) -> None:
+    m = story.m
+    m.wait_ranked("cluster1", timeout=120)
+    now = dt.datetime.now(dt.UTC)
+    for cluster in CLUSTERS:
+        aps = m.aps(cluster)
+        assert aps is not None
+        status = aps["status"]
+        assert [i["name"] for i in status["scores"]] == [SCORE]
+        for item in status["scores"]:
+            assert isinstance(item["value"], int) and -100 <= item["value"] <= 100, item
+        until = parse_time(status.get("validUntil", ""))
+        assert until is not None and until > now, status.get("validUntil")
+        assert until - now <= dt.timedelta(seconds=max(3 * INTERVAL, 30) + 1)  # validForSeconds
+        (cond,) = status["conditions"]
+        assert (cond["type"], cond["status"]) == ("ScoresUpToDate", "True"), cond
+
+
+def test_the_placement_picks_the_higher_scored_cluster(story: Story) -> None:
+    m = story.m
+    light, heavy = m.score("cluster1"), m.score("cluster2")
+    assert light is not None and heavy is not None
+    # 0.4 of 4 cores -> 90, 3.4 -> 15 on the sample scorer's headroom scale, give or take rounding
+    assert 85 <= light <= 95 and 10 <= heavy <= 20, (light, heavy)
+    assert m.decision() == ["cluster1"]
+
+
+def test_the_decision_follows_a_load_shift_within_one_interval_plus_margin(story: Story) -> None:
+    flip = story.m.shift("cluster2", timeout=60)
+    print(
+        f"\nload shift -> scores crossed {flip.scores_crossed:.2f}s, decision {flip.decided:.2f}s; "
+        f"score-to-decision {flip.score_to_decision:.2f}s (bounds {FLIP_BOUND}s, {SCORE_TO_DECISION_BOUND}s)"
+    )
+    assert flip.decided <= FLIP_BOUND
+    assert flip.score_to_decision <= SCORE_TO_DECISION_BOUND
+    assert story.m.decision() == ["cluster2"]
+
+
+def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
+    story: Story, tmp_path: Path
+) -> None:
+    m = story.m
+    scorer_uid = m.hub.get(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)["metadata"]["uid"]
+    aps_uids = {c: (m.aps(c) or {}).get("metadata", {}).get("uid") for c in CLUSTERS}
+    assert all(aps_uids.values())
+    nxt = tmp_path / "dynamic-scoring"
+    shutil.copytree(CHART, nxt)
+    chart = yaml.safe_load((nxt / "Chart.yaml").read_text())
+    major, minor, patch = (int(p) for p in chart["version"].split("."))
+    chart["version"] = chart["appVersion"] = f"{major}.{minor}.{patch + 1}"
+    (nxt / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    image = f"quay.io/open-cluster-management/dynamic-scoring:{chart['appVersion']}"
+
+    m.run_helm("upgrade", "dynamic-scoring", str(nxt), "--namespace", NAMESPACE)
+    upgraded = dt.datetime.now(dt.UTC)
+    dep = m.hub.get("apps/v1", "Deployment", MANAGER, NAMESPACE)
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    m.wait_manager()
+
+    def agents_retagged() -> bool:
+        for c in CLUSTERS:
+            work = m.hub.find(WORK_V1, "ManifestWork", f"addon-{ADDON}-deploy-0", c)
+            images = [
+                ct["image"]
+                for man in (work or {}).get("spec", {}).get("workload", {}).get("manifests", [])
+                if man["kind"] == "Deployment"
+                for ct in man["spec"]["template"]["spec"]["containers"]
+            ]
+            if images != [image]:
+                return False
+        return True
+
+    wait_until(agents_retagged, timeout=60, what="both agents' works rendered with the upgraded image")
+    assert m.hub.get(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)["metadata"]["uid"] == scorer_uid
+    story.aps_uids_before_upgrade = aps_uids
+
+    def fresh_scores() -> bool:
+        rows = {r.cluster: r for r in m.rows()}
+        written = {
+            c: dt.datetime.now(dt.UTC) - dt.timedelta(seconds=r.written_ago or 1e9) for c, r in rows.items()
+        }
+        return all(w > upgraded and rows[c].score is not None for c, w in written.items())
+
+    # the agents' writes are skipped while nothing changes, so nudge the load to force a new score
+    m.set_load("cluster1", 3.0)
+    m.set_load("cluster2", 0.8)
+    wait_until(fresh_scores, timeout=60, what="scores written after the upgrade on both clusters")
+    assert m.decision() == ["cluster2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a new manager leader withdraws every config work before its first plan "
+    "(addon/controllers/distribution: a work key reconciled while _latest.desired is still empty), "
+    "so agents stop their scorers and delete the APS for ~10 s",
+)
+def test_the_upgrade_never_removed_a_score(story: Story) -> None:
+    m = story.m
+    for c in CLUSTERS:
+        uid = (m.aps(c) or {}).get("metadata", {}).get("uid")
+        assert uid == story.aps_uids_before_upgrade[c], f"{c}'s AddOnPlacementScore was deleted and recreated"
+
+
+def test_deleting_the_dynamic_scorer_removes_its_scores_on_both_clusters(story: Story) -> None:
+    m = story.m
+    m.delete_scorer()
+    start = time.monotonic()
+    wait_until(lambda: all(m.aps(c) is None for c in CLUSTERS), timeout=60, what="both APS deleted")
+    print(f"\nDynamicScorer deleted -> both AddOnPlacementScores gone in {time.monotonic() - start:.1f}s")
+
+
+# The agent creates its health Lease itself (OCM reads it for Available) and nothing deletes it:
+# it is not in the ManifestWork and has no owner, so it outlives the agent.  Named here so the
+# uninstall test checks everything else; test_nothing_at_all_is_left (strict xfail) keeps it visible.
+AGENT_LEASE = Key("Lease", INSTALL_NS, ADDON)
+
+
+def test_disable_on_one_cluster_then_uninstall_removes_everything_we_created(story: Story) -> None:
+    m = story.m
+    m.disable("cluster2")
+    left: dict[str, set[Key]] = {}
+
+    def cluster2_clean() -> bool:
+        left["cluster2"] = story.leftovers("cluster2") - {AGENT_LEASE}
+        left["hub, namespace cluster2"] = {
+            k for k in story.leftovers("cluster1") if k.namespace == "cluster2"
+        }
+        return not any(left.values())
+
+    try:
+        wait_until(cluster2_clean, timeout=90, what="nothing of ours left for cluster2")
+    except StartupError:
+        pytest.fail(f"left after disabling cluster2: {describe(left)}")
+    assert m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, "cluster1") is not None
+
+    start = time.monotonic()
+    m.uninstall()
+
+    def everything_gone() -> bool:
+        left.clear()
+        left.update({c: story.leftovers(c) - {AGENT_LEASE} for c in CLUSTERS})
+        return not any(left.values())
+
+    try:
+        wait_until(everything_gone, timeout=120, what="every object we created gone")
+    except StartupError:
+        pytest.fail(f"left after uninstall: {describe(left)}")
+    print(
+        f"\nuninstall with cluster1 still enabled -> nothing of ours left in {time.monotonic() - start:.1f}s"
+    )
+    for cluster, keys in story.user_objects.items():
+        now = snapshot(story.kubectls[cluster])
+        assert keys <= now, f"the uninstall removed the user's {sorted(map(str, keys - now))} on {cluster}"
+
+
+@pytest.mark.xfail(strict=True, reason="the agent's health Lease outlives the agent (see AGENT_LEASE)")
+def test_nothing_at_all_is_left(story: Story) -> None:
+    left = {c: story.leftovers(c) for c in CLUSTERS}
+    assert not any(left.values()), describe(left)
+
+
+def describe(left: dict[str, set[Key]]) -> str:
+    return "; ".join(f"{c}: {sorted(map(str, v))}" for c, v in left.items() if v) or "nothing"
