@@ -318,6 +318,11 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             ),
             Row(name, "template change to every work (s)", f"{change:.1f}"),
             Row(name, "fleet creation (s, not the manager)", f"{created:.0f}"),
+            Row(
+                name,
+                "machine load average (1/5/15 min) at the end",
+                " / ".join(f"{x:.1f}" for x in os.getloadavg()),
+            ),
         ]
     finally:
         if proc is not None:
