@@ -351,3 +351,22 @@ def test_csrs_that_must_not_be_approved_are_left_pending_with_an_event(
     finally:
         for csr in csrs:
             hub.delete(CSR_V1, "CertificateSigningRequest", csr["metadata"]["name"])
+
+
+def test_deleting_a_cluster_removes_its_work_and_hub_rbac(hub: Client, manager: Running) -> None:
+    name = f"int-{uuid.uuid4().hex[:6]}-gone"
+    add_cluster(hub, name)
+    wait_until(partial(converged, hub, name), timeout=60, what=f"{name} converged")
+    hub.delete("cluster.open-cluster-management.io/v1", "ManagedCluster", name)
+    # OCM's hub garbage collector deletes the cluster's MCAs; ours owns the work and the hub RBAC
+    wait_until(
+        lambda: (
+            hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, name) is None
+            and hub.find(WORK_V1, "ManifestWork", WORK, name) is None
+            and hub.find(RBAC_V1, "Role", HUB_RBAC, name) is None
+            and hub.find(RBAC_V1, "RoleBinding", HUB_RBAC, name) is None
+        ),
+        timeout=90,
+        what="the cluster's MCA, work and hub RBAC gone",
+    )
+    hub.delete("v1", "Namespace", name)
