@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import yaml
 
+from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
-from e2e.procs import wait_until
+from e2e.loadgen import LoadFile
+from e2e.procs import Proc, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -253,3 +258,70 @@ def test_sample_rbac_lets_the_applicationset_controller_read_decisions_in_argocd
     assert can("update", "argocd") == "no" and can("delete", "argocd") == "no"
     assert can("list", "kueue-system") == "no"
     assert can("list", "argocd", "secrets") == "no"
+
+
+# -- the simple scorer's default query on the control plane's own Prometheus -----------------------
+
+
+def test_cpu_scorer_default_query_scores_each_clusters_load(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The load exporter's series, queried with the scorer's own /config query, score as the formula says.
+
+    The window is shortened to one step (the /config's 300 s would include the exporter's first
+    minute, when ``rate(...[1m])`` is still ramping up); the query is the scorer's, verbatim.
+    """
+    clusters = ("cluster1", "cluster2")
+    if not all(control_plane.clusters[c].prometheus_url for c in clusters):
+        pytest.skip("needs the per-cluster Prometheus servers (DS_E2E_PROMETHEUS=1)")
+    port = free_port()
+    proc = Proc(
+        "sample-cpu",
+        [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port)],
+        tmp_path / "sample-cpu.log",
+        cwd=SAMPLES.parent,
+    ).start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
+                return bool(response.read() == b"ok")
+
+        wait_until(healthy, timeout=30, what="the sample scorer", proc=proc)
+        with urllib.request.urlopen(f"{base}/config", timeout=5) as response:
+            config = ScorerConfig.model_validate_json(response.read())
+
+        def score(cluster: str) -> float | None:
+            end = time.time()
+            params = {
+                "query": config.source.params.query,
+                "start": repr(end - 15),
+                "end": repr(end),
+                "step": "15",
+            }
+            url = f"{control_plane.clusters[cluster].prometheus_url}{config.source.path}?{urlencode(params)}"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                data = json.load(response)["data"]["result"]
+            body = json.dumps({"data": data}).encode()
+            request = urllib.request.Request(base + config.scoring.path, data=body, method="POST")
+            with urllib.request.urlopen(request, timeout=10) as response:
+                results = ScoringResponse.model_validate_json(response.read()).results
+            return results[0].score if results else None
+
+        def expected(cluster: str) -> float:
+            load_file = control_plane.clusters[cluster].load_file
+            assert load_file is not None
+            cores = sum(float(e["cores"]) for e in LoadFile(Path(load_file)).read())
+            return 100 * (1 - min(cores / 4.0, 1.0))
+
+        def converged() -> dict[str, float] | None:
+            got = {c: score(c) for c in clusters}
+            ok = all(v is not None and abs(v - expected(c)) < 0.5 for c, v in got.items())
+            return {c: v for c, v in got.items() if v is not None} if ok else None
+
+        # rate(...[1m]) is exact once the exporter has been scraped for a minute (1 s scrapes).
+        final = wait_until(converged, timeout=180, interval=2, what="scores matching each cluster's load")
+        print(f"cpu_headroom on the local clusters: {final}")  # docs/samples.md
+    finally:
+        proc.stop()
