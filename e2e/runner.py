@@ -62,11 +62,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import click
 
 from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS, SERVICE_ACCOUNTS, Resource
 from e2e.procs import free_port, kill_group
 
 log = logging.getLogger("e2e.runner")
@@ -78,14 +78,12 @@ SYNC_SECONDS = 1.0
 BACKOFF_MAX = 60.0
 NODE_NAME = "e2e-node"
 MERGE_PATCH = "application/merge-patch+json"
+# What `synced_versions` keys ("secrets/<name>") name, to re-read them.
+VOLUME_SOURCES = {r.plural: r for r in (SECRETS, CONFIGMAPS)}
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _q(segment: str) -> str:
-    return quote(segment, safe="")
 
 
 class ConfigError(Exception):
@@ -191,10 +189,10 @@ class Cluster:
         self.port = int(port or 443)
         self.ca_file: str | None = cfg.ssl_ca_cert
 
-    def read(self, plural: str, namespace: str, name: str) -> JSON | None:
-        """A namespaced core object (`secrets`, `configmaps`), or None when it does not exist."""
+    def read(self, resource: Resource, namespace: str, name: str) -> JSON | None:
+        """A namespaced object (a Secret, a ConfigMap), or None when it does not exist."""
         try:
-            return self.api.request("GET", f"/api/v1/namespaces/{_q(namespace)}/{plural}/{_q(name)}")
+            return self.api.request("GET", resource.path(namespace, name))
         except NotFound:
             return None
 
@@ -262,17 +260,17 @@ class Replica:
 
     # ------------------------------------------------------------------ volumes
     def _secret(self, name: str) -> dict[str, bytes] | None:
-        s = self.cluster.read("secrets", self.namespace, name)
+        s = self.cluster.read(SECRETS, self.namespace, name)
         if s is None:
             return None
-        self.synced_versions[f"secrets/{name}"] = s["metadata"]["resourceVersion"]
+        self.synced_versions[f"{SECRETS.plural}/{name}"] = s["metadata"]["resourceVersion"]
         return {k: base64.b64decode(v) for k, v in (s.get("data") or {}).items()}
 
     def _configmap(self, name: str) -> dict[str, bytes] | None:
-        cm = self.cluster.read("configmaps", self.namespace, name)
+        cm = self.cluster.read(CONFIGMAPS, self.namespace, name)
         if cm is None:
             return None
-        self.synced_versions[f"configmaps/{name}"] = cm["metadata"]["resourceVersion"]
+        self.synced_versions[f"{CONFIGMAPS.plural}/{name}"] = cm["metadata"]["resourceVersion"]
         data = {k: str(v).encode() for k, v in (cm.get("data") or {}).items()}
         data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
         return data
@@ -284,7 +282,7 @@ class Replica:
             "kind": "TokenRequest",
             "spec": {"audiences": [], "expirationSeconds": TOKEN_SECONDS},
         }
-        path = f"/api/v1/namespaces/{_q(self.namespace)}/serviceaccounts/{_q(sa)}/token"
+        path = SERVICE_ACCOUNTS.path(self.namespace, sa, "token")
         resp = self.cluster.api.request("POST", path, body=body)
         self.token_expiry = time.time() + TOKEN_SECONDS
         return str(resp["status"]["token"]).encode()
@@ -367,7 +365,7 @@ class Replica:
         for key, version in list(self.synced_versions.items()):
             plural, _, name = key.partition("/")
             try:
-                obj = self.cluster.read(plural, self.namespace, name)
+                obj = self.cluster.read(VOLUME_SOURCES[plural], self.namespace, name)
             except KubeError:
                 continue
             if obj is None or obj["metadata"]["resourceVersion"] != version:
@@ -660,7 +658,7 @@ class Runner:
         seen: set[tuple[str, str, str]] = set()
         for cluster in self.clusters:
             try:
-                deployments = cluster.api.request("GET", "/apis/apps/v1/deployments")["items"]
+                deployments = cluster.api.request("GET", DEPLOYMENTS.path())["items"]
             except KubeError as exc:
                 log.warning("listing deployments on %s failed: %s", cluster.name, exc)
                 seen.update(k for k in self.replicas if k[0] == cluster.name)
@@ -740,7 +738,7 @@ class Runner:
             c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev else _now()
             c["lastUpdateTime"] = _now()
         body = {"status": {**status, "conditions": conditions}}
-        path = f"/apis/apps/v1/namespaces/{_q(key[1])}/deployments/{_q(key[2])}/status"
+        path = DEPLOYMENTS.path(key[1], key[2], "status")
         try:
             cluster.api.request("PATCH", path, body=body, content_type=MERGE_PATCH)
             self._last_status[key] = summary
