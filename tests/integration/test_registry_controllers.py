@@ -434,9 +434,13 @@ def test_masks_and_a_selector_exclude_exactly_what_they_name(
         return (score_names(hub, cluster) or set()) & {sel, masked}
 
     wait_for(lambda: all(ours(k) == v for k, v in expected.items()), "selector and mask applied")
-    dsc = hub.get(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+
+    def the_config() -> dict[str, Any]:
+        return hub.get(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+
+    wait_for(lambda: condition(the_config(), "Accepted").get("reason") == "AcceptedWithWarnings", "warnings")
+    dsc = the_config()
     accepted = condition(dsc, "Accepted")
-    assert accepted["reason"] == "AcceptedWithWarnings"
     assert "spec.masks[1].clusterName" in accepted["message"] and "nowhere" in accepted["message"]
     warned = wait_for(
         lambda: [
@@ -449,8 +453,15 @@ def test_masks_and_a_selector_exclude_exactly_what_they_name(
     assert warned[0]["type"] == "Warning" and "spec.masks[1].clusterName" in warned[0]["message"]
     entries = {e["clusterName"]: e for e in dsc["status"]["clusters"]}
     assert entries[a]["namespace"] == AGENT_NS and entries[a]["applied"] == "Unknown"  # no work agent here
-    dist = condition(scorer_obj(hub, namespace, "masked"), "Distributed")
-    assert dist["status"] == "True" and b in dist["message"], dist
+    dist = wait_for(
+        lambda: (
+            condition(scorer_obj(hub, namespace, "masked"), "Distributed")
+            if condition(scorer_obj(hub, namespace, "masked"), "Distributed").get("status") == "True"
+            else None
+        ),
+        "Distributed=True on the masked scorer",
+    )
+    assert b in dist["message"] and "masked on" in dist["message"], dist
     create_config(hub, namespace)
     for name in ("sel", "masked"):
         hub.delete(DS_V1A1, "DynamicScorer", name, namespace)

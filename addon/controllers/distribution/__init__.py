@@ -73,6 +73,8 @@ WARNING_REASONS = frozenset(
     {"AcceptedWithWarnings", "WrongName", "WrongNamespace", "InvalidSpec", "Conflict", "NotApplied"}
 )
 """Condition reasons that also get a Warning Event (naming the field or the cluster), once per change."""
+STATUS_DEBOUNCE_SECONDS = 1.0
+"""Status is recomputed at most this soon after the events that ask for it."""
 REPORT_REFRESH_SECONDS = 60.0
 """How often the per-cluster reports are re-read without an event (scores expire by time alone)."""
 
@@ -159,6 +161,7 @@ class Distribution:
         self._lock = threading.Lock()
         self._latest = _Latest()
         self._status_wake: float | None = None
+        self._status_soon = False
         self.plans = 0
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -205,7 +208,20 @@ class Distribution:
         if key == STATUS_KEY:
             return self._status()
         self._plan()
-        return self._status()
+        self.request_status()
+        return None
+
+    def request_status(self) -> None:
+        """Ask for ``@status`` soon, once however many events ask before it runs.
+
+        A scorer edit on 1,000 clusters brings 1,000 work events; recomputing every scorer's
+        per-cluster reports for each would hold the interpreter while the work patches wait.
+        """
+        with self._lock:
+            if self._status_soon:
+                return
+            self._status_soon = True
+        self.enqueue_after(STATUS_KEY, STATUS_DEBOUNCE_SECONDS)
 
     def _plan(self) -> None:
         config = self._config()
@@ -259,6 +275,7 @@ class Distribution:
     def _status(self) -> Result | None:
         with self._lock:
             latest = self._latest
+            self._status_soon = False
         now = datetime.now(UTC)
         self._config_status(latest)
         outcomes = latest.result.scorers if latest.result is not None else {}
@@ -379,11 +396,23 @@ class Distribution:
                 self.writer.event(obj, "Warning", spec.reason, spec.message[:1024])
 
 
-def _work_keys(work: JSON) -> list[str]:
-    meta = work.get("metadata") or {}
-    if meta.get("name") != WORK_NAME:
+def _work_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
+    def keys(work: JSON) -> list[str]:
+        meta = work.get("metadata") or {}
+        if meta.get("name") != WORK_NAME:
+            return []
+        logic.request_status()  # the Applied state feeds the config's status
+        return [WORK_KEY_PREFIX + str(meta.get("namespace"))]
+
+    return keys
+
+
+def _report_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
+    def keys(_aps: JSON) -> list[str]:
+        logic.request_status()
         return []
-    return [WORK_KEY_PREFIX + str(meta.get("namespace")), STATUS_KEY]
+
+    return keys
 
 
 def distribution_controller(ctx: HubContext) -> list[Controller]:
@@ -399,8 +428,8 @@ def distribution_controller(ctx: HubContext) -> list[Controller]:
     controller.watch(caches.scorers, keys=to_plan)
     controller.watch(caches.addons, keys=to_plan)
     controller.watch(caches.clusters, keys=to_plan)
-    controller.watch(caches.works, keys=_work_keys)
-    controller.watch(caches.scores, keys=lambda _obj: [STATUS_KEY])
+    controller.watch(caches.works, keys=_work_keys(logic))
+    controller.watch(caches.scores, keys=_report_keys(logic))
     return [controller]
 
 
