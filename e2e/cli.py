@@ -1,4 +1,4 @@
-"""`dynamic-scoring-e2e`: start, inspect and stop the local OCM control plane from the shell."""
+"""`python -m e2e.cli` (behind `make e2e-up/e2e-status/e2e-down`): the local OCM control plane."""
 
 from __future__ import annotations
 
@@ -111,8 +111,8 @@ def load(run_dir: Path, cluster: str, pod: str, cores: float | None, remove: boo
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Entry point of `python -m e2e.cli` (the harness ships no console script)."""
+    cli(prog_name="python -m e2e.cli")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Topology (every listener on 127.0.0.1, every log under `<run_dir>/logs`):
     the process runner (`e2e.runner`), standing in for the kubelet for this project's image
 
 `ControlPlane.up()` starts it and records every process in `<run_dir>/state.json`, so that a
-different process (`dynamic-scoring-e2e down`) can stop exactly what was started, and verify no
+different process (`python -m e2e.cli down`) can stop exactly what was started, and verify no
 process and no port of the run is left.
 """
 
@@ -101,7 +101,7 @@ class ControlPlane:
         if self.state_path.exists() and running(self.state_path):
             raise StartupError(
                 f"a control plane is already running from {self.run_dir}; "
-                "run `make e2e-down` (or `dynamic-scoring-e2e down`) first"
+                "run `make e2e-down` (or `python -m e2e.cli down`) first"
             )
         if self.run_dir.exists():  # a previous run's data (etcd, PKI, hub credentials) must not leak in
             shutil.rmtree(self.run_dir)
@@ -415,7 +415,7 @@ class ControlPlane:
             values[f"{name.upper()}_LOAD_FILE"] = str(info.load_file or "")
         lines = [f"export {k}={shlex.quote(v)}" for k, v in values.items()]
         lines.append(f'export PATH={shlex.quote(":".join(path_dirs))}:"$PATH"')
-        self.env_path.write_text("# written by dynamic-scoring-e2e up; source it\n" + "\n".join(lines) + "\n")
+        self.env_path.write_text("# written by `python -m e2e.cli up`; source it\n" + "\n".join(lines) + "\n")
 
     # ------------------------------------------------------------------ stop
     def down(self) -> list[str]:
@@ -461,7 +461,7 @@ def stop_recorded(state_path: Path) -> list[str]:
 
 
 def status(state_path: Path) -> list[tuple[str, str, str]]:
-    """(name, state, detail) per recorded process, for `dynamic-scoring-e2e status`."""
+    """(name, state, detail) per recorded process, for `python -m e2e.cli status`."""
     rows = []
     for rec in _records(state_path):
         if _ours(rec):
