@@ -138,6 +138,10 @@ def config_work(mca: JSON, namespace: str, payload: str) -> JSON:
     }
 
 
+def _rv(obj: JSON) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _applied(work: JSON | None) -> Literal["True", "False", "Unknown"]:
     for cond in ((work or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Applied" and cond.get("status") in ("True", "False"):
@@ -162,6 +166,7 @@ class Distribution:
         self._latest = _Latest()
         self._status_wake: float | None = None
         self._status_soon = False
+        self._written: dict[str, tuple[str, JSON]] = {}
         self.plans = 0
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -254,8 +259,15 @@ class Distribution:
     def _work(self, cluster: str) -> None:
         with self._lock:
             want = self._latest.desired.get(cluster)
+            written = self._written.get(cluster)
         have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
+        if written is not None and have is not None and _rv(have) == written[0]:
+            # the watch has not delivered our last write yet: compare with what the apiserver answered,
+            # or a plan run in between would make us send the same patch twice
+            have = written[1]
         if want is None:
+            with self._lock:
+                self._written.pop(cluster, None)
             if have is not None and self.writer.delete(MANIFEST_WORKS, cluster, WORK_NAME):
                 log.info("withdrew the config work of cluster %s", cluster, extra={"key": cluster})
             return
@@ -268,7 +280,11 @@ class Distribution:
                 **want,
                 "metadata": {**want["metadata"], "annotations": {CONFIG_SPEC_HASH_ANNOTATION: None}},
             }
-        self.writer.ensure(MANIFEST_WORKS, want, have)
+        result = self.writer.ensure(MANIFEST_WORKS, want, have)
+        if have is None or _rv(result) != _rv(have):
+            cached = self.caches.works.get(f"{cluster}/{WORK_NAME}")
+            with self._lock:
+                self._written[cluster] = (_rv(cached) if cached is not None else "", result)
 
     # -- status ---------------------------------------------------------------------------------
 
