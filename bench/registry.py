@@ -247,7 +247,8 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             time.sleep(0.05)
         change = time.monotonic() - edited
         settled()
-        per_cluster = (writes("patch") - patches) / count
+        patched = writes("patch") - patches
+        per_cluster = patched / count
         changed = sum(
             1
             for w in works.list()
@@ -256,7 +257,8 @@ def _measure(workdir: Path, count: int) -> list[Row]:
         )
         del scorers
         print(
-            f"[{name}] change {change:.1f}s, {per_cluster:.2f} writes/cluster, resync {resync_writes:.0f}, "
+            f"[{name}] change {change:.1f}s, {patched:.0f} patches ({per_cluster:.3f}/cluster), "
+            f"resync {resync_writes:.0f}, "
             f"{changed} of {count} works carry the edit",
             file=sys.stderr,
             flush=True,
@@ -275,7 +277,7 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             Row(
                 name,
                 "work writes per affected cluster",
-                f"{per_cluster:.2f}",
+                f"{per_cluster:.3f} ({patched:.0f} patches)",
                 "1",
                 verdict(per_cluster == 1.0),
             ),
