@@ -34,25 +34,25 @@ def fmt_secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}s"
 
 
-def render(rows: list[Row], elapsed: float, note: str) -> str:
-    """The live view as text."""
+def render(rows: list[Row], elapsed: float, notes: list[str]) -> str:
+    """The live view as text, at most 80 columns wide."""
     lines = [
-        f"dynamic-scoring demo   {elapsed:6.0f}s   (Ctrl-C to stop and tear everything down)",
+        f"dynamic-scoring demo  {elapsed:5.0f}s          Ctrl-C stops and tears everything down",
         "",
-        f"Placement {USER_NS}/{PLACEMENT}: the one cluster with the highest {SCORE}",
+        f"Placement {USER_NS}/{PLACEMENT}",
+        f"  picks the one cluster with the highest {SCORE} (AddOnPlacementScore)",
         "",
-        f"{'cluster':<10} {'load':>7} {'score':>6} {'written':>9} {'expires in':>11}  "
-        f"{'condition':<24} decision",
+        f"{'cluster':<9} {'load':>6} {'score':>5} {'written':>8} {'expires':>8}  {'condition':<21} decision",
     ]
     for r in rows:
         score = "-" if r.score is None else str(r.score)
-        mark = "<== chosen" if r.chosen else ""
+        mark = "CHOSEN" if r.chosen else ""
+        ago = "-" if r.written_ago is None else f"{r.written_ago:.0f}s ago"
         lines.append(
-            f"{r.cluster:<10} {r.load:>5.1f}c {score:>6} {fmt_secs(r.written_ago) + ' ago':>9} "
-            f"{fmt_secs(r.expires_in):>11}  {r.condition:<24} {mark}"
+            f"{r.cluster:<9} {r.load:>5.1f}c {score:>5} {ago:>8} {fmt_secs(r.expires_in):>8}  "
+            f"{r.condition[:21]:<21} {mark}"
         )
-    lines += ["", note]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *notes])
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         with timed(say, "first scores on both clusters and the first decision", t0):
             m.wait_ranked("cluster1", timeout=180)
         if args.once:
-            say(render(m.rows(), time.monotonic() - t0, "load on cluster2; shifting it to cluster1"))
+            say(render(m.rows(), time.monotonic() - t0, ["load is on cluster2; moving it to cluster1"]))
             flip = m.shift("cluster2", timeout=60)
-            say(render(m.rows(), time.monotonic() - t0, ""))
+            say(render(m.rows(), time.monotonic() - t0, []))
             say(
                 f"[{time.monotonic() - t0:6.1f}s] load shift -> scores crossed {flip.scores_crossed:.1f}s, "
                 f"decision followed {flip.decided:.1f}s (score-to-decision {flip.score_to_decision:.2f}s)"
@@ -138,6 +138,7 @@ def live(m: Mission, t0: float, shift_every: float) -> int:
     heavy = "cluster2"
     last_shift = time.monotonic()
     followed: float | None = None
+    shifts = 0
     width = shutil.get_terminal_size().columns
     while True:
         now = time.monotonic()
@@ -146,15 +147,19 @@ def live(m: Mission, t0: float, shift_every: float) -> int:
             light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
             m.set_load(heavy, HEAVY)
             m.set_load(light, LIGHT)
-            last_shift, followed = now, None
+            last_shift, followed, shifts = now, None, shifts + 1
         light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
         rows = m.rows()
-        if followed is None and [r.cluster for r in rows if r.chosen] == [light]:
+        if shifts and followed is None and [r.cluster for r in rows if r.chosen] == [light]:
             followed = time.monotonic() - last_shift
-        note = f"load is on {heavy}; next shift in {max(0.0, shift_every - (now - last_shift)):.0f}s"
-        if followed is not None:
-            note += f"; the decision moved to {light} {followed:.1f}s after the last shift"
-        text = render(rows, now - t0, note)
+        notes = [
+            f"load is on {heavy}; it moves to {light} in {max(0.0, shift_every - (now - last_shift)):.0f}s"
+        ]
+        if shifts and followed is None:
+            notes.append(f"load moved {now - last_shift:.0f}s ago; waiting for the decision to follow")
+        elif followed is not None:
+            notes.append(f"the decision followed the load to {light} {followed:.1f}s after it moved")
+        text = render(rows, now - t0, notes)
         sys.stdout.write(CLEAR + "\n".join(line[:width] for line in text.splitlines()) + "\n")
         sys.stdout.flush()
         time.sleep(1)
