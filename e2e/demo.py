@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from e2e.controlplane import ControlPlane
+from e2e.controlplane import ControlPlane, running, stop_recorded
 from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, SCORE, USER_NS, Mission, Row, timed
 from e2e.procs import StartupError
 
@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     mission: Mission | None = None
     code = 1
     try:
+        state = args.run_dir / "state.json"
+        if state.exists() and running(state):  # a demo killed without its teardown (kill -9, a crash)
+            say(f"stopping what a previous demo left running in {args.run_dir}")
+            stop_recorded(state)
         with timed(say, "tools and the local OCM control plane (hub = cluster1, cluster2)", t0):
             cp.up()
         mission = Mission(cp, progress=say, interval=args.interval, work_dir=args.run_dir / "mission")

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import cast
 
 import pytest
 import yaml
@@ -36,10 +41,12 @@ from e2e.mission import (
     NAMESPACE,
     SCORE,
     SCORER,
+    TENANT_HEADER,
     TENANT_SECRET,
     USER_NS,
     WORK_V1,
     Mission,
+    TenantGateway,
     parse_time,
 )
 from e2e.procs import StartupError, wait_until
@@ -131,6 +138,45 @@ def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         )
         for c in CLUSTERS:
             m.set_load(c, 1.4)
+
+
+def test_the_tenant_gateway_routes_by_header_and_names_a_missing_or_unknown_tenant() -> None:
+    class Named(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            port = cast(ThreadingHTTPServer, self.server).server_port
+            body = f"{port} {self.path}".encode()  # which upstream, what path
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    upstreams = [ThreadingHTTPServer(("127.0.0.1", 0), Named) for _ in range(2)]
+    for u in upstreams:
+        threading.Thread(target=u.serve_forever, daemon=True).start()
+    gw = TenantGateway(
+        {f"c{i}": f"http://127.0.0.1:{u.server_address[1]}" for i, u in enumerate(upstreams)}
+    ).start()
+    try:
+        for i, u in enumerate(upstreams):
+            req = urllib.request.Request(
+                f"{gw.url}/api/v1/query_range?query=up", headers={TENANT_HEADER: f"c{i}"}
+            )
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                assert resp.read().decode() == f"{u.server_address[1]} /api/v1/query_range?query=up"
+        for headers in ({}, {TENANT_HEADER: "c9"}):
+            req = urllib.request.Request(f"{gw.url}/api/v1/query_range", headers=headers)
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(req, timeout=5)
+            assert err.value.code == 400
+            assert "X-Scope-OrgID must name one of ['c0', 'c1']" in err.value.read().decode()
+    finally:
+        gw.stop()
+        for u in upstreams:
+            u.shutdown()
+            u.server_close()
 
 
 def test_every_score_is_in_range_and_carries_valid_until(story: Story) -> None:
