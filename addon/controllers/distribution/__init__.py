@@ -73,6 +73,9 @@ WARNING_REASONS = frozenset(
     {"AcceptedWithWarnings", "WrongName", "WrongNamespace", "InvalidSpec", "Conflict", "NotApplied"}
 )
 """Condition reasons that also get a Warning Event (naming the field or the cluster), once per change."""
+CONFIG_STATUS = frozenset({"config"})
+SCORER_STATUS = frozenset({"scorers"})
+ALL_STATUS = CONFIG_STATUS | SCORER_STATUS
 STATUS_DEBOUNCE_SECONDS = 1.0
 """Status is recomputed at most this soon after the events that ask for it."""
 REPORT_REFRESH_SECONDS = 60.0
@@ -166,6 +169,7 @@ class Distribution:
         self._latest = _Latest()
         self._status_wake: float | None = None
         self._status_soon = False
+        self._status_parts: frozenset[str] = frozenset()
         self._written: dict[str, tuple[str, JSON]] = {}
         self.plans = 0
 
@@ -216,13 +220,15 @@ class Distribution:
         self.request_status()
         return None
 
-    def request_status(self) -> None:
-        """Ask for ``@status`` soon, once however many events ask before it runs.
+    def request_status(self, parts: frozenset[str] = ALL_STATUS) -> None:
+        """Ask for ``@status`` (the config's and/or the scorers' ``parts``) soon, once per burst.
 
         A scorer edit on 1,000 clusters brings 1,000 work events; recomputing every scorer's
-        per-cluster reports for each would hold the interpreter while the work patches wait.
+        per-cluster reports for each would hold the interpreter while the work patches wait.  Work
+        events only need the config's status (Applied per cluster), report events only the scorers'.
         """
         with self._lock:
+            self._status_parts |= parts
             if self._status_soon:
                 return
             self._status_soon = True
@@ -292,13 +298,17 @@ class Distribution:
         with self._lock:
             latest = self._latest
             self._status_soon = False
+            parts = self._status_parts or ALL_STATUS  # empty: the periodic refresh
+            self._status_parts = frozenset()
         now = datetime.now(UTC)
-        self._config_status(latest)
-        outcomes = latest.result.scorers if latest.result is not None else {}
-        for obj in self.caches.scorers.list(self.namespace):
-            name = obj["metadata"]["name"]
-            outcome = outcomes.get(name)
-            self._scorer_status(obj, outcome, latest, now)
+        if "config" in parts:
+            self._config_status(latest)
+        if "scorers" in parts:
+            outcomes = latest.result.scorers if latest.result is not None else {}
+            for obj in self.caches.scorers.list(self.namespace):
+                name = obj["metadata"]["name"]
+                outcome = outcomes.get(name)
+                self._scorer_status(obj, outcome, latest, now)
         return self._refresh()
 
     def _refresh(self) -> Result | None:
@@ -417,7 +427,7 @@ def _work_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
         meta = work.get("metadata") or {}
         if meta.get("name") != WORK_NAME:
             return []
-        logic.request_status()  # the Applied state feeds the config's status
+        logic.request_status(CONFIG_STATUS)  # the Applied state feeds the config's status
         return [WORK_KEY_PREFIX + str(meta.get("namespace"))]
 
     return keys
@@ -425,7 +435,7 @@ def _work_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
 
 def _report_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
     def keys(_aps: JSON) -> list[str]:
-        logic.request_status()
+        logic.request_status(SCORER_STATUS)
         return []
 
     return keys
