@@ -270,10 +270,10 @@ def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="a new manager leader withdraws every config work before its first plan "
+    strict=False,  # a race: it happens when the new leader's work keys run before its first plan
+    reason="a new manager leader can withdraw every config work before its first plan "
     "(addon/controllers/distribution: a work key reconciled while _latest.desired is still empty), "
-    "so agents stop their scorers and delete the APS for ~10 s",
+    "so agents stop their scorers and delete the APS for ~10 s; seen in 2 of 3 runs",
 )
 def test_the_upgrade_never_removed_a_score(story: Story) -> None:
     m = story.m
