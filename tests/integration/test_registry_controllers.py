@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -637,6 +638,38 @@ def test_what_the_schema_cannot_catch_is_flagged_in_status(
     )
     hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring", namespace)
     hub.delete(DS_V1A1, "DynamicScorer", "badhost", namespace)
+
+
+def _drained(registry: Registry) -> bool:
+    return all(len(c.queue) == 0 for c in registry.cm.controllers)
+
+
+def test_a_new_leader_keeps_every_config_work_while_it_starts(
+    control_plane: ControlPlane,
+    hub: Client,
+    namespace: str,
+    clusters: list[str],
+    running: Registry,
+    scorer: Scorer,
+) -> None:
+    # A second manager taking over (leader change, upgrade) sees every work in its first sync,
+    # before its first plan has run; it once withdrew them all, and every agent dropped its scores.
+    assert control_plane.hub is not None
+    score = f"nl_{uuid.uuid4().hex[:4]}"
+    make_scorer(hub, namespace, "nl", none_mode(scorer, score))
+    wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "distributed")
+    uids = {c: hub.get(WORK_V1, "ManifestWork", WORK_NAME, c)["metadata"]["uid"] for c in clusters}
+    for _ in range(3):  # the race needs the work keys to run before the plan; give it chances
+        successor = Registry(KubeAPI(control_plane.hub.admin_kubeconfig), namespace)
+        try:
+            wait_for(partial(_drained, successor), "the new manager's queues drained")
+            assert successor.writes("delete") == 0
+        finally:
+            successor.close()
+        assert {
+            c: hub.get(WORK_V1, "ManifestWork", WORK_NAME, c)["metadata"]["uid"] for c in clusters
+        } == uids
+    hub.delete(DS_V1A1, "DynamicScorer", "nl", namespace)
 
 
 def test_deleting_the_config_withdraws_every_config_work(

@@ -118,6 +118,9 @@ class _Latest:
     result: Plan | None = None
     clusters: list[ClusterInput] = field(default_factory=list)
     desired: dict[str, JSON] = field(default_factory=dict)
+    planned: bool = False
+    """False until a plan has run on this process: an empty `desired` then means "not known yet",
+    not "withdraw every work" (a new leader's first work events arrive before its first plan)."""
 
 
 def config_work(mca: JSON, namespace: str, payload: str) -> JSON:
@@ -252,7 +255,7 @@ class Distribution:
                     desired[c.name] = config_work(mcas[c.name], c.namespace, encoded[c.name])
         self.plans += 1
         with self._lock:
-            self._latest = _Latest(config, result, clusters, desired)
+            self._latest = _Latest(config, result, clusters, desired, planned=True)
         stale = {
             w["metadata"]["namespace"] for w in self.caches.works.list() if w["metadata"]["name"] == WORK_NAME
         }
@@ -264,8 +267,14 @@ class Distribution:
 
     def _work(self, cluster: str) -> None:
         with self._lock:
+            planned = self._latest.planned
             want = self._latest.desired.get(cluster)
             written = self._written.get(cluster)
+        if not planned:
+            # Nothing is known yet (a new leader's informers deliver every work before the first
+            # plan runs, or the config is unreadable): plan first; the plan enqueues this key again.
+            self.enqueue(PLAN_KEY)
+            return
         have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
         if written is not None and have is not None and _rv(have) == written[0]:
             # the watch has not delivered our last write yet: compare with what the apiserver answered,
