@@ -439,19 +439,36 @@ class Mission:
         self.hub.delete(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)
 
     # ----------------------------------------------------------------- load and observation
-    def set_load(self, cluster: str, total_cores: float) -> None:
-        """Spread `total_cores` over the cluster's demo pods (what Prometheus sees within a scrape)."""
+    def load_file(self, cluster: str) -> LoadFile:
+        """The cluster's load exporter input."""
         path = self.cp.clusters[cluster].load_file
-        assert path is not None
-        load = LoadFile(path)
-        for pod in DEMO_PODS:
-            load.set_cpu("demo", pod, total_cores / len(DEMO_PODS), node=f"{cluster}-node")
+        if path is None:
+            raise StartupError(f"{cluster} has no load exporter: the control plane runs without Prometheus")
+        return LoadFile(path)
+
+    def set_load(self, cluster: str, total_cores: float) -> None:
+        """Make the cluster's whole load `total_cores`, spread over its demo pods.
+
+        Every other entry is dropped (a pod another test added would change the cluster's total);
+        Prometheus sees the change within a scrape (1 s).
+        """
+        share = total_cores / len(DEMO_PODS)
+        self.load_file(cluster).write(
+            [
+                {
+                    "namespace": "demo",
+                    "pod": pod,
+                    "node": f"{cluster}-node",
+                    "container": "app",
+                    "cores": share,
+                }
+                for pod in DEMO_PODS
+            ]
+        )
 
     def load_of(self, cluster: str) -> float:
         """The cores the cluster's demo pods use now."""
-        path = self.cp.clusters[cluster].load_file
-        assert path is not None
-        return sum(float(e["cores"]) for e in LoadFile(path).read())
+        return sum(float(e["cores"]) for e in self.load_file(cluster).read())
 
     def aps(self, cluster: str) -> JSON | None:
         """This scorer's AddOnPlacementScore in the cluster's namespace on the hub."""
