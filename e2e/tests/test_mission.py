@@ -270,13 +270,8 @@ def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
     assert m.decision() == ["cluster2"]
 
 
-@pytest.mark.xfail(
-    strict=False,  # a race: it happens when the new leader's work keys run before its first plan
-    reason="a new manager leader can withdraw every config work before its first plan "
-    "(addon/controllers/distribution: a work key reconciled while _latest.desired is still empty), "
-    "so agents stop their scorers and delete the APS for ~10 s; seen in 1 of 3 runs",
-)
 def test_the_upgrade_never_removed_a_score(story: Story) -> None:
+    """A new leader once withdrew every config work before its first plan (fixed in 0f4500e)."""
     m = story.m
     for c in CLUSTERS:
         uid = (m.aps(c) or {}).get("metadata", {}).get("uid")
