@@ -149,6 +149,7 @@ def build_agent(
     watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
     dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
     watch_resync_seconds: float = 300.0,
+    owner_deployment: str | None = None,
 ) -> Agent:
     """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
     metrics = AgentMetrics()
@@ -200,6 +201,7 @@ def build_agent(
         holder=os.environ.get("HOSTNAME") or f"{addon_name}-agent-{cluster_name}",
         period=lease_seconds,
         healthy=lambda: watcher.applied_once.is_set() and health.healthy(),
+        owner_deployment=owner_deployment,
     )
     heartbeat = Heartbeat()
     server = HealthServer(
@@ -226,6 +228,7 @@ async def run_agent(
     settings: AgentSettings,
     watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
     dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
+    owner_deployment: str | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
     agent = build_agent(
@@ -240,6 +243,7 @@ async def run_agent(
         settings=settings,
         watch_down_limit_seconds=watch_down_limit_seconds,
         dead_worker_exit_seconds=dead_worker_exit_seconds,
+        owner_deployment=owner_deployment,
     )
     log.info(
         "agent for cluster %s started: watching configmap %s/%s, metrics on %s:%d",
@@ -300,6 +304,12 @@ async def run_agent(
     help="Exit with code 1 once a worker task has been dead this long (unhealthy meanwhile).",
 )
 @click.option(
+    "--owner-deployment",
+    default=None,
+    help="The agent's own Deployment in --addon-namespace; it becomes the owner of the health Lease, "
+    "so the Lease is garbage-collected with the agent when the addon is disabled.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -317,6 +327,7 @@ def main(
     max_concurrent_cycles: int,
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
+    owner_deployment: str | None,
     log_level: str,
 ) -> None:
     """Score this managed cluster: feed metrics to every configured scoring API, publish the results.
@@ -362,6 +373,7 @@ def main(
             settings=settings,
             watch_down_limit_seconds=watch_down_limit_seconds,
             dead_worker_exit_seconds=dead_worker_exit_seconds,
+            owner_deployment=owner_deployment,
         )
     )
     sys.exit(code)

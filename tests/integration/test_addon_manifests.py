@@ -280,6 +280,8 @@ def test_agent_role_on_a_managed_cluster_is_least_privilege(
             ("GET", "/api/v1/namespaces", None),
             ("GET", f"/api/v1/namespaces/{ns}/pods", None),
             ("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles", None),
+            ("GET", f"/apis/apps/v1/namespaces/{ns}/deployments", None),  # only its own, by name
+            ("GET", f"/apis/apps/v1/namespaces/{ns}/deployments/other", None),
         ]
         for method, path, body in denied:
             with pytest.raises(Forbidden):

@@ -52,6 +52,7 @@ def test_agent_managed_cluster_role_is_exactly_what_the_agent_uses() -> None:
         ("", "events", "patch", ""),
         ("events.k8s.io", "events", "create", ""),
         ("events.k8s.io", "events", "patch", ""),
+        ("apps", "deployments", "get", "dynamic-scoring-agent"),  # the health Lease's owner
     }
     binding = by_kind(manifests, "RoleBinding")
     assert binding["roleRef"] == {

@@ -52,6 +52,7 @@ def test_deployment_structure() -> None:
         "--metrics-bind-address=:8080",
         "--log-level=info",
         "--max-concurrent-cycles=8",
+        "--owner-deployment=dynamic-scoring-agent",
     ]
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,
