@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS, NAMESPACES
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
@@ -160,8 +160,16 @@ def test_health_metrics_json_logs_handover_and_exit_codes(api: KubeAPI, namespac
 
     # a leader that cannot renew (someone else holds the Lease) stops and exits non-zero
     lease_path = LEASES.path(namespace, f"{ADDON}-addon-manager")
-    lease = api.request("GET", lease_path)
-    lease["spec"].update({"holderIdentity": "a-thief", "leaseDurationSeconds": 3600})
-    api.request("PUT", lease_path, body=lease)
+
+    def steal() -> bool:
+        lease = api.request("GET", lease_path)
+        lease["spec"].update({"holderIdentity": "a-thief", "leaseDurationSeconds": 3600})
+        try:
+            api.request("PUT", lease_path, body=lease)
+        except Conflict:  # the leader renewed in between (every 0.5 s here)
+            return False
+        return True
+
+    wait_until(steal, timeout=10, interval=0.05, what="the Lease taken by someone else")
     assert second.popen.wait(30) == 1
     assert any(line["level"] == "error" and "lost lease" in line["message"] for line in second.lines())
