@@ -309,6 +309,15 @@ class Distribution:
             self._status_soon = False
             parts = self._status_parts or ALL_STATUS  # empty: the periodic refresh
             self._status_parts = frozenset()
+        if not latest.planned:
+            config = self._config()
+            if config is not None and isinstance(parse_config(config), SpecProblem):
+                self._config_status(latest)  # no plan can run: say why (Accepted=False/InvalidSpec)
+                return None
+            # a new leader's report and work events come before its first plan: writing status from
+            # nothing would flip every condition (and warn) until the plan, which asks again
+            self.enqueue(PLAN_KEY)
+            return None
         now = datetime.now(UTC)
         if "config" in parts:
             self._config_status(latest)
