@@ -14,6 +14,10 @@ cycle (a read costs the apiserver far less than a write).
 Every object the agent creates carries the labels `app.kubernetes.io/managed-by:
 dynamic-scoring-agent` and `dynamic-scoring.open-cluster-management.io/addon: <addon>`, so
 `list_owned` can find the ones left by scorers removed while the agent was down.
+
+Each object is also owned by this cluster's ManagedClusterAddOn (read once, by name; the agent's hub
+Role allows exactly that get), so the hub's garbage collector removes the scores when the addon is
+disabled or uninstalled: the agent is gone by then and could not delete them itself.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class _Known:
     scores: list[dict[str, Any]] | None
     valid_until: str | None
     condition: dict[str, Any] | None
+    owners: list[dict[str, Any]] | None = None
+    exists: bool = False
 
 
 def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
@@ -70,6 +76,41 @@ class KubeScorePublisher:
         self.api = api
         self.namespace = cluster_namespace
         self.addon_name = addon_name
+        self._owner: list[dict[str, Any]] | None = None
+        self._owner_warned = False
+
+    async def _owner_references(self) -> list[dict[str, Any]] | None:
+        """The ManagedClusterAddOn as owner, read once; None (no owner written) while it cannot be read."""
+        if self._owner is not None:
+            return self._owner
+        path = namespaced(
+            "/apis/addon.open-cluster-management.io/v1alpha1",
+            self.namespace,
+            "managedclusteraddons",
+            self.addon_name,
+        )
+        try:
+            mca = await self.api.arequest("GET", path)
+        except KubeError as exc:
+            if not self._owner_warned:
+                self._owner_warned = True
+                log.warning(
+                    "ManagedClusterAddOn %s/%s not readable (%s): scores are written without an owner "
+                    "until it is, and would outlive a disabled addon",
+                    self.namespace,
+                    self.addon_name,
+                    exc,
+                )
+            return None
+        self._owner = [
+            {
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "name": self.addon_name,
+                "uid": mca["metadata"]["uid"],
+            }
+        ]
+        return self._owner
 
     def _path(self, name: str = "", status: bool = False) -> str:
         return namespaced(
@@ -84,7 +125,8 @@ class KubeScorePublisher:
             return _Known(None, None, None)
         status = obj.get("status") or {}
         cond = next((c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None)
-        return _Known(status.get("scores"), status.get("validUntil"), cond)
+        owners = (obj.get("metadata") or {}).get("ownerReferences")
+        return _Known(status.get("scores"), status.get("validUntil"), cond, owners, exists=True)
 
     async def list_owned(self) -> list[str]:
         """Names of the APSs in this cluster's namespace that this addon's agent created."""
@@ -104,6 +146,15 @@ class KubeScorePublisher:
         now = dt.datetime.now(dt.UTC)
         try:
             known = await self._read(name)
+            owners = await self._owner_references()
+            if known.exists and owners is not None and known.owners != owners:
+                # written before the owner was known (or by an older agent): adopt it
+                await self.api.arequest(
+                    "PATCH",
+                    self._path(name),
+                    body={"metadata": {"ownerReferences": owners}},
+                    content_type=MERGE_PATCH,
+                )
         except KubeError as exc:
             raise PublishError(f"{where} could not be read: {exc}") from exc
         c = result.condition
@@ -125,7 +176,7 @@ class KubeScorePublisher:
             log.debug("%s unchanged and far from expiry; write skipped", where)
             return
         try:
-            await self._write(name, result.score_name, {"status": patch})
+            await self._write(name, result.score_name, {"status": patch}, owners)
         except KubeError as exc:
             raise PublishError(f"{where} could not be written: {exc}") from exc
 
@@ -146,7 +197,13 @@ class KubeScorePublisher:
         window = (result.valid_until - now).total_seconds()
         return remaining > max(window / 2, result.interval_seconds + 15)
 
-    async def _write(self, name: str, score_name: str, status_patch: dict[str, Any]) -> None:
+    async def _write(
+        self,
+        name: str,
+        score_name: str,
+        status_patch: dict[str, Any],
+        owners: list[dict[str, Any]] | None = None,
+    ) -> None:
         try:
             await self.api.arequest(
                 "PATCH", self._path(name, status=True), body=status_patch, content_type=MERGE_PATCH
@@ -162,6 +219,7 @@ class KubeScorePublisher:
                 "namespace": self.namespace,
                 "labels": {MANAGED_BY_LABEL: "dynamic-scoring-agent", ADDON_LABEL: self.addon_name},
                 "annotations": {SCORE_NAME_ANNOTATION: score_name},
+                **({"ownerReferences": owners} if owners is not None else {}),
             },
         }
         # Conflict: created meanwhile by a racing write of ours; patching it is what we want.

@@ -329,6 +329,11 @@ def test_hub_rbac_lets_an_agent_write_only_its_own_clusters_scores(control_plane
         assert not can(a, "update", aps, a)  # updates go through /status
         assert not can(a, "get", "secrets", a)
         assert not can(a, "get", "managedclusters.cluster.open-cluster-management.io", None)
+        mcas = "managedclusteraddons.addon.open-cluster-management.io"
+        assert can(a, "get", f"{mcas}/dynamic-scoring", a)  # its scores' owner
+        assert not can(a, "get", f"{mcas}/other-addon", a)
+        assert not can(a, "list", mcas, a)
+        assert not can(a, "get", f"{mcas}/dynamic-scoring", b)
     finally:
         for name in clusters:
             kubectl.run("delete", "namespace", name, "--wait=false", check=False)

@@ -322,3 +322,52 @@ def test_summaries_that_failed_to_apply_are_retried_without_a_change(control_pla
         assert 0.9 < pauses[0] < pauses[1] < 5, pauses
     finally:
         api.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def _named(name: str, value: int) -> PublishRequest:
+    until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90)
+    return PublishRequest(name, name, [ScoreItem("a", value)], until, ok(), 30)
+
+
+def test_scores_are_owned_by_the_addon_and_collected_with_it(control_plane: ControlPlane) -> None:
+    # The agent is gone by the time its addon is disabled, so it cannot delete its scores; the
+    # hub's garbage collector does, because each score names the ManagedClusterAddOn as its owner.
+    api = hub_api(control_plane)
+    ns = f"owned-{uuid.uuid4().hex[:6]}"
+    api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    mcas = f"/apis/addon.open-cluster-management.io/v1alpha1/namespaces/{ns}/managedclusteraddons"
+    aps = f"/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/{ns}/addonplacementscores"
+    try:
+        early = KubeScorePublisher(api, ns, addon_name="dynamic-scoring")
+        asyncio.run(early.publish(_named("early", 1)))
+        assert "ownerReferences" not in api.request("GET", f"{aps}/early")["metadata"]  # no MCA yet
+
+        mca = api.request(
+            "POST",
+            mcas,
+            body={
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": "dynamic-scoring", "namespace": ns},
+                "spec": {},
+            },
+        )
+        pub = KubeScorePublisher(api, ns, addon_name="dynamic-scoring")
+        asyncio.run(pub.publish(_named("late", 2)))
+        asyncio.run(pub.publish(_named("early", 1)))  # adopted
+        for name in ("late", "early"):
+            (owner,) = api.request("GET", f"{aps}/{name}")["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"]) == (
+                "ManagedClusterAddOn",
+                "dynamic-scoring",
+                mca["metadata"]["uid"],
+            )
+
+        api.request("DELETE", f"{mcas}/dynamic-scoring")
+        wait_until(
+            lambda: not api.request("GET", aps)["items"],
+            timeout=60,
+            what="scores garbage-collected with their addon",
+        )
+    finally:
+        api.request("DELETE", f"/api/v1/namespaces/{ns}")
