@@ -22,15 +22,11 @@ from collections.abc import Callable
 
 from agent.k8s.paths import namespaced
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.leader import micro_time  # one MicroTime format for every Lease we write
 
 log = logging.getLogger(__name__)
 
 LEASE_DURATION_SECONDS = 60
-
-
-def micro_time(t: dt.datetime) -> str:
-    """metav1.MicroTime; the apiserver accepts exactly six fractional digits, even when they are zero."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaseRenewer:
