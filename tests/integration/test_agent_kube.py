@@ -15,6 +15,7 @@ import jinja2
 import pytest
 import yaml
 
+from addon.render.agent import render_agent
 from agent.errors import PublishError, SecretNotFound
 from agent.k8s.lease import LeaseRenewer
 from agent.k8s.scores import KubeScorePublisher
@@ -178,13 +179,44 @@ def _lease_makes_available(hub: Kubectl, spoke_api: KubeAPI, addon: str) -> None
     assert cond["reason"] == "ManagedClusterAddOnLeaseUpdated"
 
 
-def test_secret_reader_reads_rotated_values(control_plane: ControlPlane) -> None:
+def delivered_identity(cp: ControlPlane, ns: str, tmp: Path) -> KubeAPI:
+    """The agent's managed-cluster identity exactly as the hub delivers it, in `ns` on cluster2.
+
+    The ServiceAccount, Role and RoleBinding come from the same render as the deploy ManifestWork
+    (the Deployment is left out: the runner would try to start it without a hub kubeconfig), and
+    the API speaks with that ServiceAccount's token, so these tests prove the agent's reads work
+    under its least-privilege Role, not as cluster-admin.
+    """
+    assert cp.tools is not None and cp.spoke2 is not None
+    kubectl = Kubectl(cp.tools.kubectl, cp.spoke2.admin_kubeconfig)
+    mca = {
+        "metadata": {"name": "dynamic-scoring", "namespace": "cluster2", "uid": "u"},
+        "spec": {"installNamespace": ns},
+    }
+    identity = [
+        m
+        for m in render_agent(mca=mca, adc=None).manifests
+        if m["kind"] in ("ServiceAccount", "Role", "RoleBinding")
+    ]
+    kubectl.run("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": identity}))
+    token = kubectl.run("create", "token", "dynamic-scoring-agent", "-n", ns, "--duration=600s").strip()
+    path = write_kubeconfig(
+        tmp / f"agent-{ns}.kubeconfig",
+        server=cp.spoke2.server,
+        ca_pem=cp.spoke2.ca.cert_pem,
+        user="agent",
+        token=token,
+    )
+    return KubeAPI(path)
+
+
+def test_secret_reader_reads_rotated_values(control_plane: ControlPlane, tmp_path: Path) -> None:
     assert control_plane.spoke2 is not None and control_plane.tools is not None
     spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
     ns = f"it-secrets-{uuid.uuid4().hex[:5]}"
     spoke.run("create", "namespace", ns)
     spoke.run("create", "secret", "generic", "tok", "-n", ns, "--from-literal=token=one")
-    reader = KubeSecretReader(KubeAPI(control_plane.spoke2.admin_kubeconfig), ns)
+    reader = KubeSecretReader(delivered_identity(control_plane, ns, tmp_path), ns)
     assert asyncio.run(reader.read("tok", "token")) == b"one"
     spoke.apply(
         json.dumps(
@@ -217,12 +249,12 @@ def _summary(score: str) -> dict[str, Any]:
     }
 
 
-def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
+def test_summary_watcher_follows_configmap(control_plane: ControlPlane, tmp_path: Path) -> None:
     assert control_plane.spoke2 is not None and control_plane.tools is not None
     spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
     ns = f"it-watch-{uuid.uuid4().hex[:5]}"
     spoke.run("create", "namespace", ns)
-    spoke_kubeconfig = control_plane.spoke2.admin_kubeconfig
+    agent_api = delivered_identity(control_plane, ns, tmp_path)
 
     def configmap(payload: str) -> str:
         cm = {
@@ -248,7 +280,7 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane) -> None:
 
             await asyncio.wait_for(check(), 30)
 
-        watcher = SummaryWatcher(KubeAPI(spoke_kubeconfig), ns, apply, watch_timeout=5, resync_seconds=3)
+        watcher = SummaryWatcher(agent_api, ns, apply, watch_timeout=5, resync_seconds=3)
         task = asyncio.create_task(watcher.run())
         try:
             await running()  # no ConfigMap yet: applied, nothing to run
