@@ -192,6 +192,8 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
     the addon must adopt neither, and disabling must delete neither.
     """
     e = Env(control_plane)
+    # the harness prepares it for the klusterlet; put back exactly what was there at the end
+    namespace_existed = e.spokes["cluster2"].find("v1", "Namespace", INSTALL_NS) is not None
     e.spokes["cluster2"].apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NS}})
     e.spokes["cluster2"].apply(
         {
@@ -226,7 +228,10 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
                 obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
             )
         wait_until(lambda: not e.pods(MANAGER), timeout=60, what="manager processes stopped")
-        e.spokes["cluster2"].delete("v1", "Namespace", INSTALL_NS)
+        if namespace_existed:
+            e.spokes["cluster2"].delete("v1", "ConfigMap", USER_CONFIGMAP, INSTALL_NS)
+        else:
+            e.spokes["cluster2"].delete("v1", "Namespace", INSTALL_NS)
 
 
 # ------------------------------------------------------------------------------------- the story

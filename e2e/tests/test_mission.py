@@ -105,6 +105,8 @@ def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         "cluster2": Kubectl(cp.tools.kubectl, cp.spoke2.admin_kubeconfig),
     }
     s = Story(m, kubectls)
+    # the harness prepares the install namespace for the klusterlets: put back what was there
+    existed = {c: client.find("v1", "Namespace", INSTALL_NS) is not None for c, client in m.spokes.items()}
     m.tenant_secrets()
     m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}})
     s.before = {c: snapshot(k) for c, k in kubectls.items()}
@@ -125,12 +127,18 @@ def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
                     m.disable(c)
             m.run_helm("uninstall", "dynamic-scoring", "--namespace", NAMESPACE, "--ignore-not-found")
             m.hub.delete("v1", "Namespace", NAMESPACE)
-        for client in m.spokes.values():
-            client.delete("v1", "Namespace", INSTALL_NS)
+        for cluster, client in m.spokes.items():
+            if existed[cluster]:
+                client.delete("v1", "Secret", TENANT_SECRET, INSTALL_NS)
+            else:
+                client.delete("v1", "Namespace", INSTALL_NS)
         m.hub.delete("v1", "Namespace", USER_NS)
         wait_until(
             lambda: (
-                all(c.find("v1", "Namespace", INSTALL_NS) is None for c in m.spokes.values())
+                all(
+                    existed[c] or client.find("v1", "Namespace", INSTALL_NS) is None
+                    for c, client in m.spokes.items()
+                )
                 and m.hub.find("v1", "Namespace", USER_NS) is None
                 and m.hub.find("v1", "Namespace", NAMESPACE) is None
             ),

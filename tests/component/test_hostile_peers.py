@@ -91,7 +91,10 @@ async def test_nine_dripping_scorers_do_not_starve_a_healthy_one(
         worst = max(b - a for a, b in itertools.pairwise(stamps))
         assert worst < 1 + 4, worst
         healthy = publisher.requests_for("healthy")
-        assert all(r.condition.status == "True" for r in healthy)
+        failed = [
+            f"{r.condition.reason}: {r.condition.message}" for r in healthy if r.condition.status != "True"
+        ]
+        assert not failed, failed
         timeouts = [r for i in range(9) for r in publisher.requests_for(f"drip{i}")]
         assert timeouts and all(r.condition.reason == "ScorerTimeout" for r in timeouts)
     finally:
