@@ -150,6 +150,10 @@ class Informer:
         return self._size
 
     def _put(self, key: str, obj: JSON) -> JSON | None:
+        # managedFields repeat the shape of every field an object has (for a ManifestWork, of every
+        # manifest in it); no controller reads them from a cache, so they are not kept, as
+        # client-go users do with a transform.  Direct GETs still return them.
+        obj.get("metadata", {}).pop("managedFields", None)
         namespace = obj.get("metadata", {}).get("namespace") or ""
         bucket = self._by_ns.setdefault(namespace, {})
         old = bucket.get(key)
