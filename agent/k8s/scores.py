@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ GROUP_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+OWNER_RETRY_SECONDS = 300.0
+"""How long an unreadable ManagedClusterAddOn is not asked for again."""
 
 
 def format_time(t: dt.datetime) -> str:
@@ -78,10 +81,11 @@ class KubeScorePublisher:
         self.addon_name = addon_name
         self._owner: list[dict[str, Any]] | None = None
         self._owner_warned = False
+        self._owner_retry_at = 0.0
 
     async def _owner_references(self) -> list[dict[str, Any]] | None:
         """The ManagedClusterAddOn as owner, read once; None (no owner written) while it cannot be read."""
-        if self._owner is not None:
+        if self._owner is not None or time.monotonic() < self._owner_retry_at:
             return self._owner
         path = namespaced(
             "/apis/addon.open-cluster-management.io/v1alpha1",
@@ -92,6 +96,8 @@ class KubeScorePublisher:
         try:
             mca = await self.api.arequest("GET", path)
         except KubeError as exc:
+            # publish runs for every scorer every interval: ask again later, not on each cycle
+            self._owner_retry_at = time.monotonic() + OWNER_RETRY_SECONDS
             if not self._owner_warned:
                 self._owner_warned = True
                 log.warning(
