@@ -1,0 +1,18 @@
+"""The ``dynamic-scoring`` click group; each subcommand lives in a module named after it."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dynamic-scoring")
+def main() -> None:
+    """Tools for people who write scorers and run placements with the dynamic-scoring addon.
+
+    Exit codes: 0 ok, 1 findings (the thing checked is wrong), 2 bad arguments, 3 could not reach
+    the hub, Prometheus or the scorer.
+    """
+
+
+# Subcommands register here, one line each (keep them in this order).
