@@ -19,8 +19,20 @@ JSON = dict[str, Any]
 # every cluster), and the C loader is about ten times faster than the pure-Python one.
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-# The repository's templates/ directory (the package is installed editable next to it).
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _templates_dir() -> Path:
+    """Where the agent templates are: inside the package in a wheel, beside it in a source checkout.
+
+    The wheel carries ``templates/`` as ``addon/templates`` (pyproject's force-include), so a plain
+    ``pip install`` renders the same manifests as the repository does; an editable install or a test run
+    from the checkout reads the repository's ``templates/`` directly, so edits show without a rebuild.
+    """
+    packaged = Path(__file__).resolve().parents[1] / "templates"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "templates"
+
+
+TEMPLATES_DIR = _templates_dir()
 
 
 @functools.lru_cache(maxsize=8)
