@@ -44,7 +44,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_carries_every_template(wheel: Path) -> None:
     in_repo = {p.relative_to(REPO / "templates").as_posix() for p in (REPO / "templates").rglob("*.j2")}
     with zipfile.ZipFile(wheel) as zf:
-        packaged = {n.removeprefix("addon/templates/") for n in zf.namelist() if n.startswith("addon/templates/")}
+        names = zf.namelist()
+    prefix = "addon/templates/"
+    packaged = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
     assert in_repo, "no templates in the repository?"
     assert packaged == in_repo
 
