@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dynamic_scoring.kube.api import JSON
 from dynamic_scoring.naming import aps_name
 from e2e.controlplane import ControlPlane
@@ -62,8 +64,11 @@ CRD_NAMES = (
 )
 SCORER = "cpu-headroom"  # the DynamicScorer
 SCORE = "cpu_headroom"  # its score name: the sample CPU scorer's default
-USER_NS = "dynamic-scoring-demo"  # where the user's Placement lives
-PLACEMENT = "most-cpu-headroom"
+USER_NS = "dynamic-scoring-samples"  # where the sample Placement lives (samples/placement/placement.yaml)
+PLACEMENT = "least-loaded"
+SAMPLE_SCORER = REPO / "samples" / "crs" / "cpu-headroom-scorer.yaml"
+SAMPLE_CONFIG = REPO / "samples" / "crs" / "dynamicscoringconfig.yaml"
+SAMPLE_PLACEMENT = REPO / "samples" / "placement" / "placement.yaml"
 TENANT_SECRET = "demo-metrics-tenant"
 TENANT_HEADER = "X-Scope-OrgID"
 DEMO_PODS = ("app-1", "app-2")
@@ -71,6 +76,11 @@ CAPACITY_CORES = 4.0
 HEAVY, LIGHT = 3.4, 0.4  # cores: 15 and 90 on the sample scorer's headroom scale (4 cores = 0)
 
 Progress = Callable[[str], None]
+
+
+def sample_documents(path: Path) -> list[JSON]:
+    """The YAML documents of one sample file, as a user would `kubectl apply -f` it."""
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 @functools.cache
@@ -352,87 +362,52 @@ class Mission:
         return base
 
     def dynamic_scorer(self, base: str) -> JSON:
-        """The DynamicScorer registering the sample scorer (spec mode: the demo's short window wins)."""
+        """The sample DynamicScorer (samples/crs/cpu-headroom-scorer.yaml), pointed at this machine.
+
+        What a user edits when applying the sample to their own fleet is all that changes: where the
+        scorer and the metrics are, and the demo's short window.  The sample's Full sync mode would
+        take the query and the interval from the scorer's ``/config``; the demo sets them in the spec
+        (sync mode None) so a load shift shows within seconds instead of a minute.
+        """
         assert self.gateway is not None
-        return {
-            "apiVersion": DS_V1A1,
-            "kind": "DynamicScorer",
-            "metadata": {"name": SCORER, "namespace": NAMESPACE},
-            "spec": {
-                "description": "CPU headroom of the whole cluster (samples/scorers/cpu.py)",
-                "configURL": f"{base}/config",
-                "configSyncMode": "None",
-                "source": {
-                    "type": "Prometheus",
-                    "host": self.gateway.url,
-                    "params": {
-                        # irate over 5 s on a 1 s scrape: the score follows a load change within seconds
-                        "query": "sum(irate(container_cpu_usage_seconds_total[5s]))",
-                        "range": self.window,
-                        "step": 1,
-                    },
-                    "auth": {
-                        "headers": [
-                            {"name": TENANT_HEADER, "secretKeyRef": {"name": TENANT_SECRET, "key": "tenant"}}
-                        ]
-                    },
-                },
-                "scoring": {
-                    "host": base,
-                    "path": "/scoring",
-                    "params": {"name": SCORE, "interval": self.interval},
-                },
-                "validForSeconds": max(3 * self.interval, 30),
+        scorer = sample_documents(SAMPLE_SCORER)[0]
+        assert scorer["kind"] == "DynamicScorer" and scorer["metadata"]["name"] == SCORER, SAMPLE_SCORER
+        spec = scorer["spec"]
+        spec.update(
+            configURL=f"{base}/config",
+            configSyncMode="None",
+            validForSeconds=max(3 * self.interval, 30),
+        )
+        spec["source"].update(
+            host=self.gateway.url,
+            params={
+                # irate over 5 s on a 1 s scrape: the score follows a load change within seconds
+                "query": "sum(irate(container_cpu_usage_seconds_total[5s]))",
+                "range": self.window,
+                "step": 1,
             },
-        }
+            auth={
+                "headers": [{"name": TENANT_HEADER, "secretKeyRef": {"name": TENANT_SECRET, "key": "tenant"}}]
+            },
+        )
+        spec["scoring"].update(host=base, params={"name": SCORE, "interval": self.interval})
+        return scorer
 
     def register(self, base: str) -> None:
-        """The DynamicScorer, the DynamicScoringConfig that turns distribution on, and the Placement."""
+        """The sample DynamicScorer, the sample DynamicScoringConfig, and the sample Placement."""
         self.hub.apply(self.dynamic_scorer(base))
-        self.hub.apply(
-            {
-                "apiVersion": DS_V1A1,
-                "kind": "DynamicScoringConfig",
-                "metadata": {"name": "dynamic-scoring-config", "namespace": NAMESPACE},
-                "spec": {},
-            }
-        )
+        for doc in sample_documents(SAMPLE_CONFIG):
+            self.hub.apply(doc)
         self.placement()
 
     def placement(self) -> None:
-        """A Placement choosing the one cluster with the highest `cpu_headroom` score."""
-        self.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}})
-        self.hub.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": "global", "namespace": USER_NS},
-                "spec": {"clusterSet": "global"},
-            }
-        )
-        self.hub.apply(
-            {
-                "apiVersion": CLUSTER_V1B1,
-                "kind": "Placement",
-                "metadata": {"name": PLACEMENT, "namespace": USER_NS},
-                "spec": {
-                    "numberOfClusters": 1,
-                    "clusterSets": ["global"],
-                    "prioritizerPolicy": {
-                        "mode": "Exact",
-                        "configurations": [
-                            {
-                                "scoreCoordinate": {
-                                    "type": "AddOn",
-                                    "addOn": {"resourceName": aps_name(SCORE), "scoreName": SCORE},
-                                },
-                                "weight": 1,
-                            }
-                        ],
-                    },
-                },
-            }
-        )
+        """The sample Placement (samples/placement/placement.yaml): its namespace, binding and Placement.
+
+        It weighs two scores, ``cpu_forecast`` (x2) and ``cpu_headroom`` (x1).  The demo runs only the
+        CPU scorer, so every cluster's forecast is missing and counts 0, and the headroom decides.
+        """
+        for doc in sample_documents(SAMPLE_PLACEMENT):
+            self.hub.apply(doc)
 
     def delete_scorer(self) -> None:
         """Delete the DynamicScorer (its scores must follow)."""
