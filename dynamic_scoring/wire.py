@@ -262,6 +262,53 @@ class EndpointAuth(_Wire):
         return self
 
 
+SOURCE_TYPES: tuple[str, ...] = ("Prometheus", "OpenTelemetry")
+"""The ``type`` values of one entry of ``sources``."""
+ON_SOURCE_ERROR: tuple[str, ...] = ("Fail", "ScoreWithAvailable")
+"""The ``onSourceError`` policies; ``Fail`` when unset."""
+MAX_SOURCES = 16
+"""Entries of ``sources``: each is fetched in turn inside one interval, so keep them few."""
+MAX_SOURCE_QUERIES = 32
+"""Queries of one source (the CRD's ``maxItems``)."""
+_SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _source_name(value: str) -> str:
+    # It becomes a label value on every series and a metric label: keep it a short DNS label.
+    if len(value) > 63 or not _SOURCE_NAME.match(value):
+        raise ValueError(
+            "a source name must be a DNS label (lowercase letters, digits and '-', at most 63 characters)"
+        )
+    return value
+
+
+SourceName = Annotated[str, AfterValidator(_source_name)]
+
+
+class SourceSpec(_Wire):
+    """One entry of ``sources``: a named metrics source with its own endpoint, auth and queries.
+
+    ``endpoint`` is the full ``query_range`` URL for ``Prometheus`` and unused for
+    ``OpenTelemetry`` (the agent's own receiver is that source).  Queries may contain the
+    ``${cluster}`` placeholder inside a quoted PromQL string; the agent substitutes it.
+    """
+
+    name: SourceName
+    type: str = Field(default="Prometheus", max_length=64)
+    endpoint: Endpoint = ""
+    auth: EndpointAuth | None = None
+    queries: list[str] = Field(default_factory=list, max_length=MAX_SOURCE_QUERIES)
+    range: int = Field(default=0, ge=0, le=MAX_SOURCE_RANGE_SECONDS)
+    step: int = Field(default=0, ge=0, le=MAX_INTERVAL_SECONDS)
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in SOURCE_TYPES:
+            raise ValueError(f"expected one of {', '.join(SOURCE_TYPES)}")
+        return value
+
+
 class ScoreNormalization(_Wire):
     """Linear map of the scorer's raw range ``[min, max]`` onto ``[targetMin, targetMax]``.
 
@@ -319,6 +366,25 @@ class ScorerSummary(_Wire):
     score_normalization: ScoreNormalization | None = None
     valid_for_seconds: int | None = Field(default=None, gt=0, le=MAX_VALID_FOR_SECONDS)
     timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
+    sources: list[SourceSpec] | None = Field(default=None, min_length=1, max_length=MAX_SOURCES)
+    on_source_error: str | None = None
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_source_names(cls, value: list[SourceSpec] | None) -> list[SourceSpec] | None:
+        if value is not None:
+            names = [s.name for s in value]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+    @field_validator("on_source_error")
+    @classmethod
+    def _known_policy(cls, value: str | None) -> str | None:
+        if value is not None and value not in ON_SOURCE_ERROR:
+            raise ValueError(f"expected one of {', '.join(ON_SOURCE_ERROR)}")
+        return value
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""
@@ -485,10 +551,14 @@ class ScorerConfig(_Wire):
 __all__ = [
     "MAX_INTERVAL_SECONDS",
     "MAX_NAME_LENGTH",
+    "MAX_SOURCES",
+    "MAX_SOURCE_QUERIES",
     "MAX_SOURCE_RANGE_SECONDS",
     "MAX_TIMEOUT_SECONDS",
     "MAX_URL_LENGTH",
     "MAX_VALID_FOR_SECONDS",
+    "ON_SOURCE_ERROR",
+    "SOURCE_TYPES",
     "UPSTREAM_SUMMARY_KEYS",
     "BasicAuthSecretRef",
     "ClientCertSecretRef",
@@ -504,6 +574,7 @@ __all__ = [
     "SecretKeyRef",
     "SourceConfig",
     "SourceParams",
+    "SourceSpec",
     "SummaryError",
     "display_name",
     "dump_summaries",
