@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ctl.why import why
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dynamic-scoring")
@@ -16,3 +18,4 @@ def main() -> None:
 
 
 # Subcommands register here, one line each (keep them in this order).
+main.add_command(why)
