@@ -13,6 +13,12 @@ Interpretation rules (documented in ``docs/agent.md``):
   exports metrics only; anything else is rejected.
 * ``sourceQueries`` (extension) wins over ``sourceQuery``, which is split on top-level ``;``.
 * An empty ``scoreDimensionFormat`` means ``${scoreName}`` (the hub's upstream default).
+* ``sources`` (extension), when present, replaces every upstream ``source*`` key: each entry is one
+  named source with its own endpoint, auth, queries, range and step, fetched in order.  Without it,
+  the upstream keys make one unnamed source.  ``onSourceError`` is ``Fail`` unless it says
+  ``ScoreWithAvailable``.
+* A query may hold ``${cluster}`` only inside a quoted PromQL string (``agent.source.placeholders``);
+  anywhere else the summary is rejected, naming the source and the query.
 
 Across the list (``plan_summaries``), the first entry wins: a later entry with the same
 ``scoreName`` is a duplicate, and a later *publishing* entry whose ``scoreName`` sanitises to an
@@ -29,9 +35,10 @@ from urllib.parse import urlsplit
 
 from agent.scoring.dimensions import DEFAULT_FORMAT
 from agent.settings import AgentSettings
+from agent.source.placeholders import PlaceholderError, check_query
 from agent.source.splitting import split_queries
 from dynamic_scoring.naming import aps_name
-from dynamic_scoring.wire import ScorerSummary, display_name
+from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SourceSpec, display_name
 
 
 class InvalidSummary(ValueError):  # noqa: N818 - reads better at the raise site
@@ -39,12 +46,47 @@ class InvalidSummary(ValueError):  # noqa: N818 - reads better at the raise site
 
 
 @dataclass(frozen=True)
+class SourcePlan:
+    """One source a cycle fetches from, checked.
+
+    Attributes:
+        name: the entry's name in ``sources``; ``""`` for the unnamed source of the upstream keys.
+        type: ``Prometheus`` or ``OpenTelemetry``.
+        endpoint: the ``query_range`` URL (Prometheus).
+        auth: the extension auth of this endpoint.
+        legacy_secret: upstream's ``sourceEndpointAuthName/Key`` bearer pair (unnamed source only).
+        queries: the queries in order, placeholders not yet substituted.
+        range: seconds of history.
+        step: resolution in seconds.
+    """
+
+    name: str
+    type: str
+    endpoint: str
+    auth: EndpointAuth | None
+    legacy_secret: tuple[str, str] | None
+    queries: tuple[str, ...]
+    range: int
+    step: int
+
+    @property
+    def labelled(self) -> bool:
+        """Named sources label their series with ``source=<name>``; the upstream source does not."""
+        return bool(self.name)
+
+    @property
+    def display(self) -> str:
+        """How messages name it: ``source "<name>"``, or ``the source`` for the unnamed one."""
+        return f'source "{self.name}"' if self.name else "the source"
+
+
+@dataclass(frozen=True)
 class ScorerPlan:
     """A checked summary plus everything derived from it that a cycle needs."""
 
     summary: ScorerSummary
-    queries: tuple[str, ...]
-    """Prometheus queries in order; empty when the source type is ``None``."""
+    sources: tuple[SourcePlan, ...]
+    """The sources to fetch, in order; empty when the source type is ``None``."""
     publish: bool
     """Write an AddOnPlacementScore (``scoreDestination: AddOnPlacementScore``)."""
     dimension_format: str
@@ -63,9 +105,19 @@ class ScorerPlan:
         return self.summary.scoring_interval
 
     @property
+    def queries(self) -> tuple[str, ...]:
+        """Every query of every source, in fetch order (as written, placeholders unfilled)."""
+        return tuple(q for source in self.sources for q in source.queries)
+
+    @property
     def fetch(self) -> bool:
-        """True when the cycle queries Prometheus."""
-        return bool(self.queries)
+        """True when the cycle fetches from at least one source."""
+        return bool(self.sources)
+
+    @property
+    def score_with_available(self) -> bool:
+        """``onSourceError: ScoreWithAvailable``: a failing source does not fail the cycle."""
+        return self.summary.on_source_error == "ScoreWithAvailable"
 
     @property
     def label(self) -> str:
@@ -88,6 +140,72 @@ def _legacy_pair(name: str, key: str) -> tuple[str, str] | None:
     return (name, key) if name and key else None
 
 
+def _check_placeholders(queries: tuple[str, ...], field: str) -> None:
+    for index, query in enumerate(queries):
+        try:
+            check_query(query)
+        except PlaceholderError as exc:
+            raise InvalidSummary(f"{field}: query #{index + 1}: {exc}") from exc
+
+
+def _plan_upstream_source(summary: ScorerSummary) -> tuple[SourcePlan, ...]:
+    """The one unnamed source of upstream's ``source*`` keys (none for type ``None``)."""
+    source_type = summary.source_type.lower()
+    if source_type in ("none", ""):
+        return ()
+    if source_type != "prometheus":
+        raise InvalidSummary(
+            f"sourceType: expected Prometheus or None, got {display_name(summary.source_type)!r}"
+        )
+    _check_url(summary.source_endpoint, "sourceEndpoint")
+    if summary.source_queries:
+        queries = tuple(q.strip() for q in summary.source_queries if q.strip())
+    else:
+        queries = tuple(split_queries(summary.source_query))
+    if not queries:
+        raise InvalidSummary("sourceQuery: no query given for source type Prometheus")
+    if summary.source_step < 1:
+        raise InvalidSummary(f"sourceStep: must be at least 1 second, got {summary.source_step}")
+    if summary.source_range < 0:
+        raise InvalidSummary(f"sourceRange: must not be negative, got {summary.source_range}")
+    _check_placeholders(queries, "sourceQuery" if not summary.source_queries else "sourceQueries")
+    return (
+        SourcePlan(
+            name="",
+            type="Prometheus",
+            endpoint=summary.source_endpoint,
+            auth=summary.source_auth,
+            legacy_secret=_legacy_pair(summary.source_endpoint_auth_name, summary.source_endpoint_auth_key),
+            queries=queries,
+            range=summary.source_range,
+            step=summary.source_step,
+        ),
+    )
+
+
+def _plan_source(index: int, entry: SourceSpec) -> SourcePlan:
+    """One entry of ``sources``, checked; errors name it as ``sources[i] (name)``."""
+    where = f"sources[{index}] ({entry.name})"
+    queries = tuple(q.strip() for q in entry.queries if q.strip())
+    if entry.type == "Prometheus":
+        _check_url(entry.endpoint, f"{where}.endpoint")
+        if not queries:
+            raise InvalidSummary(f"{where}.queries: no query given for type Prometheus")
+        if entry.step < 1:
+            raise InvalidSummary(f"{where}.step: must be at least 1 second, got {entry.step}")
+    _check_placeholders(queries, f"{where}.queries")
+    return SourcePlan(
+        name=entry.name,
+        type=entry.type,
+        endpoint=entry.endpoint,
+        auth=entry.auth,
+        legacy_secret=None,
+        queries=queries,
+        range=entry.range,
+        step=entry.step,
+    )
+
+
 def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) -> ScorerPlan:
     """Check ``summary`` and derive its plan.
 
@@ -101,24 +219,11 @@ def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) 
         raise InvalidSummary(f"scoringInterval: must be at least 1 second, got {summary.scoring_interval}")
     _check_url(summary.scoring_endpoint, "scoringEndpoint")
 
-    source_type = summary.source_type.lower()
-    queries: tuple[str, ...] = ()
-    if source_type == "prometheus":
-        _check_url(summary.source_endpoint, "sourceEndpoint")
-        if summary.source_queries:
-            queries = tuple(q.strip() for q in summary.source_queries if q.strip())
-        else:
-            queries = tuple(split_queries(summary.source_query))
-        if not queries:
-            raise InvalidSummary("sourceQuery: no query given for source type Prometheus")
-        if summary.source_step < 1:
-            raise InvalidSummary(f"sourceStep: must be at least 1 second, got {summary.source_step}")
-        if summary.source_range < 0:
-            raise InvalidSummary(f"sourceRange: must not be negative, got {summary.source_range}")
-    elif source_type not in ("none", ""):
-        raise InvalidSummary(
-            f"sourceType: expected Prometheus or None, got {display_name(summary.source_type)!r}"
-        )
+    sources = (
+        tuple(_plan_source(i, entry) for i, entry in enumerate(summary.sources))
+        if summary.sources
+        else _plan_upstream_source(summary)
+    )
 
     destination = summary.score_destination.lower()
     if destination not in ("addonplacementscore", "none", ""):
@@ -130,7 +235,7 @@ def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) 
     wanted = summary.timeout_seconds or settings.default_timeout_seconds
     return ScorerPlan(
         summary=summary,
-        queries=queries,
+        sources=sources,
         publish=destination == "addonplacementscore",
         dimension_format=summary.score_dimension_format or DEFAULT_FORMAT,
         aps_name=aps_name(summary.score_name),
@@ -213,6 +318,7 @@ __all__ = [
     "PlanRejection",
     "PlannedSummaries",
     "ScorerPlan",
+    "SourcePlan",
     "plan_summaries",
     "plan_summary",
     "scoring_secret",
