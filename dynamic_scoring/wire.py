@@ -285,6 +285,74 @@ def _source_name(value: str) -> str:
 SourceName = Annotated[str, AfterValidator(_source_name)]
 
 
+MATCH_OPS: tuple[str, ...] = ("=", "!=", "=~", "!~")
+"""Attribute matcher operators, with PromQL's meaning (regexes match the whole value)."""
+MAX_OTEL_SELECTORS = 32
+"""Selectors of one OpenTelemetry source."""
+_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _metric_name(value: str) -> str:
+    # OTel names allow '.', '/' and '-'; they are compared after the receiver's translation.
+    if not value or len(value) > 255 or not value.isprintable() or " " in value:
+        raise ValueError("a metric name must be 1-255 printable characters without spaces")
+    return value
+
+
+class AttributeMatcher(_Wire):
+    """One attribute matcher of an OpenTelemetry selector: ``name op value``, as in PromQL.
+
+    ``name`` is the label name after translation (``service.name`` is ``service_name``).  For
+    ``=~`` and ``!~`` the value is a regular expression matched against the whole label value.
+    """
+
+    name: str
+    op: str = "="
+    value: str = Field(default="", max_length=1024)
+
+    @field_validator("name")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        if len(value) > 255 or not _LABEL_NAME.match(value):
+            raise ValueError("a label name must be letters, digits and '_', not starting with a digit")
+        return value
+
+    @field_validator("op")
+    @classmethod
+    def _op(cls, value: str) -> str:
+        if value not in MATCH_OPS:
+            raise ValueError(f"expected one of {', '.join(MATCH_OPS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _regex(self) -> AttributeMatcher:
+        if self.op in ("=~", "!~"):
+            try:
+                re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"matcher {self.name}: not a valid regular expression ({exc.msg})") from None
+        return self
+
+
+class OtelSelector(_Wire):
+    """Which pushed OpenTelemetry series one query of an OpenTelemetry source selects.
+
+    ``metric`` is compared after translation (dots become underscores); a histogram's base name
+    selects its ``_count``, ``_sum`` and ``_bucket`` series.  ``rate`` turns cumulative monotonic
+    sums (and histogram counts and buckets) into per-second rates over each step.
+    """
+
+    metric: Annotated[str, AfterValidator(_metric_name)]
+    matchers: list[AttributeMatcher] | None = Field(default=None, max_length=32)
+    rate: bool = False
+
+
+class OtelSpec(_Wire):
+    """The ``otel`` part of a source of type ``OpenTelemetry``: its selectors, in order."""
+
+    selectors: list[OtelSelector] = Field(min_length=1, max_length=MAX_OTEL_SELECTORS)
+
+
 class SourceSpec(_Wire):
     """One entry of ``sources``: a named metrics source with its own endpoint, auth and queries.
 
@@ -300,6 +368,8 @@ class SourceSpec(_Wire):
     queries: list[str] = Field(default_factory=list, max_length=MAX_SOURCE_QUERIES)
     range: int = Field(default=0, ge=0, le=MAX_SOURCE_RANGE_SECONDS)
     step: int = Field(default=0, ge=0, le=MAX_INTERVAL_SECONDS)
+    otel: OtelSpec | None = None
+    """Selectors of an ``OpenTelemetry`` source (read from the agent's OTLP receiver)."""
 
     @field_validator("type")
     @classmethod
@@ -549,8 +619,10 @@ class ScorerConfig(_Wire):
 
 
 __all__ = [
+    "MATCH_OPS",
     "MAX_INTERVAL_SECONDS",
     "MAX_NAME_LENGTH",
+    "MAX_OTEL_SELECTORS",
     "MAX_SOURCES",
     "MAX_SOURCE_QUERIES",
     "MAX_SOURCE_RANGE_SECONDS",
@@ -560,10 +632,13 @@ __all__ = [
     "ON_SOURCE_ERROR",
     "SOURCE_TYPES",
     "UPSTREAM_SUMMARY_KEYS",
+    "AttributeMatcher",
     "BasicAuthSecretRef",
     "ClientCertSecretRef",
     "EndpointAuth",
     "HeaderSpec",
+    "OtelSelector",
+    "OtelSpec",
     "ScoreNormalization",
     "ScoreResult",
     "ScorerConfig",
