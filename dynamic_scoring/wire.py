@@ -270,6 +270,24 @@ MAX_SOURCES = 16
 """Entries of ``sources``: each is fetched in turn inside one interval, so keep them few."""
 MAX_SOURCE_QUERIES = 32
 """Queries of one source (the CRD's ``maxItems``)."""
+MAX_SCORING_PARAMS_BYTES = 16 * 1024
+"""``scoringParams`` as compact JSON: it rides in every scoring request and in the ConfigMap of
+every cluster, so it is for a model name and a horizon, not for data."""
+RESERVED_SCORING_PARAMS = frozenset({"name", "interval"})
+"""Keys of ``scoring.params`` that configure the agent and are never sent to the scorer."""
+MAX_DIMENSION_FORMATS = 16
+"""Entries of ``scoreDimensionFormats``: each result yields one item per format."""
+
+
+def params_size(params: Mapping[str, Any]) -> int:
+    """The size in bytes of ``params`` as the agent sends it (compact JSON, UTF-8)."""
+    try:
+        text = json.dumps(params, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # NaN, infinity, or a value JSON cannot carry
+        raise ValueError("scorer parameters must be plain JSON (no NaN or infinity)") from exc
+    return len(text.encode())
+
+
 _SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -438,6 +456,12 @@ class ScorerSummary(_Wire):
     timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
     sources: list[SourceSpec] | None = Field(default=None, min_length=1, max_length=MAX_SOURCES)
     on_source_error: str | None = None
+    scoring_params: dict[str, Any] | None = None
+    missing_data_score: int | None = Field(default=None, ge=-100, le=100)
+    masked: bool | None = None
+    score_dimension_formats: list[str] | None = Field(
+        default=None, min_length=1, max_length=MAX_DIMENSION_FORMATS
+    )
 
     @field_validator("sources")
     @classmethod
@@ -455,6 +479,41 @@ class ScorerSummary(_Wire):
         if value is not None and value not in ON_SOURCE_ERROR:
             raise ValueError(f"expected one of {', '.join(ON_SOURCE_ERROR)}")
         return value
+
+    @field_validator("scoring_params")
+    @classmethod
+    def _bounded_params(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            reserved = sorted(RESERVED_SCORING_PARAMS & value.keys())
+            if reserved:
+                raise ValueError(f"{', '.join(reserved)} configure the agent and are not scorer parameters")
+            if params_size(value) > MAX_SCORING_PARAMS_BYTES:
+                raise ValueError(
+                    f"scorer parameters must be at most {MAX_SCORING_PARAMS_BYTES} bytes as JSON"
+                )
+        return value
+
+    @field_validator("score_dimension_formats")
+    @classmethod
+    def _bounded_formats(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not f or len(f) > 1024 for f in value):
+            raise ValueError("each format must be 1 to 1024 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _masked_needs_default(self) -> ScorerSummary:
+        # A masked pair is sent only so that the agent writes the stated default; without one
+        # there is nothing to write, and scoring it anyway would defeat the mask.
+        if self.masked and self.missing_data_score is None:
+            raise ValueError("masked: a masked scorer needs missingDataScore (nothing else is written)")
+        return self
+
+    @property
+    def dimension_formats(self) -> tuple[str, ...]:
+        """The item-name formats in order: ``scoreDimensionFormats`` when set, else the upstream one."""
+        if self.score_dimension_formats:
+            return tuple(self.score_dimension_formats)
+        return (self.score_dimension_format or "${scoreName}",)
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""
@@ -595,10 +654,22 @@ class SourceConfig(_Wire):
 
 
 class ScoringParams(_Wire):
-    """``scoring.params`` of the ``/config`` document."""
+    """``scoring.params`` of the ``/config`` document.
+
+    Keys other than ``name`` and ``interval`` are the scorer's own parameters (the blog's ``model``
+    and ``horizon``); they are kept, in ``extra_params``, so that the hub can send them back to the
+    scorer in every scoring request.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     name: str = ""
     interval: int = 0
+
+    @property
+    def extra_params(self) -> dict[str, Any]:
+        """The keys other than ``name`` and ``interval``, as published."""
+        return dict(self.model_extra or {})
 
 
 class ScoringConfig(_Wire):
@@ -620,9 +691,11 @@ class ScorerConfig(_Wire):
 
 __all__ = [
     "MATCH_OPS",
+    "MAX_DIMENSION_FORMATS",
     "MAX_INTERVAL_SECONDS",
     "MAX_NAME_LENGTH",
     "MAX_OTEL_SELECTORS",
+    "MAX_SCORING_PARAMS_BYTES",
     "MAX_SOURCES",
     "MAX_SOURCE_QUERIES",
     "MAX_SOURCE_RANGE_SECONDS",
@@ -630,6 +703,7 @@ __all__ = [
     "MAX_URL_LENGTH",
     "MAX_VALID_FOR_SECONDS",
     "ON_SOURCE_ERROR",
+    "RESERVED_SCORING_PARAMS",
     "SOURCE_TYPES",
     "UPSTREAM_SUMMARY_KEYS",
     "AttributeMatcher",
@@ -654,5 +728,6 @@ __all__ = [
     "display_name",
     "dump_summaries",
     "escape_control",
+    "params_size",
     "parse_summaries",
 ]
