@@ -16,6 +16,8 @@ Added:
   time (``fetch``, ``score``, ``write``), successful or not;
 * ``dynamic_scoring_failures_total{score_name, stage, reason}``: failed cycles by failing stage and
   error class;
+* ``dynamic_scoring_source_failures_total{score_name, source, reason}``: failed fetches from one
+  named source (``sources``); ``source`` only takes the names of the scorer's own sources;
 * ``dynamic_scoring_retries_total{score_name, stage}``;
 * ``dynamic_scoring_items_rejected_total{score_name}`` and ``dynamic_scoring_scores_clamped_total``;
 * ``dynamic_scoring_last_success_timestamp_seconds{score_name}`` and
@@ -167,6 +169,12 @@ class AgentMetrics:
             ["score_name", "stage", "reason"],
             registry=r,
         )
+        self.source_failures = Counter(
+            "dynamic_scoring_source_failures",
+            "Failed fetches from one named source of a scorer (sources extension), by reason",
+            ["score_name", "source", "reason"],
+            registry=r,
+        )
         self.retries = Counter(
             "dynamic_scoring_retries", "Retried requests after transient failures", ["score_name", "stage"],
             registry=r,
@@ -226,6 +234,10 @@ class AgentMetrics:
         """Count a failed cycle by failing stage and reason."""
         self.failures.labels(score_name, stage, reason).inc()
 
+    def count_source_failure(self, score_name: str, source: str, reason: str) -> None:
+        """Count one failed fetch from the named source ``source`` (bounded by the scorer's sources)."""
+        self.source_failures.labels(score_name, source, reason).inc()
+
     def count_retry(self, score_name: str, stage: Stage) -> None:
         """Count one retry of a request after a transient failure."""
         self.retries.labels(score_name, stage).inc()
@@ -249,6 +261,7 @@ class AgentMetrics:
             self.send_seconds,
             self.stage_duration,
             self.failures,
+            self.source_failures,
             self.retries,
             self.items_rejected,
             self.scores_clamped,
