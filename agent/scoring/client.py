@@ -5,7 +5,8 @@ opening and closing brackets of each array are dropped and the insides are joine
 so the series are sent byte for byte as Prometheus produced them, in query order, without being
 decoded or re-encoded.  The body is streamed in slices of the original buffers with an explicit
 ``Content-Length`` (no chunked encoding, which some small scorers cannot read).  With no series the
-body is ``{"data":[]}``, never ``null`` (upstream A-16).
+body is ``{"data":[]}``, never ``null`` (upstream A-16).  A scorer with ``scoringParams`` also
+gets ``"params": {...}`` after ``data``; upstream scorers ignore the key.
 
 The answer is read incrementally and abandoned past the size limit (decompressed size), its
 results are counted against the per-scorer limit before anything else is built from them, and it
@@ -99,12 +100,24 @@ def _inner(raw: Any) -> memoryview | None:
     return view[start:end] if start < end else None
 
 
-def scoring_body(series: Sequence[Any]) -> tuple[int, list[memoryview | bytes]]:
+def has_series(series: Sequence[Any]) -> bool:
+    """Whether any of the raw arrays holds at least one series (the source returned data)."""
+    return any(_inner(raw) is not None for raw in series)
+
+
+def scoring_body(
+    series: Sequence[Any], params: Mapping[str, Any] | None = None
+) -> tuple[int, list[memoryview | bytes]]:
     """The request body as pieces that reference the raw arrays, and its total length.
+
+    ``params`` (the summary's ``scoringParams``) follows ``data`` as a small JSON object; it is
+    encoded once here and bounded by the summary's own check (``MAX_SCORING_PARAMS_BYTES``), so the
+    series are still streamed as they are.  Without ``params`` the body is exactly upstream's.
 
     Args:
         series: raw JSON arrays of Prometheus matrix series (``msgspec.Raw``, bytes or anything
             exposing the buffer protocol), in the order they should appear.
+        params: the scorer's parameters, or ``None`` to send none.
     """
     pieces: list[memoryview | bytes] = [b'{"data":[']
     first = True
@@ -116,7 +129,10 @@ def scoring_body(series: Sequence[Any]) -> tuple[int, list[memoryview | bytes]]:
             pieces.append(b",")
         pieces.append(inner)
         first = False
-    pieces.append(b"]}")
+    if params is None:
+        pieces.append(b"]}")
+    else:
+        pieces.append(b'],"params":' + msgspec.json.encode(dict(params)) + b"}")
     return sum(len(p) for p in pieces), pieces
 
 
@@ -150,6 +166,7 @@ async def call_scorer(
     timeout: float = 30.0,
     max_bytes: int = 8 * 1024 * 1024,
     max_results: int = 4096,
+    params: Mapping[str, Any] | None = None,
 ) -> ScoringResponse:
     """POST the series to the scoring API and return its validated answer.
 
@@ -163,7 +180,7 @@ async def call_scorer(
         ScorerResponseInvalid: the body is not a valid scoring response, or cannot be decoded.
         ScorerRequestInvalid: the URL cannot be sent.
     """
-    length, pieces = scoring_body(series)
+    length, pieces = scoring_body(series, params)
     request_headers = {"Content-Type": "application/json", "Content-Length": str(length)}
     request_headers.update(headers or {})
     where = redact_url(endpoint)
@@ -208,4 +225,4 @@ async def call_scorer(
         ) from exc
 
 
-__all__ = ["SCORER_ERRORS", "call_scorer", "scoring_body"]
+__all__ = ["SCORER_ERRORS", "call_scorer", "has_series", "scoring_body"]

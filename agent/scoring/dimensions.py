@@ -78,35 +78,67 @@ class ItemsOutcome:
 def build_items(
     results: Sequence[ScoreResult],
     *,
-    fmt: str,
+    fmt: str | Sequence[str],
     cluster: str,
     score_name: str,
     normalization: ScoreNormalization | None = None,
 ) -> ItemsOutcome:
-    """Render, validate, de-duplicate (last wins), convert and sort the items of one response."""
+    """Render, validate, de-duplicate (last wins), convert and sort the items of one response.
+
+    ``fmt`` is one format or several (``scoreDimensionFormats``).  With several, every result
+    yields one item per format: the formats are rendered in order, each over the results in
+    response order, so a name rendered twice (by two results or by two formats) is one duplicate
+    and the later rendering wins, exactly the rule for one format.  A clamped score is counted once
+    per result, not once per format.
+    """
+    formats = [fmt] if isinstance(fmt, str) else list(fmt)
     chosen: dict[str, int] = {}
     rejected: list[RejectedItem] = []
-    skipped = duplicates = clamped = 0
-    for index, result in enumerate(results):
-        name = render_name(fmt, cluster=cluster, score_name=score_name, metric=result.metric)
-        if not name:
-            skipped += 1
-            continue
-        problem = item_name_problem(name)
-        if problem is not None:
-            rejected.append(RejectedItem(index, name, problem))
-            continue
-        try:
-            value, was_clamped = score_value(result.score, normalization)
-        except NonFiniteScore as exc:
-            rejected.append(RejectedItem(index, name, str(exc)))
-            continue
-        if name in chosen:
-            duplicates += 1
-        chosen[name] = value
-        clamped += was_clamped
+    skipped = duplicates = 0
+    clamped: set[int] = set()
+    for one in formats:
+        for index, result in enumerate(results):
+            name = render_name(one, cluster=cluster, score_name=score_name, metric=result.metric)
+            if not name:
+                skipped += 1
+                continue
+            problem = item_name_problem(name)
+            if problem is not None:
+                rejected.append(RejectedItem(index, name, problem))
+                continue
+            try:
+                value, was_clamped = score_value(result.score, normalization)
+            except NonFiniteScore as exc:
+                rejected.append(RejectedItem(index, name, str(exc)))
+                continue
+            if name in chosen:
+                duplicates += 1
+            chosen[name] = value
+            if was_clamped:
+                clamped.add(index)
     items = [ScoreItem(name, chosen[name]) for name in sorted(chosen)]
-    return ItemsOutcome(items, rejected, skipped, duplicates, clamped)
+    return ItemsOutcome(items, rejected, skipped, duplicates, len(clamped))
+
+
+def default_item_names(formats: Sequence[str], *, cluster: str, score_name: str) -> list[str]:
+    """The item names of a stated default score (missing data or a masked pair), sorted.
+
+    There are no series, so there are no labels to fill in.  A format that uses only
+    ``${cluster}`` and ``${scoreName}`` (a cluster-level name, such as the default ``${scoreName}``)
+    renders as it would for a result; a format that needs a series label (``${node}``, ``${pod}``,
+    ...) would render a name no result ever has, so it yields the score name itself instead.  A
+    Placement that prioritises on the cluster-level item therefore sees the default.
+    """
+    names: set[str] = set()
+    for fmt in formats or (DEFAULT_FORMAT,):
+        uses_labels = any(m.group(1) not in ("cluster", "scoreName") for m in _PLACEHOLDER.finditer(fmt))
+        name = (
+            score_name if uses_labels else render_name(fmt, cluster=cluster, score_name=score_name, metric={})
+        )
+        if not name or item_name_problem(name) is not None:
+            name = score_name
+        names.add(name)
+    return sorted(names)
 
 
 __all__ = [
@@ -115,6 +147,7 @@ __all__ = [
     "ItemsOutcome",
     "RejectedItem",
     "build_items",
+    "default_item_names",
     "item_name_problem",
     "render_name",
 ]
