@@ -15,7 +15,13 @@ bytes cannot keep a slot past the interval.  Transient failures (connection erro
 408, 429) are retried with backoff, never sooner than a ``Retry-After`` asks, and only while the
 next attempt still fits.  Other failures are final for the cycle.  The Prometheus answers of one
 cycle share a byte budget (``max_source_bytes_per_cycle``), since all are held until the scoring
-call.
+call; with several sources each may use an equal share of it.
+
+Sources.  A scorer's sources are fetched in order and their series concatenated; named sources
+(``sources``) label each series ``source=<name>``.  When one fails, ``onSourceError`` decides:
+``Fail`` fails the cycle with the source named in the condition, ``ScoreWithAvailable`` scores what
+arrived and says which source is missing (reason ``ScoredWithSourceErrors``).  Each failure of a
+named source is also counted in ``dynamic_scoring_source_failures_total{source=...}``.
 
 Outcome.  Every cycle of a publishing scorer ends with exactly one ``ScorePublisher.publish`` call:
 after a success with the new items and a new ``validUntil``; after a failure with ``items=None`` so
@@ -39,10 +45,16 @@ from typing import Any
 import msgspec
 
 from agent.auth import EndpointCredentials, resolve_credentials
-from agent.errors import AgentError, PublishError, Stage
+from agent.errors import (
+    AgentError,
+    PrometheusRequestInvalid,
+    PrometheusResponseError,
+    PublishError,
+    Stage,
+)
 from agent.http import ClientPool, escape_control
 from agent.metrics import AgentMetrics
-from agent.plan import ScorerPlan, scoring_secret, source_secret
+from agent.plan import ScorerPlan, SourcePlan, scoring_secret
 from agent.ports import (
     CONDITION_TYPE,
     CycleCondition,
@@ -56,12 +68,18 @@ from agent.scoring.client import call_scorer, has_series
 from agent.scoring.dimensions import build_items, default_item_names
 from agent.scoring.maths import valid_until
 from agent.settings import AgentSettings
+from agent.source.labelling import label_series
+from agent.source.placeholders import PlaceholderError, cluster_value, substitute, uses_placeholders
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.wire import ScoringResponse
 
 logger = logging.getLogger("agent.worker")
 
 MESSAGE_LIMIT = 1024
+LABEL_ON_LOOP_BYTES = 256 * 1024
+"""Answers of a named source larger than this are labelled in a worker thread, off the event loop."""
+PARTIAL_REASON = "ScoredWithSourceErrors"
+"""The condition reason of a cycle that scored without some sources (``ScoreWithAvailable``)."""
 
 
 class InternalError(AgentError):
@@ -130,6 +148,10 @@ class ScorerWorker:
         self._valid_until: datetime | None = None
         self._published = False
         self._stage: Stage = "fetch"
+        # Per cycle: sources that failed under ScoreWithAvailable, bytes fetched, source-label renames.
+        self._failed_sources: list[tuple[SourcePlan, AgentError]] = []
+        self._fetched = 0
+        self._label_collisions = 0
         self.cycles = 0
         """Finished cycles (successful or not); for status reports and tests."""
         self.last_outcome: PublishRequest | None = None
@@ -209,6 +231,9 @@ class ScorerWorker:
         if self._published and not plan.publish:
             await self._remove_published(plan)
         deadline = time.monotonic() + plan.interval
+        self._failed_sources = []
+        self._fetched = 0
+        self._label_collisions = 0
         outcome: PublishRequest
         try:
             if plan.summary.masked:
@@ -239,10 +264,6 @@ class ScorerWorker:
 
     async def _credentials(self, plan: ScorerPlan, stage: Stage) -> EndpointCredentials:
         s = plan.summary
-        if stage == "fetch":
-            return await resolve_credentials(
-                s.source_auth, source_secret(plan), self._ctx.secrets, stage=stage
-            )
         return await resolve_credentials(s.scoring_auth, scoring_secret(plan), self._ctx.secrets, stage=stage)
 
     @contextlib.contextmanager
@@ -281,42 +302,11 @@ class ScorerWorker:
         ctx = self._ctx
         settings = ctx.settings
         name = plan.score_name
-        series: list[msgspec.Raw] = []
-        fetched = 0
+        series: list[Any] = []
         self._stage = "fetch"
         if plan.fetch:
             with self._timed(name, "fetch"):
-                client, creds = await self._stage_client(plan, "fetch")
-                window = RangeWindow.ending_at(
-                    time.time(), plan.summary.source_range, plan.summary.source_step
-                )
-                for index, query in enumerate(plan.queries):
-                    # All bodies of a cycle stay in memory until the scoring call: bound their sum.
-                    limit = min(settings.max_source_bytes, settings.max_source_bytes_per_cycle - fetched)
-
-                    async def one(
-                        timeout: float, index: int = index, query: str = query, limit: int = limit
-                    ) -> msgspec.Raw:
-                        return await query_range(
-                            client,
-                            plan.summary.source_endpoint,
-                            query,
-                            window,
-                            index=index,
-                            headers=creds.headers,
-                            timeout=timeout,
-                            max_bytes=max(0, limit),
-                        )
-
-                    raw = await retrying(
-                        one,
-                        deadline=deadline,
-                        timeout=plan.timeout_seconds,
-                        policy=settings.retry,
-                        on_retry=self._on_retry(plan, "fetch"),
-                    )
-                    fetched += len(memoryview(raw))
-                    series.append(raw)
+                series = await self._fetch_sources(plan, deadline)
 
         if plan.fetch and plan.summary.missing_data_score is not None and not has_series(series):
             return None
@@ -346,6 +336,117 @@ class ScorerWorker:
             )
         return response
 
+    async def _fetch_sources(self, plan: ScorerPlan, deadline: float) -> list[Any]:
+        """Every source's series in source order; applies ``onSourceError`` to a failing source.
+
+        Each source may hold at most an equal share of the cycle's byte budget, so a large answer
+        from the first source cannot starve the later ones.  With ``ScoreWithAvailable`` the
+        sources must also finish within the first half of the time left, so that a hanging source
+        still leaves the scoring call its time.
+        """
+        ctx = self._ctx
+        share = ctx.settings.max_source_bytes_per_cycle // len(plan.sources)
+        tolerant = plan.score_with_available
+        fetch_deadline = deadline
+        if tolerant:
+            fetch_deadline = time.monotonic() + (deadline - time.monotonic()) / 2
+        now = time.time()
+        series: list[Any] = []
+        failed: list[tuple[SourcePlan, AgentError]] = []
+        for source in plan.sources:
+            try:
+                series.extend(await self._fetch_source(plan, source, now, fetch_deadline, share))
+            except AgentError as exc:
+                exc.stage = "fetch"
+                if source.name:
+                    exc.message = f"{source.display}: {exc.message}"
+                    ctx.metrics.count_source_failure(plan.score_name, source.name, exc.reason)
+                if not tolerant:
+                    raise
+                self.log.warning("fetch from %s failed (%s): %s", source.display, exc.reason, exc)
+                failed.append((source, exc))
+        if failed and len(failed) == len(plan.sources):
+            first = failed[0][1]
+            first.message = f"every source failed; first: {first.message}"
+            raise first
+        self._failed_sources = failed
+        return series
+
+    async def _fetch_source(
+        self, plan: ScorerPlan, source: SourcePlan, now: float, deadline: float, budget: int
+    ) -> list[Any]:
+        """One source's answers (raw JSON arrays), labelled with its name when it has one."""
+        ctx = self._ctx
+        settings = ctx.settings
+        if source.type != "Prometheus":
+            raise PrometheusRequestInvalid(
+                f"{source.display}: type {source.type} is not fetched by this agent", stage="fetch"
+            )
+        values: dict[str, str] = {}
+        if any(uses_placeholders(q) for q in source.queries):
+            try:
+                values["cluster"] = cluster_value(ctx.cluster_name)
+            except PlaceholderError as exc:
+                raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
+        creds = await resolve_credentials(source.auth, source.legacy_secret, ctx.secrets, stage="fetch")
+        try:
+            client = ctx.clients.client_for(creds.tls)
+        except AgentError as exc:
+            exc.stage = "fetch"
+            raise
+        window = RangeWindow.ending_at(now, source.range, source.step)
+        out: list[Any] = []
+        fetched = 0
+        for index, written in enumerate(source.queries):
+            try:
+                query = substitute(written, values)
+            except PlaceholderError as exc:
+                raise PrometheusRequestInvalid(f"query #{index + 1}: {exc}", stage="fetch") from exc
+            # All bodies of a cycle stay in memory until the scoring call: bound their sum.
+            left = min(budget - fetched, settings.max_source_bytes_per_cycle - self._fetched)
+            limit = min(settings.max_source_bytes, left)
+
+            async def one(
+                timeout: float, index: int = index, query: str = query, limit: int = limit
+            ) -> msgspec.Raw:
+                return await query_range(
+                    client,
+                    source.endpoint,
+                    query,
+                    window,
+                    index=index,
+                    headers=creds.headers,
+                    timeout=timeout,
+                    max_bytes=max(0, limit),
+                )
+
+            raw = await retrying(
+                one,
+                deadline=deadline,
+                timeout=plan.timeout_seconds,
+                policy=settings.retry,
+                on_retry=self._on_retry(plan, "fetch"),
+            )
+            size = len(memoryview(raw))
+            fetched += size
+            self._fetched += size
+            out.append(await self._labelled(raw, source) if source.labelled else raw)
+        return out
+
+    async def _labelled(self, raw: msgspec.Raw, source: SourcePlan) -> bytes:
+        try:
+            if len(memoryview(raw)) <= LABEL_ON_LOOP_BYTES:
+                labelled, collisions = label_series(raw, source.name)
+            else:  # decoding the label maps of megabytes of series would stall the other scorers
+                labelled, collisions = await asyncio.to_thread(label_series, raw, source.name)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise PrometheusResponseError(
+                f"{source.display}: data.result is not a list of series ({type(exc).__name__})"
+            ) from exc
+        if collisions:
+            self._label_collisions += collisions
+        return labelled
+
     def _success(self, plan: ScorerPlan, response: ScoringResponse) -> PublishRequest:
         ctx = self._ctx
         name = plan.score_name
@@ -368,6 +469,16 @@ class ScorerWorker:
             notes.append(f"{outcome.duplicates} duplicate item name(s), the last result won")
         if outcome.clamped:
             notes.append(f"{outcome.clamped} score(s) clamped to [-100, 100]")
+        if self._label_collisions:
+            notes.append(
+                f"{self._label_collisions} series had a source label of their own, kept as exported_source"
+            )
+        reason = "Scored"
+        if self._failed_sources:
+            reason = PARTIAL_REASON
+            missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in self._failed_sources)
+            names = ", ".join(src.name for src, _ in self._failed_sources)
+            notes.insert(0, f"without source(s) {names} (onSourceError: ScoreWithAvailable): {missing}")
         until = valid_until(ctx.wall_clock(), plan.interval, plan.summary.valid_for_seconds)
         self._valid_until = until
         message = f"scorer {plan.summary.name or name} produced {len(outcome.items)} score(s)"
@@ -378,7 +489,7 @@ class ScorerWorker:
             aps_name=plan.aps_name,
             items=outcome.items,
             valid_until=until,
-            condition=CycleCondition(CONDITION_TYPE, "True", "Scored", _truncate(message)),
+            condition=CycleCondition(CONDITION_TYPE, "True", reason, _truncate(message)),
             interval_seconds=plan.interval,
         )
 
