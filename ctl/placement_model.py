@@ -612,10 +612,10 @@ def explain(state: HubState, now: dt.datetime) -> Explanation:
     if (meta.get("annotations") or {}).get(
         "cluster.open-cluster-management.io/experimental-scheduling-disable"
     ) == "true":
-        result.warnings.append("scheduling is disabled by annotation: the controller leaves decisions alone")
-        for v in result.clusters:
-            v.undetermined = "scheduling disabled"
-        return result
+        result.warnings.append(
+            "scheduling is disabled by annotation: the controller leaves the PlacementDecisions as they "
+            "are, so they may no longer match what it would compute"
+        )
     try:
         _schedule(state, spec, members, verdicts, set(decided_now), others, result, now)
     except Misconfigured as exc:

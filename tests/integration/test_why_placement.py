@@ -1,0 +1,296 @@
+"""`dynamic-scoring why` against OCM v1.2.1's real placement controller on the session control plane.
+
+The test shapes what the scheduler reads directly (AddOnPlacementScores, a taint on cluster1, a
+label on cluster2) instead of running agents: it is about `why`, not about how scores get there.
+Six Placements are created at once, so the controller schedules them in parallel; for each, the
+test waits until the real PlacementDecision names the clusters worked out by hand, then runs
+`why` and checks it agrees (exit 0) and gives the right reason for every cluster.  Everything is
+created in namespaces of its own and removed afterwards; the taint and the label on the shared
+ManagedClusters are taken off again, leaving other writers' taints and labels as they were.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctl.main import main
+from dynamic_scoring.kube.api import Conflict, KubeAPI
+from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.procs import wait_until
+
+NS = "why-test"
+CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
+CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+TAINT_KEY = "why.test/maintenance"
+LABEL_KEY = "why.test/tier"
+TOLERATE = [{"key": TAINT_KEY, "operator": "Exists"}]
+JSON = dict[str, Any]
+
+
+def stamp(delta: dt.timedelta) -> str:
+    return (dt.datetime.now(dt.UTC) + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def addon(resource: str, score: str, weight: int) -> JSON:
+    return {
+        "scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": resource, "scoreName": score}},
+        "weight": weight,
+    }
+
+
+def exact(*configs: JSON, **spec: Any) -> JSON:
+    return {
+        "clusterSets": ["global"],
+        "prioritizerPolicy": {"mode": "Exact", "configurations": list(configs)},
+        **spec,
+    }
+
+
+# name -> (spec, the clusters the real controller must choose)
+PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
+    # cluster1 scores 80, cluster2 20; the weight -1 makes the lower score win
+    "negative-weight": (
+        exact(addon("why-neg", "s", -1), numberOfClusters=1, tolerations=TOLERATE),
+        ["cluster2"],
+    ),
+    # cluster1's 90 has expired and counts 0; cluster2's 10 wins
+    "expired": (exact(addon("why-exp", "s", 1), numberOfClusters=1, tolerations=TOLERATE), ["cluster2"]),
+    # cluster1 has no such AddOnPlacementScore (0 + 0); cluster2 has s1 = -40 and no item s2 (0)
+    "missing": (
+        exact(
+            addon("why-miss", "s1", 1), addon("why-miss", "s2", 2), numberOfClusters=1, tolerations=TOLERATE
+        ),
+        ["cluster1"],
+    ),
+    # cluster1 carries a NoSelect taint this Placement does not tolerate
+    "taint": (exact(), ["cluster2"]),
+    # the toleration's 60 s ran out: the taint was added an hour ago
+    "toleration-ran-out": (
+        exact(tolerations=[{"key": TAINT_KEY, "operator": "Exists", "tolerationSeconds": 60}]),
+        ["cluster2"],
+    ),
+    # only cluster2 carries the label the predicate asks for
+    "label": (
+        exact(
+            predicates=[{"requiredClusterSelector": {"labelSelector": {"matchLabels": {LABEL_KEY: "gold"}}}}],
+            tolerations=TOLERATE,
+        ),
+        ["cluster2"],
+    ),
+}
+
+
+def patch_cluster(api: KubeAPI, name: str, change: Callable[[JSON], JSON]) -> None:
+    """Merge-patch a ManagedCluster with its resourceVersion, retrying when another writer got there first."""
+    for _ in range(10):
+        current = api.request("GET", MANAGED_CLUSTERS.path(None, name))
+        patch = change(current)
+        patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+        try:
+            api.request(
+                "PATCH",
+                MANAGED_CLUSTERS.path(None, name),
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+            return
+        except Conflict:
+            continue
+    raise AssertionError(f"could not patch ManagedCluster {name}: conflicts every time")
+
+
+def without_ours(cluster: JSON) -> list[JSON]:
+    return [t for t in (cluster.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_KEY]
+
+
+def put_score(hub: Client, cluster: str, name: str, valid_until: str, **items: int) -> None:
+    obj = {
+        "apiVersion": APS_V1A1,
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": name, "namespace": cluster},
+    }
+    hub.apply(obj)
+    hub.patch_status(
+        obj, {"validUntil": valid_until, "scores": [{"name": k, "value": v} for k, v in items.items()]}
+    )
+
+
+@pytest.fixture(scope="module")
+def world(control_plane: ControlPlane) -> Iterator[Client]:
+    """The scores, taint, label, namespace, binding and Placements; all removed afterwards."""
+    assert control_plane.hub is not None
+    hub = Client(control_plane.hub.admin_kubeconfig, timeout=15)
+    hour = dt.timedelta(hours=1)
+    try:
+        put_score(hub, "cluster1", "why-neg", stamp(hour), s=80)
+        put_score(hub, "cluster2", "why-neg", stamp(hour), s=20)
+        put_score(hub, "cluster1", "why-exp", stamp(-hour), s=90)
+        put_score(hub, "cluster2", "why-exp", stamp(hour), s=10)
+        put_score(hub, "cluster2", "why-miss", stamp(hour), s1=-40, other=50)
+        taint = {"key": TAINT_KEY, "value": "yes", "effect": "NoSelect", "timeAdded": stamp(-hour)}
+        patch_cluster(hub.api, "cluster1", lambda c: {"spec": {"taints": [*without_ours(c), taint]}})
+        patch_cluster(hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: "gold"}}})
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        hub.apply(
+            {
+                "apiVersion": CLUSTER_V1B2,
+                "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": "global", "namespace": NS},
+                "spec": {"clusterSet": "global"},
+            }
+        )
+        for name, (spec, _) in PLACEMENTS.items():
+            hub.apply(
+                {
+                    "apiVersion": CLUSTER_V1B1,
+                    "kind": "Placement",
+                    "metadata": {"name": name, "namespace": NS},
+                    "spec": spec,
+                }
+            )
+        yield hub
+    finally:
+        hub.delete("v1", "Namespace", NS)
+        for cluster, name in [("cluster1", "why-neg"), ("cluster2", "why-neg"), ("cluster1", "why-exp")]:
+            hub.delete(APS_V1A1, "AddOnPlacementScore", name, cluster)
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "why-exp", "cluster2")
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "why-miss", "cluster2")
+        patch_cluster(hub.api, "cluster1", lambda c: {"spec": {"taints": without_ours(c)}})
+        patch_cluster(hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: None}}})
+
+
+def decided(hub: Client, placement: str) -> list[str]:
+    pds = hub.items(
+        CLUSTER_V1B1,
+        "PlacementDecision",
+        NS,
+        label_selector=f"cluster.open-cluster-management.io/placement={placement}",
+    )
+    return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
+
+
+def why(control_plane: ControlPlane, placement: str, *extra: str) -> tuple[int, str]:
+    assert control_plane.hub is not None
+    kubeconfig = str(control_plane.hub.admin_kubeconfig)
+    result = CliRunner().invoke(main, ["why", placement, "-n", NS, "--kubeconfig", kubeconfig, *extra])
+    return result.exit_code, result.output
+
+
+def explained(control_plane: ControlPlane, hub: Client, placement: str) -> dict[str, JSON]:
+    """Wait for the real decision, then `why -o json`: it must agree (exit 0); its clusters by name."""
+    want = PLACEMENTS[placement][1]
+    wait_until(lambda: decided(hub, placement) == want, timeout=60, what=f"{placement} decides {want}")
+    code, out = why(control_plane, placement, "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["agrees"], out
+    return {c["name"]: c for c in doc["clusters"]}
+
+
+def scores_of(entry: JSON) -> list[tuple[str, int, int, str]]:
+    return [(s["name"], s["score"], s["weight"], s["note"]) for s in entry["scores"]]
+
+
+def test_a_negative_weight_picks_the_lower_score(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "negative-weight")
+    assert (c["cluster1"]["total"], c["cluster1"]["rank"], c["cluster1"]["expected"]) == (-80, 2, False)
+    assert (c["cluster2"]["total"], c["cluster2"]["rank"], c["cluster2"]["expected"]) == (-20, 1, True)
+    assert "below the numberOfClusters cut" in c["cluster1"]["verdict"]
+
+
+def test_an_expired_score_counts_zero(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "expired")
+    [(name, score, weight, note)] = scores_of(c["cluster1"])
+    assert (name, score, weight) == ("AddOn/why-exp/s", 0, 1) and note.startswith("expired at")
+    assert c["cluster2"]["total"] == 10 and c["cluster2"]["expected"]
+
+
+def test_missing_scores_and_missing_items_count_zero(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "missing")
+    assert [(s, n) for _, s, _, n in scores_of(c["cluster1"])] == [
+        (0, "no AddOnPlacementScore why-miss: counts 0"),
+        (0, "no AddOnPlacementScore why-miss: counts 0"),
+    ]
+    assert [(s, w) for _, s, w, _ in scores_of(c["cluster2"])] == [(-40, 1), (0, 2)]
+    assert scores_of(c["cluster2"])[1][3] == "no score item s2 in why-miss: counts 0"
+    assert c["cluster1"]["expected"] and c["cluster1"]["total"] == 0 and c["cluster2"]["total"] == -40
+
+
+def test_a_taint_without_toleration_filters_the_cluster(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "taint")
+    assert c["cluster1"]["filtered"] == f"taint {TAINT_KEY}=yes:NoSelect not tolerated"
+    assert c["cluster2"]["filtered"] is None and c["cluster2"]["expected"]
+    code, out = why(control_plane, "taint", "--cluster", "cluster1")
+    assert code == 0 and "filtered out: taint why.test/maintenance=yes:NoSelect not tolerated" in out, out
+
+
+def test_a_toleration_whose_seconds_ran_out_no_longer_tolerates(
+    control_plane: ControlPlane, world: Client
+) -> None:
+    c = explained(control_plane, world, "toleration-ran-out")
+    assert "not tolerated (toleration 0 ran out at" in c["cluster1"]["filtered"]
+
+
+def test_a_label_predicate_filters_and_names_the_label(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "label")
+    assert (
+        c["cluster1"]["filtered"]
+        == f"no predicate matches (predicate 0: label {LABEL_KEY} absent, want gold)"
+    )
+    assert c["cluster2"]["expected"] and c["cluster2"]["decided"]
+    assert (
+        any("tolerated by toleration 0" in n for n in c["cluster1"]["notes"]) is False
+    )  # filtered before taints
+    code, out = why(control_plane, "label")
+    assert code == 0 and "verdict: agrees with the PlacementDecisions (1 cluster(s) decided)" in out, out
+    assert "cluster1: filtered: no predicate matches" in out
+
+
+def test_why_exits_1_naming_the_clusters_when_the_decision_disagrees(
+    control_plane: ControlPlane, world: Client
+) -> None:
+    """A frozen Placement (scheduling disabled) whose decision names the cluster it would not choose.
+
+    The controller leaves such a Placement's PlacementDecisions alone, so a decision written here
+    stays, as one left over from before the scores changed would.
+    """
+    world.apply(
+        {
+            "apiVersion": CLUSTER_V1B1,
+            "kind": "Placement",
+            "metadata": {
+                "name": "frozen",
+                "namespace": NS,
+                "annotations": {"cluster.open-cluster-management.io/experimental-scheduling-disable": "true"},
+            },
+            "spec": exact(addon("why-neg", "s", 1), numberOfClusters=1, tolerations=TOLERATE),
+        }
+    )
+    pd = {
+        "apiVersion": CLUSTER_V1B1,
+        "kind": "PlacementDecision",
+        "metadata": {
+            "name": "frozen-decision-1",
+            "namespace": NS,
+            "labels": {
+                "cluster.open-cluster-management.io/placement": "frozen",
+                "cluster.open-cluster-management.io/decision-group-index": "0",
+                "cluster.open-cluster-management.io/decision-group-name": "",
+            },
+        },
+    }
+    world.apply(pd)
+    world.patch_status(pd, {"decisions": [{"clusterName": "cluster2", "reason": ""}]})
+    code, out = why(control_plane, "frozen")
+    assert code == 1, out
+    assert "verdict: DISAGREES with the PlacementDecisions on cluster1, cluster2" in out
+    assert "cluster2: DISAGREES: not selected: rank 2, total 20" in out
+    assert "scheduling is disabled by annotation" in out
