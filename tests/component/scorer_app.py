@@ -32,7 +32,7 @@ Hostile peers (what an adversarial or broken endpoint does to the agent):
 
 ``GET /prom/<key>/api/v1/query_range`` plays a Prometheus that checks the headers registered for
 ``<key>`` and answers one fixed series.  Every request is recorded; ``GET /_requests?prefix=/auth/x``
-returns them (path, headers, series labels) so tests can check what the agent really sent.
+returns them (path, headers, series labels, ``params``) so tests can check what the agent really sent.
 ``GET /healthz`` answers ``ok``.
 """
 
@@ -190,7 +190,9 @@ class Handler(BaseHTTPRequestHandler):
         }
         data: Any = None
         try:
-            data = json.loads(raw)["data"]
+            document = json.loads(raw)
+            record["params"] = document.get("params") if isinstance(document, dict) else None
+            data = document["data"]
             record["data_is_list"] = isinstance(data, list)
             record["series"] = [s.get("metric", {}) for s in data] if isinstance(data, list) else None
         except (ValueError, KeyError, TypeError):

@@ -1,0 +1,131 @@
+"""Scorer parameters, the stated missing-data score, masked pairs and several dimension formats.
+
+Every test runs the agent's real worker against the session's real Prometheus and a real scoring
+API process on loopback; what the scorer received is read back from that process.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from agent.memory import MemoryPublisher
+from agent.ports import ScoreItem
+from agent.supervisor import Supervisor
+from tests.component.conftest import GAUGE, PromFixture
+from tests.component.harness import ScorerProcess, published, summary
+
+pytestmark = [pytest.mark.component, pytest.mark.anyio]
+
+NORMALISE = {"min": 0, "max": 2}
+NO_SUCH_SERIES = f'{GAUGE}{{namespace="no-such-namespace"}}'
+
+
+def run_key() -> str:
+    return f"run={uuid.uuid4().hex}"
+
+
+async def test_scoring_params_reach_the_scorer_beside_the_series(
+    supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
+) -> None:
+    key = run_key()
+    s = summary(
+        "cpu_predictor",
+        scorer.url(f"/mean/scoring?{key}"),
+        sourceType="Prometheus",
+        sourceEndpoint=prometheus.query_range_url,
+        sourceQuery=GAUGE,
+        sourceRange=600,
+        sourceStep=60,
+        scoreDimensionFormat="${pod}",
+        scoringParams={"model": "linear_regression", "horizon": 3600},
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "cpu_predictor"))[0]
+    assert first.condition.reason == "Scored", first.condition
+    mine = [r for r in scorer.requests("/mean/scoring") if r["query"] == key]
+    assert mine[0]["params"] == {"model": "linear_regression", "horizon": 3600}
+    assert sorted(m["pod"] for m in mine[0]["series"]) == ["db-1", "web-1", "web-2"]  # data unchanged
+
+
+async def test_no_series_writes_the_missing_data_score_without_calling_the_scorer(
+    supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
+) -> None:
+    key = run_key()
+    common = {
+        "sourceType": "Prometheus",
+        "sourceEndpoint": prometheus.query_range_url,
+        "sourceQuery": NO_SUCH_SERIES,
+        "sourceRange": 600,
+        "sourceStep": 60,
+        "scoreDimensionFormat": "${node}",
+    }
+    stated = summary("gpu_free", scorer.url(f"/mean/scoring?{key}"), missingDataScore=-100, **common)
+    silent = summary("gpu_silent", scorer.url(f"/mean/scoring?{key}-silent"), **common)
+    await supervisor.apply([stated, silent])
+
+    first = (await published(publisher, "gpu_free"))[0]
+    assert first.items == [ScoreItem("gpu_free", -100)]  # no labels: the score name is the item
+    assert (first.condition.status, first.condition.reason) == ("True", "NoData")
+    assert "no series" in first.condition.message and "-100" in first.condition.message
+    assert first.valid_until is not None
+    assert [r for r in scorer.requests("/mean/scoring") if r["query"] == key] == []
+
+    # Without a stated score the same empty source writes nothing, which Placement reads as 0.
+    other = (await published(publisher, "gpu_silent"))[0]
+    assert (other.items, other.condition.reason) == ([], "Scored")
+
+
+async def test_a_masked_pair_writes_its_default_without_querying_or_scoring(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    s = summary(
+        "masked_cpu",
+        scorer.url(f"/mean/scoring?run={key}"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url(f"/prom/{key}/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=600,
+        sourceStep=60,
+        scoreDimensionFormats=["${cluster}-${scoreName}", "${pod}"],
+        masked=True,
+        missingDataScore=-50,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "masked_cpu"))[0]
+    assert first.items == [ScoreItem("cluster1-masked_cpu", -50), ScoreItem("masked_cpu", -50)]
+    assert (first.condition.status, first.condition.reason) == ("True", "Masked")
+    assert scorer.requests(f"/prom/{key}") == []
+    assert [r for r in scorer.requests("/mean/scoring") if r["query"] == f"run={key}"] == []
+
+
+async def test_several_formats_yield_one_item_each_and_report_a_collision(
+    supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
+) -> None:
+    key = run_key()
+    s = summary(
+        "cpu_formats",
+        scorer.url(f"/mean/scoring?{key}"),
+        sourceType="Prometheus",
+        sourceEndpoint=prometheus.query_range_url,
+        sourceQuery=GAUGE,
+        sourceRange=600,
+        sourceStep=60,
+        scoreDimensionFormats=["${pod}", "${namespace}"],
+        scoreNormalization=NORMALISE,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "cpu_formats"))[0]
+    by_pod = {"web-1": 25, "web-2": 75, "db-1": 50}
+    sent = next(r for r in scorer.requests("/mean/scoring") if r["query"] == key)["series"]
+    last_team_a = [m["pod"] for m in sent if m["namespace"] == "team-a"][-1]
+    assert first.items == [
+        ScoreItem("db-1", 50),
+        ScoreItem("team-a", by_pod[last_team_a]),  # two pods render team-a: the later result wins
+        ScoreItem("team-b", 50),
+        ScoreItem("web-1", 25),
+        ScoreItem("web-2", 75),
+    ]
+    assert "1 duplicate item name(s)" in first.condition.message
