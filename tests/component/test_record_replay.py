@@ -1,0 +1,114 @@
+"""record from a real Prometheus, replay it, and read the replay with the agent's own query_range."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from click.testing import CliRunner
+
+from agent.errors import PrometheusQueryError
+from agent.source.prometheus import RangeWindow, query_range
+from ctl.main import main
+from ctl.recording import load
+from ctl.replay import Replay, ReplayServer
+from tests.component.conftest import GAUGE, PODS, PromFixture
+from tests.component.harness import free_port
+
+pytestmark = [pytest.mark.component]
+
+# timestamp() changes every 15 s of the backfill, so each point of a series has its own value and a
+# shifted or misaligned replay cannot pass by accident the way a constant gauge would.
+VARYING = f"timestamp({GAUGE})"
+SHIFT = 5 * 3600
+
+
+def _series(raw: Any) -> dict[str, list[list[Any]]]:
+    decoded = msgspec.json.decode(raw) if not isinstance(raw, list) else raw
+    return {json.dumps(s["metric"], sort_keys=True): s["values"] for s in decoded}
+
+
+def _record(prometheus: PromFixture, out: Path, end: int, *extra: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "record",
+            "--prometheus",
+            prometheus.server.query_range_url.removesuffix("/api/v1/query_range"),
+            "--query",
+            VARYING,
+            "--query",
+            GAUGE,
+            "--range",
+            "30m",
+            "--step",
+            "60s",
+            "--end",
+            str(end),
+            "-o",
+            str(out),
+            *extra,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_replay_serves_what_was_recorded_shifted_to_now(prometheus: PromFixture, tmp_path: Path) -> None:
+    end = int(time.time()) - 600
+    out = tmp_path / "rec.json"
+    _record(prometheus, out, end)
+    recordings = load(out).recordings
+    assert [r.query for r in recordings] == [VARYING, GAUGE]
+    recorded = _series(recordings[0].response["data"]["result"])
+    assert len(recorded) == len(PODS)
+    assert all(len(v) == 31 for v in recorded.values())
+    assert len({p[1] for v in recorded.values() for p in v}) > 10  # the values really vary
+
+    now = end + SHIFT
+    window = RangeWindow(start=now - 1800, end=now, step=60)
+    # A step twice the recorded one thins the points, keeping every other one.
+    wide = RangeWindow(start=now - 1800, end=now, step=120)
+
+    async def ask(url: str) -> tuple[Any, Any]:
+        async with httpx.AsyncClient() as client:
+            replayed = _series(await query_range(client, url, VARYING, window))
+            thinned = _series(await query_range(client, url, VARYING, wide))
+            with pytest.raises(PrometheusQueryError) as refused:
+                await query_range(client, url, "up", window)
+        return (replayed, thinned), refused.value
+
+    with ReplayServer(Replay(recordings, clock=lambda: now + 0.7)) as server:
+        (replayed, thinned), error = asyncio.run(ask(server.query_range_url))
+
+    assert replayed == {k: [[t + SHIFT, v] for t, v in points] for k, points in recorded.items()}
+    assert thinned == {k: [[t + SHIFT, v] for t, v in points[::2]] for k, points in recorded.items()}
+    assert error.error_type == "bad_data"
+    assert "no recording for query 'up'" in error.prometheus_error
+
+
+def test_record_of_a_bad_query_writes_nothing_and_names_prometheus_error(
+    prometheus: PromFixture, tmp_path: Path
+) -> None:
+    out = tmp_path / "bad.json"
+    result = CliRunner().invoke(
+        main,
+        ["record", "--prometheus", prometheus.query_range_url, "--query", "sum(", "-o", str(out)],
+    )
+    assert result.exit_code == 1, result.output
+    assert "PrometheusQueryError" in result.output and "bad_data" in result.output
+    assert not out.exists()
+
+
+def test_record_against_nothing_listening_exits_3(tmp_path: Path) -> None:
+    out = tmp_path / "none.json"
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(main, ["record", "--prometheus", url, "--query", "up", "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert "PrometheusUnavailable" in result.output
+    assert not out.exists()
