@@ -55,20 +55,27 @@ def hub_api(kubeconfig: Path | None) -> KubeAPI:
         fail(f"kubeconfig {path} is not usable: {type(exc).__name__}: {exc}", hint=hint)
 
 
+def list_all(
+    api: KubeAPI, resource: Resource, namespace: str | None = None, **query: str
+) -> list[dict[str, Any]]:
+    """Every object of a kind, following `continue` across pages; raises `KubeError`."""
+    items: list[dict[str, Any]] = []
+    params = {"limit": "500", **query}
+    while True:
+        page = api.request("GET", resource.path(namespace), query=params)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params = {**params, "continue": token}
+
+
 def list_items(
     api: KubeAPI, resource: Resource, namespace: str | None = None, **query: str
 ) -> list[dict[str, Any]]:
-    """Every object of a kind (all pages), or exit 3 naming what could not be read."""
-    items: list[dict[str, Any]] = []
-    params = {"limit": "500", **query}
+    """`list_all`, or exit 3 naming what could not be read."""
     try:
-        while True:
-            page = api.request("GET", resource.path(namespace), query=params)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
-            params = {**params, "continue": token}
+        return list_all(api, resource, namespace, **query)
     except KubeError as exc:
         unreachable(exc, f"list {resource.name}")
 

@@ -1,0 +1,65 @@
+"""`why` and `status` argument handling and hub errors, through click's CliRunner (no hub needed)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctl.main import main
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubeconfig_to(tmp_path: Path, port: int) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: h, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: not-a-real-token}}]\n"
+        "contexts: [{name: c, context: {cluster: h, user: u}}]\n"
+    )
+    return path
+
+
+COMMANDS = [["why", "p", "-n", "ns"], ["status"]]
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_a_missing_kubeconfig_exits_3_with_a_hint(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 3
+    assert f"kubeconfig {tmp_path / 'nope'} does not exist" in result.output and "hint:" in result.output
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_a_garbled_kubeconfig_exits_3(args: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_text("this: [is not a kubeconfig")
+    result = CliRunner().invoke(main, [*args, "--kubeconfig", str(bad)])
+    assert result.exit_code == 3 and "is not usable" in result.output
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_an_unreachable_hub_exits_3_naming_the_request(args: list[str], tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, [*args, "--kubeconfig", str(kubeconfig_to(tmp_path, closed_port()))])
+    assert result.exit_code == 3, result.output
+    assert "error: could not" in result.output and "Connection refused" in result.output
+
+
+def test_status_refuses_watch_with_json() -> None:
+    result = CliRunner().invoke(main, ["status", "--watch", "-o", "json"])
+    assert result.exit_code == 2 and "--watch redraws text" in result.output
+
+
+def test_why_needs_a_placement() -> None:
+    assert CliRunner().invoke(main, ["why"]).exit_code == 2
