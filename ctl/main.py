@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ctl.record import record
+from ctl.replay import replay
 from ctl.status import status
 from ctl.why import why
 
@@ -20,4 +22,6 @@ def main() -> None:
 
 # Subcommands register here, one line each (keep them in this order).
 main.add_command(why)
+main.add_command(record)
+main.add_command(replay)
 main.add_command(status)
