@@ -30,6 +30,9 @@ from agent.metrics import AgentMetrics
 from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
 from agent.server import HealthServer, parse_bind_address
 from agent.settings import AgentSettings
+from agent.source.otlp.receiver import OtlpReceiver
+from agent.source.otlp.store import SeriesStore
+from agent.source.otlp.telemetry import OtlpTelemetry
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI
 
@@ -56,6 +59,8 @@ class Agent:
     dead_worker_exit_seconds: float
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     exit_reason: str = ""
+    otlp: OtlpReceiver | None = None
+    """The OTLP/HTTP receiver, when ``--otlp-bind-address`` is set."""
 
     async def serve(self, stop: asyncio.Event) -> int:
         """Run until `stop` is set (exit code 0) or a loop dies (exit code 1).
@@ -65,6 +70,8 @@ class Agent:
         runner) restarts it, instead of running on with a part missing.
         """
         self.server.start()
+        if self.otlp is not None:
+            self.otlp.start()
         loops = [
             asyncio.create_task(self.watcher.run(), name="summaries"),
             asyncio.create_task(self.lease.run(), name="lease"),
@@ -89,6 +96,8 @@ class Agent:
                 await asyncio.gather(*loops, cleanup, stopping, return_exceptions=True)
             await self.supervisor.close(SHUTDOWN_SECONDS)
             self.server.stop()
+            if self.otlp is not None:
+                self.otlp.stop()
         return code
 
     async def _watchdog(self) -> None:
@@ -150,16 +159,24 @@ def build_agent(
     dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
     watch_resync_seconds: float = 300.0,
     owner_deployment: str | None = None,
+    otlp_bind: tuple[str, int] | None = None,
+    otlp_max_series: int = 20_000,
 ) -> Agent:
     """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
     metrics = AgentMetrics()
     publisher = KubeScorePublisher(hub, cluster_name, addon_name=addon_name)
+    otlp_store = SeriesStore(max_series=otlp_max_series) if otlp_bind is not None else None
+    otlp = None
+    if otlp_store is not None and otlp_bind is not None:
+        otlp = OtlpReceiver(otlp_store, host=otlp_bind[0], port=otlp_bind[1])
+        metrics.registry.register(OtlpTelemetry(otlp_store, otlp))
     supervisor = Supervisor(
         cluster_name=cluster_name,
         secrets=KubeSecretReader(managed, addon_namespace),
         publisher=publisher,
         metrics=metrics,
         settings=settings,
+        otlp_store=otlp_store,
     )
     watcher = SummaryWatcher(
         managed,
@@ -212,7 +229,9 @@ def build_agent(
         problems=health.problems,
         live=heartbeat.problems,
     )
-    return Agent(supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds, heartbeat)
+    return Agent(
+        supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds, heartbeat, otlp=otlp
+    )
 
 
 async def run_agent(
@@ -229,6 +248,8 @@ async def run_agent(
     watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
     dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
     owner_deployment: str | None = None,
+    otlp_bind: tuple[str, int] | None = None,
+    otlp_max_series: int = 20_000,
 ) -> int:
     """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
     agent = build_agent(
@@ -244,7 +265,15 @@ async def run_agent(
         watch_down_limit_seconds=watch_down_limit_seconds,
         dead_worker_exit_seconds=dead_worker_exit_seconds,
         owner_deployment=owner_deployment,
+        otlp_bind=otlp_bind,
+        otlp_max_series=otlp_max_series,
     )
+    if agent.otlp is not None:
+        log.info(
+            "OTLP/HTTP receiver on %s:%d (POST /v1/metrics)",
+            otlp_bind[0] if otlp_bind else "",
+            agent.otlp.port,
+        )
     log.info(
         "agent for cluster %s started: watching configmap %s/%s, metrics on %s:%d",
         cluster_name,
@@ -310,6 +339,18 @@ async def run_agent(
     "so the Lease is garbage-collected with the agent when the addon is disabled.",
 )
 @click.option(
+    "--otlp-bind-address",
+    default="",
+    help="host:port of the OTLP/HTTP metrics receiver (OpenTelemetry sources; 4318 is OTLP/HTTP's "
+    "port). Empty: no receiver, no open port.",
+)
+@click.option(
+    "--otlp-max-series",
+    type=click.IntRange(min=1),
+    default=20_000,
+    help="Most pushed series the OTLP receiver holds; new series beyond it are dropped and counted.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -328,6 +369,8 @@ def main(
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
     owner_deployment: str | None,
+    otlp_bind_address: str,
+    otlp_max_series: int,
     log_level: str,
 ) -> None:
     """Score this managed cluster: feed metrics to every configured scoring API, publish the results.
@@ -355,6 +398,12 @@ def main(
         bind = parse_bind_address(metrics_bind_address)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--metrics-bind-address") from exc
+    otlp_bind = None
+    if otlp_bind_address:
+        try:
+            otlp_bind = parse_bind_address(otlp_bind_address)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--otlp-bind-address") from exc
     settings = AgentSettings(
         max_concurrent_cycles=max_concurrent_cycles,
         extra_ca_files=(*AgentSettings().extra_ca_files, *ca_bundle_from_env(os.environ)),
@@ -374,6 +423,8 @@ def main(
             watch_down_limit_seconds=watch_down_limit_seconds,
             dead_worker_exit_seconds=dead_worker_exit_seconds,
             owner_deployment=owner_deployment,
+            otlp_bind=otlp_bind,
+            otlp_max_series=otlp_max_series,
         )
     )
     sys.exit(code)

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from agent.scoring.dimensions import DEFAULT_FORMAT
 from agent.settings import AgentSettings
+from agent.source.otlp.selection import Selector, SelectorError, from_spec, parse_selector
 from agent.source.placeholders import PlaceholderError, check_query
 from agent.source.splitting import split_queries
 from dynamic_scoring.naming import aps_name
@@ -68,6 +69,8 @@ class SourcePlan:
     queries: tuple[str, ...]
     range: int
     step: int
+    selectors: tuple[Selector, ...] = ()
+    """The compiled selectors of an ``OpenTelemetry`` source (``agent.source.otlp.selection``)."""
 
     @property
     def labelled(self) -> bool:
@@ -153,9 +156,12 @@ def _plan_upstream_source(summary: ScorerSummary) -> tuple[SourcePlan, ...]:
     source_type = summary.source_type.lower()
     if source_type in ("none", ""):
         return ()
+    if source_type == "opentelemetry":
+        return (_plan_upstream_otel(summary),)
     if source_type != "prometheus":
         raise InvalidSummary(
-            f"sourceType: expected Prometheus or None, got {display_name(summary.source_type)!r}"
+            "sourceType: expected Prometheus, OpenTelemetry or None, "
+            f"got {display_name(summary.source_type)!r}"
         )
     _check_url(summary.source_endpoint, "sourceEndpoint")
     if summary.source_queries:
@@ -183,6 +189,40 @@ def _plan_upstream_source(summary: ScorerSummary) -> tuple[SourcePlan, ...]:
     )
 
 
+def _otel_selectors(queries: tuple[str, ...], field: str) -> tuple[Selector, ...]:
+    selectors = []
+    for index, query in enumerate(queries):
+        try:
+            selectors.append(parse_selector(query))
+        except SelectorError as exc:
+            raise InvalidSummary(f"{field}: query #{index + 1}: {exc}") from exc
+    return tuple(selectors)
+
+
+def _plan_upstream_otel(summary: ScorerSummary) -> SourcePlan:
+    """``sourceType: OpenTelemetry``: ``sourceQuery`` holds selectors split on ``;``."""
+    field = "sourceQueries" if summary.source_queries else "sourceQuery"
+    if summary.source_queries:
+        queries = tuple(q.strip() for q in summary.source_queries if q.strip())
+    else:
+        queries = tuple(split_queries(summary.source_query))
+    if not queries:
+        raise InvalidSummary(f"{field}: no selector given for source type OpenTelemetry")
+    if summary.source_step < 1:
+        raise InvalidSummary(f"sourceStep: must be at least 1 second, got {summary.source_step}")
+    return SourcePlan(
+        name="",
+        type="OpenTelemetry",
+        endpoint="",
+        auth=None,
+        legacy_secret=None,
+        queries=queries,
+        range=summary.source_range,
+        step=summary.source_step,
+        selectors=_otel_selectors(queries, field),
+    )
+
+
 def _plan_source(index: int, entry: SourceSpec) -> SourcePlan:
     """One entry of ``sources``, checked; errors name it as ``sources[i] (name)``."""
     where = f"sources[{index}] ({entry.name})"
@@ -193,6 +233,15 @@ def _plan_source(index: int, entry: SourceSpec) -> SourcePlan:
             raise InvalidSummary(f"{where}.queries: no query given for type Prometheus")
         if entry.step < 1:
             raise InvalidSummary(f"{where}.step: must be at least 1 second, got {entry.step}")
+    selectors: tuple[Selector, ...] = ()
+    if entry.type == "OpenTelemetry":
+        if entry.step < 1:
+            raise InvalidSummary(f"{where}.step: must be at least 1 second, got {entry.step}")
+        if entry.otel is not None:
+            selectors = tuple(from_spec(spec) for spec in entry.otel.selectors)
+        selectors += _otel_selectors(queries, f"{where}.queries")
+        if not selectors:
+            raise InvalidSummary(f"{where}.otel.selectors: no selector given for type OpenTelemetry")
     _check_placeholders(queries, f"{where}.queries")
     return SourcePlan(
         name=entry.name,
@@ -203,6 +252,7 @@ def _plan_source(index: int, entry: SourceSpec) -> SourcePlan:
         queries=queries,
         range=entry.range,
         step=entry.step,
+        selectors=selectors,
     )
 
 

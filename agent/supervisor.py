@@ -28,7 +28,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from agent.plan import ScorerPlan, plan_summaries, plan_summary
 from agent.ports import PublishRequest, ScorePublisher, SecretReader
 from agent.scoring.maths import expiry_window
 from agent.settings import AgentSettings
+from agent.source.otlp.store import SeriesStore
 from agent.worker import ScorerWorker, WorkerContext
 from dynamic_scoring.wire import ScorerSummary, parse_summaries
 
@@ -75,6 +76,7 @@ class Supervisor:
         settings: agent-wide limits.
         clients: HTTP clients; created from ``settings`` when omitted.
         rng: randomness for start-up jitter and backoff (seeded in tests).
+        otlp_store: the OTLP receiver's store; told the current selectors on every ``apply``.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Supervisor:
         settings: AgentSettings | None = None,
         clients: ClientPool | None = None,
         rng: random.Random | None = None,
+        otlp_store: SeriesStore | None = None,
     ) -> None:
         self.settings = settings or AgentSettings()
         self.metrics = metrics or AgentMetrics()
@@ -104,6 +107,7 @@ class Supervisor:
             settings=self.settings,
             slots=asyncio.Semaphore(self.settings.max_concurrent_cycles),
             rng=rng or random.Random(),
+            otlp_store=otlp_store,
         )
         self._workers: dict[str, ScorerWorker] = {}
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
@@ -208,6 +212,7 @@ class Supervisor:
                 logger.error("%s rejected: %s", summaries[rejected.index].label, rejected.reason)
                 report.rejected.append(Rejection(rejected.name, rejected.reason, rejected.index))
 
+            self._select_otel(wanted.values())
             gone = [name for name in self._workers if name not in wanted]
             await asyncio.gather(*(self._retire(name) for name in gone))
             report.stopped.extend(gone)
@@ -231,6 +236,18 @@ class Supervisor:
                     report.unchanged.append(name)
             self._applied = True
             return report
+
+    def _select_otel(self, plans: Iterable[ScorerPlan]) -> None:
+        """Tell the OTLP store which series to keep: those some OpenTelemetry source selects."""
+        store = self._ctx.otlp_store
+        if store is None:
+            return
+        sources = [src for plan in plans for src in plan.sources if src.type == "OpenTelemetry"]
+        store.configure(
+            [sel for src in sources for sel in src.selectors],
+            longest_range=max((src.range for src in sources), default=0),
+            finest_step=min((src.step for src in sources), default=1),
+        )
 
     async def run_once(self, summary: ScorerSummary) -> PublishRequest:
         """Run one cycle of ``summary`` now, outside any schedule, and return its outcome.

@@ -69,6 +69,8 @@ from agent.scoring.dimensions import build_items, default_item_names
 from agent.scoring.maths import valid_until
 from agent.settings import AgentSettings
 from agent.source.labelling import label_series
+from agent.source.otlp.fetching import read_selected
+from agent.source.otlp.store import SeriesStore
 from agent.source.placeholders import PlaceholderError, cluster_value, substitute, uses_placeholders
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.wire import ScoringResponse
@@ -124,6 +126,8 @@ class WorkerContext:
     slots: asyncio.Semaphore
     rng: random.Random = field(default_factory=random.Random)
     wall_clock: Callable[[], datetime] = utc_now
+    otlp_store: SeriesStore | None = None
+    """What the OTLP receiver keeps; ``None`` when the agent runs without one."""
 
 
 def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -378,6 +382,8 @@ class ScorerWorker:
         """One source's answers (raw JSON arrays), labelled with its name when it has one."""
         ctx = self._ctx
         settings = ctx.settings
+        if source.type == "OpenTelemetry":
+            return await self._read_otel(source, now)
         if source.type != "Prometheus":
             raise PrometheusRequestInvalid(
                 f"{source.display}: type {source.type} is not fetched by this agent", stage="fetch"
@@ -431,6 +437,15 @@ class ScorerWorker:
             fetched += size
             self._fetched += size
             out.append(await self._labelled(raw, source) if source.labelled else raw)
+        return out
+
+    async def _read_otel(self, source: SourcePlan, now: float) -> list[Any]:
+        """An OpenTelemetry source: the pushed series its selectors match, from the agent's store."""
+        window = RangeWindow.ending_at(now, source.range, source.step)
+        out: list[Any] = []
+        for raw in await read_selected(self._ctx.otlp_store, source.selectors, window):
+            self._fetched += len(raw)
+            out.append(await self._labelled(msgspec.Raw(raw), source) if source.labelled else raw)
         return out
 
     async def _labelled(self, raw: msgspec.Raw, source: SourcePlan) -> bytes:

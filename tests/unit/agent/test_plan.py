@@ -44,7 +44,7 @@ def test_derived_plan() -> None:
         ({"sourceEndpoint": ""}, "sourceEndpoint"),
         ({"sourceQuery": " ; "}, "sourceQuery"),
         ({"sourceStep": 0}, "sourceStep"),
-        ({"sourceType": "OpenTelemetry"}, "sourceType"),
+        ({"sourceType": "Graphite"}, "sourceType"),  # OpenTelemetry is a source type now (issue 11)
         ({"scoreDestination": "ConfigMap"}, "scoreDestination"),
     ],
 )
