@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth, describe_validation
+from addon.scorers.sources import resolve_sources, with_sources
 from addon.scorers.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.wire import ScorerSummary
 
@@ -141,6 +142,14 @@ def resolve(scorer: DynamicScorer) -> Resolution:
     sc = spec.scoring
     sc_params = sc.params if sc and sc.params else None
     s_src = synced.source if synced else None
+    sources = resolve_sources(spec) if spec.sources else None
+    if sources is not None:
+        if s_src is not None:
+            notes.append("status.lastSyncedConfig.source: ignored because spec.sources is set")
+        s_src = None
+        problems.extend(FieldProblem(where, why) for where, why in sources.problems)
+    elif spec.on_source_error is not None:
+        problems.append(FieldProblem("spec.onSourceError", "applies to spec.sources only"))
     s_sc = synced.scoring if synced else None
 
     # Score name and interval.
@@ -254,6 +263,8 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             valid_for_seconds=spec.valid_for_seconds,
             timeout_seconds=spec.timeout_seconds,
         )
+        if sources is not None:
+            summary = with_sources(summary, sources, spec.on_source_error)
     except ValidationError as exc:
         # The wire model is the agent's contract and may check more than the CRD does; a value it
         # refuses is a field problem of this scorer, never an exception in the controller's loop.

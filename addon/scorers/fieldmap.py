@@ -37,6 +37,8 @@ SUMMARY_SOURCES: Final[dict[str, tuple[str, ...]]] = {
     "scoreNormalization": ("scoreNormalization",),
     "validForSeconds": ("validForSeconds",),
     "timeoutSeconds": ("timeoutSeconds",),
+    "sources": ("sources",),
+    "onSourceError": ("onSourceError",),
 }
 """Summary JSON key -> the ``spec`` paths it comes from (``()``: from metadata)."""
 

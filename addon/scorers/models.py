@@ -27,6 +27,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 SyncMode = Literal["Full", "None"]
 SourceType = Literal["Prometheus", "None"]
+SourceEntryType = Literal["Prometheus", "OpenTelemetry"]
+OnSourceError = Literal["Fail", "ScoreWithAvailable"]
 Location = Literal["Internal", "External"]
 Destination = Literal["AddOnPlacementScore", "None"]
 HealthStatus = Literal["Active", "Inactive", "Unknown"]
@@ -78,6 +80,19 @@ class SourceSpec(_Spec):
     host: str | None = None
     path: str | None = None
     params: SourceParamsSpec | None = None
+    auth: SpecAuth | None = None
+
+
+class SourceEntrySpec(_Spec):
+    """One entry of ``spec.sources``: a named source with its own endpoint, auth and queries."""
+
+    name: str = Field(min_length=1, max_length=63)
+    type: SourceEntryType = "Prometheus"
+    host: str | None = None
+    path: str | None = None
+    queries: list[str] = Field(default_factory=list)
+    range: int = Field(default=3600, ge=1)
+    step: int = Field(default=60, ge=1)
     auth: SpecAuth | None = None
 
 
@@ -150,6 +165,8 @@ class DynamicScorerSpec(_Spec):
     score_dimension_format: str = DEFAULT_DIMENSION_FORMAT
     name: str | None = None
     source: SourceSpec | None = None
+    sources: list[SourceEntrySpec] | None = None
+    on_source_error: OnSourceError | None = None
     scoring: ScoringSpec | None = None
     score_normalization: ScoreNormalization | None = None
     valid_for_seconds: int | None = Field(default=None, ge=1)
@@ -289,10 +306,13 @@ __all__ = [
     "LabelSelector",
     "Location",
     "Mask",
+    "OnSourceError",
     "ProbeSpec",
     "ScoringParamsSpec",
     "ScoringSpec",
     "SelectorRequirement",
+    "SourceEntrySpec",
+    "SourceEntryType",
     "SourceParamsSpec",
     "SourceSpec",
     "SourceType",

@@ -15,7 +15,14 @@ from addon.scorers.effective import resolve
 from addon.scorers.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from addon.scorers.models import parse_scorer
 from addon.scorers.spellings import canonical
-from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, ScorerSummary, SecretKeyRef
+from dynamic_scoring.wire import (
+    EndpointAuth,
+    ScoreNormalization,
+    ScorerConfig,
+    ScorerSummary,
+    SecretKeyRef,
+    SourceSpec,
+)
 from tests.unit.addon.scorers.crdutil import REPO, apply_defaults, crd_schema, leaf_paths
 
 SPEC = crd_schema("dynamicscorers")["properties"]["spec"]
@@ -85,6 +92,7 @@ def _same_shape(crd: dict[str, Any], wire: dict[str, Any], defs: dict[str, Any],
     [
         (EndpointAuth, "source.auth"),
         (EndpointAuth, "scoring.auth"),
+        (EndpointAuth, "sources.auth"),
         (ScoreNormalization, "scoreNormalization"),
     ],
 )
@@ -169,7 +177,8 @@ def test_a_spec_with_every_field_set_fills_every_summary_field() -> None:
         if value in ("", 0, None) and key != "sourceQuery"
     ]
     assert empty == []
-    assert set(summary.model_dump(mode="json")) == summary_keys() - {"sourceQuery"} | {"sourceQuery"}
+    # spec.source and spec.sources exclude each other (CEL rule): sources are checked on their own below.
+    assert set(summary.model_dump(mode="json")) == summary_keys() - {"sources", "onSourceError"}
     single = dict(
         FULL_SPEC, source=dict(FULL_SPEC["source"], params={"query": "up", "range": 600, "step": 30})
     )
@@ -177,6 +186,20 @@ def test_a_spec_with_every_field_set_fills_every_summary_field() -> None:
     assert isinstance(scorer, models.DynamicScorer)
     summary = resolve(scorer).summary
     assert summary is not None and summary.source_query == "up"
+    several = {k: v for k, v in FULL_SPEC.items() if k != "source"}
+    several["onSourceError"] = "ScoreWithAvailable"
+    several["sources"] = [
+        {"name": "a", "host": "http://prom:9090", "queries": ["up"], "auth": FULL_SPEC["source"]["auth"]}
+    ]
+    scorer = parse_scorer(
+        {"metadata": {"name": "s", "namespace": "hub"}, "spec": apply_defaults(SPEC, several)}
+    )
+    assert isinstance(scorer, models.DynamicScorer)
+    summary = resolve(scorer).summary
+    assert summary is not None and summary.sources and summary.on_source_error == "ScoreWithAvailable"
+    (entry,) = summary.model_dump(mode="json")["sources"]
+    assert [k for k, v in entry.items() if v in ("", 0, None)] == []
+    assert set(entry) == {f.alias or n for n, f in SourceSpec.model_fields.items()}
 
 
 @pytest.mark.parametrize("plural", ["dynamicscorers", "dynamicscoringconfigs"])
