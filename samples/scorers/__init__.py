@@ -1,8 +1,8 @@
-"""Two sample scoring APIs that speak the agent's wire contract (``dynamic_scoring.wire``).
+"""Two sample scoring APIs written with the scorer library (``dynamic_scoring.scorer``).
 
 * ``samples.scorers.cpu``: scores from the mean CPU load over the window;
 * ``samples.scorers.predict``: scores from a least-squares forecast of the load one interval ahead.
 
-They depend on the standard library and ``dynamic_scoring.wire`` only (pydantic), never on the hub
-or the agent, so a scorer image needs neither.
+They need only the project's base install (pydantic, httpx), never the hub's or the agent's
+dependencies, so a scorer image needs neither.
 """

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from samples.scorers.formulas import headroom_score, mean_load
-from samples.scorers.series import Series
+from dynamic_scoring.scorer import ScoreResult, ScoringRequest, Series, result
+from samples.scorers.formulas import headroom_score
 from samples.scorers.server import Defaults, build_parser, run
 
 DEFAULTS = Defaults(
@@ -32,14 +32,19 @@ def score_series(series: Series, capacity: float) -> float | None:
     """The headroom score of the window's mean load, or ``None`` for a series without points."""
     if not series.points:
         return None
-    return headroom_score(mean_load(series.points), capacity)
+    return headroom_score(series.mean(), capacity)
+
+
+def score(request: ScoringRequest, capacity: float) -> list[ScoreResult]:
+    """One result per series with points, its labels passed through for the dimension format."""
+    return [result(headroom_score(s.mean(), capacity), s.labels) for s in request.with_points()]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: ``dynamic-scoring-sample-cpu [--host H] [--port P] ...``."""
     parser = build_parser("dynamic-scoring-sample-cpu", DEFAULTS)
     args = parser.parse_args(argv)
-    run(args, parser, DEFAULTS.description, functools.partial(score_series, capacity=args.capacity_cores))
+    run(args, parser, DEFAULTS.description, functools.partial(score, capacity=args.capacity_cores))
 
 
 if __name__ == "__main__":

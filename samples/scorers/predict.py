@@ -2,9 +2,9 @@
 
 For each series it fits an ordinary least-squares line to the window's points and evaluates it
 ``--horizon`` seconds (default: the scoring interval) after the last point
-(``samples.scorers.formulas.forecast``); the forecast load is scored like the simple scorer's,
-``100 * clamp(1 - forecast / capacity, 0, 1)``.  A cluster whose load is climbing therefore loses
-points before it is busy, and one that is draining gains them early.  Run it with
+(``Series.forecast`` of the scorer library); the forecast load is scored like the simple
+scorer's, ``100 * clamp(1 - forecast / capacity, 0, 1)``.  A cluster whose load is climbing
+therefore loses points before it is busy, and one that is draining gains them early.  Run it with
 ``python -m samples.scorers.predict`` or the ``dynamic-scoring-sample-predict`` console script.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from samples.scorers.formulas import forecast, headroom_score
-from samples.scorers.series import Series
+from dynamic_scoring.scorer import ScoreResult, ScoringRequest, Series, result
+from samples.scorers.formulas import headroom_score
 from samples.scorers.server import Defaults, build_parser, run
 
 DEFAULTS = Defaults(
@@ -32,7 +32,12 @@ def score_series(series: Series, capacity: float, horizon: float) -> float | Non
     """The headroom score of the forecast load, or ``None`` for a series without points."""
     if not series.points:
         return None
-    return headroom_score(forecast(series.points, horizon), capacity)
+    return headroom_score(series.forecast(horizon), capacity)
+
+
+def score(request: ScoringRequest, capacity: float, horizon: float) -> list[ScoreResult]:
+    """One result per series with points, its labels passed through for the dimension format."""
+    return [result(headroom_score(s.forecast(horizon), capacity), s.labels) for s in request.with_points()]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -45,8 +50,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     horizon = float(args.interval) if args.horizon is None else args.horizon
     if not horizon >= 0:
         parser.error("--horizon must be at least 0")
-    score = functools.partial(score_series, capacity=args.capacity_cores, horizon=horizon)
-    run(args, parser, DEFAULTS.description, score)
+    run(
+        args,
+        parser,
+        DEFAULTS.description,
+        functools.partial(score, capacity=args.capacity_cores, horizon=horizon),
+    )
 
 
 if __name__ == "__main__":

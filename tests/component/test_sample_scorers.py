@@ -11,7 +11,6 @@ import json
 import math
 import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -28,8 +27,6 @@ from agent.supervisor import Supervisor
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 from e2e.procs import Proc, free_port, wait_until
 from e2e.prometheus import PrometheusServer
-from samples.scorers.series import Series
-from samples.scorers.server import ScoringServer
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import published, summary
 
@@ -239,26 +236,3 @@ def test_real_prometheus_answer_to_their_default_query(
     assert result.score == pytest.approx(100 * (1 - expected / CAPACITY), abs=1e-6)
     # The load is rising, so the forecast scores lower than the present mean would.
     assert result.score < 100 * (1 - load(end) / CAPACITY)
-
-
-def test_a_failing_score_function_is_a_500_and_the_server_keeps_serving() -> None:
-    def boom(series: Series) -> float | None:
-        raise ZeroDivisionError("bug")
-
-    server = ScoringServer("127.0.0.1", 0, lambda port: ScorerConfig(name="x"), "/scoring", boom)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{server.port}"
-        body = json.dumps({"data": [{"metric": {}, "values": [[1, "1"]]}]}).encode()
-        with pytest.raises(urllib.error.HTTPError) as failed:
-            urllib.request.urlopen(
-                urllib.request.Request(f"{base}/scoring", data=body, method="POST"), timeout=10
-            )
-        assert failed.value.code == 500
-        assert json.loads(failed.value.read()) == {"error": "scoring failed: ZeroDivisionError"}
-        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
-            assert response.read() == b"ok"
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamic_scoring.scorer import RequestError, ScoringRequest, Series, parse_request
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 from samples.scorers import cpu, predict
-from samples.scorers.series import RequestError, Series, parse_request
-from samples.scorers.server import build_parser, config_document, score_all
+from samples.scorers.server import build_parser, config_document
 
 pytestmark = pytest.mark.unit
 
@@ -29,16 +29,16 @@ def test_parse_reads_prometheus_matrix_and_drops_non_finite_points() -> None:
             {"metric": {}, "values": [[T0, "+Inf"]]},
         ]
     }
-    series = parse_request(json.dumps(body).encode())
+    series = parse_request(json.dumps(body).encode()).series
     assert series == [
-        Series({"namespace": "a"}, [(T0, 1.0), (T0 + 15, 2.0)]),
-        Series({}, []),
+        Series({"namespace": "a"}, [(T0, 1.0), (T0 + 15, 2.0)], non_finite=1),
+        Series({}, [], non_finite=1),
     ]
 
 
 @pytest.mark.parametrize("body", [b'{"data": null}', b"{}", b'{"data": []}'])
 def test_parse_empty_requests(body: bytes) -> None:
-    assert parse_request(body) == []
+    assert parse_request(body) == ScoringRequest([])
 
 
 @pytest.mark.parametrize(
@@ -60,10 +60,10 @@ def test_parse_names_what_is_wrong(body: bytes, where: str) -> None:
 
 
 def test_cpu_scores_the_mean_load_and_passes_labels_through() -> None:
-    series = parse_request(
+    request = parse_request(
         json.dumps({"data": [matrix({"cluster": "c1"}, [0.5, 1.5]), matrix({"cluster": "c2"}, [])]}).encode()
     )
-    response = score_all(series, lambda s: cpu.score_series(s, capacity=4.0))
+    response = ScoringResponse(results=cpu.score(request, capacity=4.0))
     # Mean 1.0 core of 4: 75. The series without points gives no result rather than a made-up score.
     assert response.model_dump() == {"results": [{"metric": {"cluster": "c1"}, "score": 75.0}]}
     ScoringResponse.model_validate_json(response.model_dump_json())  # what the agent accepts
@@ -71,7 +71,7 @@ def test_cpu_scores_the_mean_load_and_passes_labels_through() -> None:
 
 def test_predict_scores_the_forecast_not_the_mean() -> None:
     # Load climbing 0.5, 1, 1.5, 2 cores, 15 s apart: 2.5 cores expected 15 s later.
-    rising = parse_request(json.dumps({"data": [matrix({}, [0.5, 1.0, 1.5, 2.0])]}).encode())[0]
+    rising = parse_request(json.dumps({"data": [matrix({}, [0.5, 1.0, 1.5, 2.0])]}).encode()).series[0]
     assert predict.score_series(rising, capacity=4.0, horizon=15) == pytest.approx(37.5)
     assert cpu.score_series(rising, capacity=4.0) == pytest.approx(68.75)
 

@@ -1,0 +1,244 @@
+"""The scoring API as one framework-free object: ``/healthz``, ``/config`` and the scoring path.
+
+``ScorerApp.handle(method, path, headers, body)`` is the whole contract as a pure function of the
+request (no sockets), so it is unit-testable and every server runs the same code: the stdlib
+threaded server in ``dynamic_scoring.scorer.serve`` (no dependency; what the samples use) and any
+ASGI server (``ScorerApp`` is an ASGI callable, so ``uvicorn module:app`` works; the library
+needs no ASGI package for that, the protocol is just three callables).
+
+An author supplies one function from a ``ScoringRequest`` to results and the fields ``/config``
+publishes.  Failures answer with ``{"error": ...}`` and one log line, and the app keeps serving:
+
+* 400 for a body that is not a scoring request (the message names the element);
+* 401 without the bearer token, when one is configured (``/healthz`` and ``/config`` stay public,
+  as the hub probes them without credentials by default);
+* 413 for a body over ``max_body_bytes``; 404/405 for other paths and methods;
+* 500 when the function raises or returns something that is not a valid result (a NaN score, a
+  label that is not a string): the agent would reject the whole answer anyway, so it is better
+  refused here, with the cause in this process' log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from dynamic_scoring.scorer.auth import BearerToken
+from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, parse_request
+from dynamic_scoring.scorer.results import MAX_RESULTS
+from dynamic_scoring.wire import (
+    ScorerConfig,
+    ScoreResult,
+    ScoringConfig,
+    ScoringParams,
+    ScoringResponse,
+    SourceConfig,
+    SourceParams,
+    display_name,
+)
+
+log = logging.getLogger("dynamic_scoring.scorer")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The agent sends at most 64 MiB of series per cycle (docs/agent.md, Limits); nothing larger is real."""
+
+ScoreFn = Callable[[ScoringRequest], Iterable[ScoreResult]]
+"""The author's function: every series of one request in, results out."""
+
+Headers = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Response:
+    """What ``handle`` answers: status, headers, body."""
+
+    status: int
+    headers: Headers
+    body: bytes
+
+    def json(self) -> Any:
+        """The body decoded (tests use it)."""
+        return json.loads(self.body)
+
+
+def _json(status: int, document: Any, extra: Headers | None = None) -> Response:
+    body = document if isinstance(document, bytes) else json.dumps(document).encode()
+    return Response(status, [("Content-Type", "application/json"), *(extra or [])], body)
+
+
+@dataclass
+class ScorerApp:
+    """A scoring API around one score function.
+
+    Attributes mirror the ``/config`` document: ``name`` is the score name (``scoring.params.name``),
+    ``query``/``range``/``step`` the Prometheus query and window, ``interval`` the seconds between
+    cycles, ``params`` extra ``scoring.params`` keys.  ``scoring.host`` is ``advertise_url`` or,
+    when empty, the address the server is bound to (set by ``serve``).
+    """
+
+    score: ScoreFn
+    name: str
+    description: str = ""
+    query: str = ""
+    range: int = 300
+    step: int = 30
+    interval: int = 30
+    source_type: str = "Prometheus"
+    source_host: str = ""
+    source_path: str = "/api/v1/query_range"
+    scoring_path: str = "/scoring"
+    advertise_url: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    token: BearerToken | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        if not self.scoring_path.startswith("/") or self.scoring_path in ("/healthz", "/config"):
+            raise ValueError("scoring_path must start with '/' and differ from /healthz and /config")
+        if self.source_type == "Prometheus" and not (
+            self.range >= 1 and 1 <= self.step <= self.range and self.query
+        ):
+            raise ValueError("a Prometheus source needs a query, range >= 1 and 1 <= step <= range")
+        if self.interval < 1:
+            raise ValueError("interval must be at least 1 second")
+        self.config()  # fail at start, not at the first /config request
+
+    def config(self, base_url: str = "") -> ScorerConfig:
+        """The ``/config`` document; ``base_url`` is the server's own address when not advertised."""
+        return ScorerConfig(
+            name=self.name,
+            description=self.description,
+            source=SourceConfig(
+                type=self.source_type,
+                host=self.source_host,
+                path=self.source_path if self.source_type == "Prometheus" else "",
+                params=SourceParams(query=self.query, range=self.range, step=self.step),
+            ),
+            scoring=ScoringConfig(
+                host=self.advertise_url or base_url,
+                path=self.scoring_path,
+                params=ScoringParams(name=self.name, interval=self.interval, **dict(self.params)),
+            ),
+        )
+
+    def handle(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes, *, base_url: str = ""
+    ) -> Response:
+        """Answer one request; ``headers`` keys are lower-case.  Never raises."""
+        path = path.split("?", 1)[0]
+        if path == "/healthz":
+            if method not in ("GET", "HEAD"):
+                return self._error(405, method, path, "use GET")
+            return Response(200, [("Content-Type", "text/plain")], b"ok")
+        if path == "/config":
+            if method not in ("GET", "HEAD"):
+                return self._error(405, method, path, "use GET")
+            return _json(200, self.config(base_url).model_dump_json().encode())
+        if path != self.scoring_path:
+            return self._error(
+                404, method, path, f"no such path; try /healthz, /config or POST {self.scoring_path}"
+            )
+        if method != "POST":
+            return self._error(405, method, path, f"POST the series to {self.scoring_path}")
+        if self.token is not None and not self.token.allows(headers.get("authorization")):
+            # Which of "missing" and "wrong" it was is not said: that would help someone guessing.
+            return self._error(
+                401, method, path, "a valid bearer token is required", [("WWW-Authenticate", "Bearer")]
+            )
+        if len(body) > self.max_body_bytes:
+            return self._error(413, method, path, f"the body is larger than {self.max_body_bytes} bytes")
+        return self._score(method, path, body)
+
+    def _score(self, method: str, path: str, body: bytes) -> Response:
+        try:
+            request = parse_request(body)
+        except RequestError as exc:
+            return self._error(400, method, path, str(exc))
+        try:
+            results = list(self.score(request))
+            response = ScoringResponse(results=results)
+            payload = response.model_dump_json().encode()
+        except (ValidationError, TypeError, ValueError) as exc:
+            log.exception("the score function of %s returned an invalid result", display_name(self.name))
+            return self._error(500, method, path, f"invalid result: {type(exc).__name__}")
+        except Exception as exc:  # a bug in the score function: answer, log, keep serving
+            log.exception("the score function of %s failed", display_name(self.name))
+            return self._error(500, method, path, f"scoring failed: {type(exc).__name__}")
+        if len(response.results) > MAX_RESULTS:
+            log.warning(
+                "%d results: the agent accepts at most %d per answer and will reject this one",
+                len(response.results),
+                MAX_RESULTS,
+            )
+        log.info("scored %d series, %d results", len(request.series), len(response.results))
+        return _json(200, payload)
+
+    def _error(
+        self, status: int, method: str, path: str, message: str, extra: Headers | None = None
+    ) -> Response:
+        # The path is the client's text: escaped so that it cannot forge a log line.
+        log.warning("%s %s -> %d: %s", display_name(method, 10), display_name(path), status, message)
+        return _json(status, {"error": message}, extra)
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        """The ASGI 3 entry point (``uvicorn mymodule:app``); the score function runs in a thread."""
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        body = bytearray()
+        too_large = False
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.extend(message.get("body", b""))
+            more = bool(message.get("more_body", False))
+            if len(body) > self.max_body_bytes:
+                too_large = True
+                body.clear()  # keep draining without keeping it
+        server = scope.get("server")
+        base_url = f"{scope.get('scheme', 'http')}://{server[0]}:{server[1]}" if server else ""
+        if too_large:
+            response = self._error(
+                413, scope["method"], scope["path"], f"the body is larger than {self.max_body_bytes} bytes"
+            )
+        else:
+            loop = asyncio.get_running_loop()
+            response = await loop.run_in_executor(
+                None,
+                lambda: self.handle(scope["method"], scope["path"], headers, bytes(body), base_url=base_url),
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [
+                    (k.lower().encode("latin-1"), v.encode("latin-1"))
+                    for k, v in [*response.headers, ("Content-Length", str(len(response.body)))]
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+
+__all__ = ["MAX_BODY_BYTES", "Response", "ScoreFn", "ScorerApp"]

@@ -1,0 +1,532 @@
+"""The scoring-API conformance check: what ``dynamic-scoring scorer validate`` and the pytest helper run.
+
+It asks a running scorer what the hub and the agent ask, and a few things they would only learn
+the hard way, and reports each problem as a ``Finding``: its severity, what was seen, what to fix.
+
+* ``GET /healthz``: a 2xx (the hub marks the scorer Inactive otherwise).
+* ``GET /config``: 2xx JSON that ``ScorerConfig`` accepts, with the checks the hub's Full-mode sync
+  adds (source type Prometheus or None in any case, no negative numbers, http(s) hosts), and a
+  score name and interval, without which Full sync has nothing to distribute.
+* ``POST <scoring path>`` with empty, small (3 series of 20 points), non-finite (Prometheus'
+  ``"NaN"``/``"+Inf"`` strings) and large (10,000 series of 60 points, about 16 MB, the agent's
+  design load) inputs: a 2xx within the deadline, the agent's response schema, finite scores,
+  string labels, at most 4,096 results, and dimension labels that name items apart.
+* Latency: p50 and max per input size.
+* The token: with one, a request without it or with a wrong one must be refused (401/403); without
+  one, a scorer that refuses is reported so the operator knows to configure a token.
+
+It never imports the hub or the agent (an import contract keeps it so): the rules are the wire
+models' and the documented limits, restated where the hub's module cannot be shared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import ValidationError
+
+from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_RESULTS
+from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
+
+ERROR = "error"
+WARNING = "warning"
+
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""The agent abandons a scoring answer past 8 MiB (``ScorerResponseTooLarge``)."""
+LARGE_SERIES = 10_000
+LARGE_POINTS = 60
+T0 = 1_800_000_000
+
+
+class UnreachableError(Exception):
+    """Nothing answered at the URL (connection refused, DNS, TLS): there is nothing to check."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: which check, how bad, what was seen and what to do about it."""
+
+    check: str
+    severity: str
+    seen: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Seconds per scoring request of one input size."""
+
+    input: str
+    series: int
+    requests: int
+    p50: float
+    max: float
+
+
+@dataclass
+class Report:
+    """Everything one run found; ``ok`` when no finding is an error."""
+
+    url: str
+    findings: list[Finding] = field(default_factory=list)
+    latency: list[Latency] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether no finding is an error."""
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The error findings."""
+        return [f for f in self.findings if f.severity == ERROR]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON-ready document (``-o json``)."""
+        return {
+            "url": self.url,
+            "ok": self.ok,
+            "checks": self.checks,
+            "findings": [asdict(f) for f in self.findings],
+            "latency": [asdict(lat) for lat in self.latency],
+            "config": self.config,
+        }
+
+
+def matrix(series: int, points: int, *, start: float = T0, step: int = 15) -> list[dict[str, Any]]:
+    """``series`` Prometheus matrix series of ``points`` points each, labelled like per-pod CPU."""
+    out = []
+    for i in range(series):
+        values = [[start + step * j, f"{0.1 + (i % 7) * 0.05 + j * 0.001:.4f}"] for j in range(points)]
+        labels = {
+            "node": f"node-{i % 50}",
+            "namespace": f"ns-{i % 20}",
+            "pod": f"pod-{i}",
+            "container": "app",
+        }
+        out.append({"metric": labels, "values": values})
+    return out
+
+
+def non_finite_matrix() -> list[dict[str, Any]]:
+    """Three series carrying the non-finite values Prometheus writes (``NaN``, ``+Inf``, ``-Inf``)."""
+    data = matrix(3, 10)
+    data[0]["values"][3][1] = "NaN"
+    data[1]["values"][-1][1] = "+Inf"
+    data[2]["values"] = [[T0, "NaN"], [T0 + 15, "-Inf"]]
+    return data
+
+
+@dataclass
+class _Call:
+    status: int | None
+    body: bytes
+    seconds: float
+    error: str = ""
+
+
+class Checker:
+    """One run against ``url`` (the scorer's base URL, e.g. ``http://127.0.0.1:8000``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        scoring_path: str | None = None,
+        timeout: float = 10.0,
+        large: bool = True,
+        repeats: int = 5,
+        client: httpx.Client | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"not an http(s) URL: {escape_control(url)}")
+        self.base = url.rstrip("/")
+        self.token = token
+        self.scoring_path = scoring_path
+        self.timeout = timeout
+        self.large = large
+        self.repeats = repeats
+        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False, verify=True)
+        self._own_client = client is None
+        self.report = Report(url=self.base)
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _find(self, check: str, severity: str, seen: str, fix: str) -> None:
+        self.report.findings.append(Finding(check, severity, seen, fix))
+
+    def _request(self, method: str, path: str, body: bytes | None = None, token: str | None = None) -> _Call:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        started = time.monotonic()
+        try:
+            response = self._client.request(method, self.base + path, content=body, headers=headers)
+            return _Call(response.status_code, response.content, time.monotonic() - started)
+        except httpx.TimeoutException:
+            return _Call(None, b"", time.monotonic() - started, f"no answer within {self.timeout:g}s")
+        except httpx.HTTPError as exc:
+            text = str(exc).splitlines()[0][:200] if str(exc) else ""
+            return _Call(None, b"", time.monotonic() - started, f"{type(exc).__name__}: {text}")
+
+    # -- checks -------------------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        """Every check in order; raises ``UnreachableError`` when ``/healthz`` cannot even connect."""
+        try:
+            self._healthz()
+            path = self._config()
+            self._token(path)
+            self._scoring(path)
+        finally:
+            if self._own_client:
+                self._client.close()
+        return self.report
+
+    def _healthz(self) -> None:
+        self.report.checks.append("healthz")
+        call = self._request("GET", "/healthz")
+        if call.status is None and "Timeout" not in call.error and "no answer" not in call.error:
+            raise UnreachableError(f"GET {self.base}/healthz: {call.error}")
+        if call.status is None:
+            self._find(
+                "healthz", ERROR, f"GET /healthz: {call.error}", "answer /healthz quickly, without work"
+            )
+        elif not 200 <= call.status < 300:
+            self._find(
+                "healthz",
+                ERROR,
+                f"GET /healthz answered HTTP {call.status}",
+                "answer 2xx while the scorer can score; the hub marks it Inactive otherwise",
+            )
+
+    def _config(self) -> str:
+        """Check ``/config``; returns the scoring path to use."""
+        self.report.checks.append("config")
+        fallback = self.scoring_path or "/scoring"
+        call = self._request("GET", "/config")
+        if call.status is None or not 200 <= call.status < 300:
+            seen = call.error or f"HTTP {call.status}"
+            self._find(
+                "config",
+                ERROR,
+                f"GET /config: {seen}",
+                "serve the ScorerConfig document at /config (needed for configSyncMode Full)",
+            )
+            return fallback
+        try:
+            data = json.loads(call.body)
+        except (ValueError, UnicodeDecodeError):
+            self._find("config", ERROR, "GET /config: the body is not JSON", "answer the document as JSON")
+            return fallback
+        if not isinstance(data, dict):
+            self._find("config", ERROR, f"GET /config: a JSON {type(data).__name__}", "answer a JSON object")
+            return fallback
+        try:
+            doc = ScorerConfig.model_validate(data)
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False, include_input=False):
+                where = ".".join(str(p) for p in err["loc"]) or "document"
+                self._find(
+                    "config",
+                    ERROR,
+                    f"/config {where}: {err['msg']}",
+                    f"give {where} the type the contract names (docs/scorer-library.md, /config)",
+                )
+            return fallback
+        self.report.config = doc.model_dump(mode="json")
+        self._config_rules(doc)
+        path = self.scoring_path or doc.scoring.path or "/scoring"
+        if not path.startswith("/"):
+            path = "/" + path
+        return path
+
+    def _config_rules(self, doc: ScorerConfig) -> None:
+        source_type = doc.source.type.lower()
+        if source_type not in ("", "prometheus", "none"):
+            self._find(
+                "config",
+                ERROR,
+                f"source.type is {escape_control(doc.source.type)!r}",
+                "use Prometheus or None",
+            )
+        if doc.source.type and doc.source.type not in ("Prometheus", "None"):
+            self._find(
+                "config",
+                WARNING,
+                f"source.type is spelt {escape_control(doc.source.type)!r}",
+                "spell it Prometheus or None: the hub accepts other cases, upstream's agent skips the scorer",
+            )
+        params = doc.source.params
+        for where, number in (
+            ("source.params.range", params.range),
+            ("source.params.step", params.step),
+            ("scoring.params.interval", doc.scoring.params.interval),
+        ):
+            if number < 0:
+                self._find(
+                    "config", ERROR, f"{where} is {number}", f"make {where} a positive number of seconds"
+                )
+        if source_type == "prometheus":
+            if not params.query:
+                self._find("config", ERROR, "source.params.query is empty", "publish the PromQL query")
+            if params.range <= 0 or params.step <= 0 or params.step > params.range:
+                self._find(
+                    "config",
+                    ERROR,
+                    f"source.params range {params.range}, step {params.step}",
+                    "give range and step in seconds, 1 <= step <= range",
+                )
+        for where, host in (("source.host", doc.source.host), ("scoring.host", doc.scoring.host)):
+            if host and (urlsplit(host).scheme not in ("http", "https") or not urlsplit(host).netloc):
+                self._find(
+                    "config", ERROR, f"{where} is not an http(s) URL", f"set {where} to http(s)://host:port"
+                )
+        if not doc.scoring.params.name:
+            self._find(
+                "config",
+                ERROR,
+                "scoring.params.name is empty",
+                "publish the score name: in Full sync mode it names the AddOnPlacementScore",
+            )
+        if doc.scoring.params.interval <= 0:
+            self._find(
+                "config",
+                WARNING,
+                "scoring.params.interval is not set",
+                "publish the seconds between scoring cycles (Full sync mode uses it)",
+            )
+
+    def _token(self, path: str) -> None:
+        self.report.checks.append("token")
+        body = json.dumps({"data": matrix(1, 5)}).encode()
+        bare = self._request("POST", path, body)
+        if self.token is None:
+            if bare.status in (401, 403):
+                self._find(
+                    "token",
+                    ERROR,
+                    f"POST {path} without a token answered HTTP {bare.status}",
+                    "pass the token the agent will send (--token-file), or the checks cannot score",
+                )
+            return
+        if bare.status not in (401, 403):
+            self._find(
+                "token",
+                ERROR,
+                f"POST {path} without a token answered {bare.status or bare.error}",
+                "refuse requests without the bearer token with 401 (or 403)",
+            )
+        wrong = self._request("POST", path, body, token=self.token + "-wrong")
+        if wrong.status not in (401, 403):
+            self._find(
+                "token",
+                ERROR,
+                f"POST {path} with a wrong token answered {wrong.status or wrong.error}",
+                "compare the whole token (constant-time) and refuse a wrong one with 401 (or 403)",
+            )
+
+    def _scoring(self, path: str) -> None:
+        cases: list[tuple[str, Callable[[], list[dict[str, Any]]], int]] = [
+            ("empty", list, self.repeats),
+            ("small", lambda: matrix(3, 20), self.repeats),
+            ("non-finite", non_finite_matrix, 1),
+        ]
+        if self.large:
+            cases.append(("large", lambda: matrix(LARGE_SERIES, LARGE_POINTS), 2))
+        for name, make, repeats in cases:
+            self.report.checks.append(f"scoring:{name}")
+            data = make()
+            body = json.dumps({"data": data}).encode()
+            times: list[float] = []
+            for _ in range(repeats):
+                call = self._request("POST", path, body, token=self.token)
+                times.append(call.seconds)
+                if not self._answer(name, path, call, len(data)):
+                    break
+            self.report.latency.append(
+                Latency(name, len(data), len(times), statistics.median(times), max(times))
+            )
+
+    def _answer(self, case: str, path: str, call: _Call, n_series: int) -> bool:
+        """Check one scoring answer; False when it failed (so it is not repeated)."""
+        check = f"scoring:{case}"
+        size = f"{case} input ({n_series} series)"
+        if call.status is None:
+            self._find(
+                check,
+                ERROR,
+                f"POST {path} with {size}: {call.error}",
+                f"answer within {self.timeout:g}s (the agent waits timeoutSeconds)",
+            )
+            return False
+        if not 200 <= call.status < 300:
+            self._find(
+                check,
+                ERROR,
+                f"POST {path} with {size} answered HTTP {call.status}",
+                "score every well-formed request: Prometheus sends NaN/Inf as strings, empty data as []",
+            )
+            return False
+        if len(call.body) > MAX_RESPONSE_BYTES:
+            self._find(check, ERROR, f"{size}: answer of {len(call.body)} bytes", "answer at most 8 MiB")
+            return False
+        try:
+            data = json.loads(call.body)  # Python's decoder reads NaN and Infinity, so they can be named
+        except (ValueError, UnicodeDecodeError):
+            self._find(check, ERROR, f"{size}: the answer is not JSON", 'answer {"results": [...]} as JSON')
+            return False
+        if not isinstance(data, dict):
+            self._find(
+                check,
+                ERROR,
+                f"{size}: the answer is a JSON {type(data).__name__}",
+                'answer {"results": [...]}',
+            )
+            return False
+        results = data.get("results")
+        if results is None:
+            if "results" not in data:
+                self._find(
+                    check, WARNING, f"{size}: no results key", 'send {"results": []} when there is nothing'
+                )
+            return True
+        if not isinstance(results, list):
+            self._find(check, ERROR, f"{size}: results is a {type(results).__name__}", "make results a list")
+            return False
+        return self._results(check, size, results, case)
+
+    def _results(self, check: str, size: str, results: list[Any], case: str) -> bool:
+        ok = True
+        coerced: set[str] = set()
+        for i, item in enumerate(results):
+            if not isinstance(item, dict):
+                self._find(
+                    check, ERROR, f"{size}: results[{i}] is not an object", "send {metric, score} objects"
+                )
+                return False
+            score = item.get("score")
+            if "score" not in item:
+                self._find(
+                    check, WARNING, f"{size}: results[{i}] has no score", "send a score (missing means 0)"
+                )
+            elif isinstance(score, bool) or not isinstance(score, int | float):
+                self._find(
+                    check, ERROR, f"{size}: results[{i}].score is a {type(score).__name__}", "send a number"
+                )
+                return False
+            elif not math.isfinite(score):
+                self._find(
+                    check,
+                    ERROR,
+                    f"{size}: results[{i}].score is {score}",
+                    "send finite scores: one NaN or Infinity makes the agent reject the whole answer",
+                )
+                return False
+            elif not -100 <= score <= 100:
+                self._find(
+                    check,
+                    WARNING,
+                    f"{size}: results[{i}].score is {score:g}",
+                    "scores are clamped to [-100, 100]",
+                )
+            metric = item.get("metric")
+            if metric is not None and not isinstance(metric, dict):
+                self._find(
+                    check, ERROR, f"{size}: results[{i}].metric is not an object", "send labels as an object"
+                )
+                return False
+            for label, value in (metric or {}).items():
+                if isinstance(value, dict | list):
+                    self._find(
+                        check,
+                        ERROR,
+                        f"{size}: results[{i}].metric.{escape_control(label)} is a {type(value).__name__}",
+                        "label values must be strings",
+                    )
+                    return False
+                if not isinstance(value, str):
+                    coerced.add(label)
+        if coerced:
+            ok = True
+            self._find(
+                check,
+                WARNING,
+                f"{size}: label(s) {', '.join(sorted(escape_control(c) for c in coerced))} are not strings",
+                "send label values as strings; this agent coerces them, upstream's rejected the answer",
+            )
+        try:
+            response = ScoringResponse.model_validate(
+                {"results": [r for r in results if isinstance(r, dict)]}
+            )
+        except ValidationError as exc:
+            first = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            self._find(check, ERROR, f"{size}: {where}: {first['msg']}", "follow the response schema")
+            return False
+        self._dimensions(check, size, response, case)
+        return ok
+
+    def _dimensions(self, check: str, size: str, response: ScoringResponse, case: str) -> None:
+        results = response.results
+        if len(results) > MAX_RESULTS:
+            self._find(
+                check,
+                WARNING if case == "large" else ERROR,
+                f"{size}: {len(results)} results",
+                f"the agent accepts at most {MAX_RESULTS} results per answer and fails the cycle otherwise: "
+                "aggregate, or narrow the query so it returns fewer series",
+            )
+        if len(results) < 2:
+            return
+        keys = {tuple((d, r.metric.get(d, "")) for d in DIMENSION_LABELS) for r in results}
+        if len(keys) == 1:
+            self._find(
+                check,
+                WARNING,
+                f"{size}: {len(results)} results with the same dimension labels "
+                f"({', '.join(DIMENSION_LABELS)})",
+                "set the dimension labels that tell results apart (result(..., pod=...)), and name them in "
+                "scoreDimensionFormat; otherwise only one item survives",
+            )
+        elif len(keys) < len(results) and case != "large":
+            self._find(
+                check,
+                WARNING,
+                f"{size}: {len(results) - len(keys)} results repeat another's dimension labels",
+                "results that render to the same item name overwrite each other (the last one wins)",
+            )
+
+
+def check(url: str, **options: Any) -> Report:
+    """Run every check against the scorer at ``url``; see ``Checker`` for the options."""
+    return Checker(url, **options).run()
+
+
+__all__ = [
+    "ERROR",
+    "LARGE_SERIES",
+    "WARNING",
+    "Checker",
+    "Finding",
+    "Latency",
+    "Report",
+    "UnreachableError",
+    "check",
+    "matrix",
+    "non_finite_matrix",
+]
