@@ -125,7 +125,7 @@ class ClusterStatus:
             if cond is not None and cond.status != "True":
                 return "Unavailable" if kind == "Available" else f"{kind}={cond.status}"
         available = self.condition("Available")
-        return "Available" if available is not None else "Available?"
+        return "Available" if available is not None else "Pending"
 
     def addon_problems(self) -> list[str]:
         """What is wrong with the addon itself (not its scores)."""
@@ -142,7 +142,9 @@ class ClusterStatus:
             if cond is not None and cond.status != "True":
                 out.append(f"addon {cond}: {cond.message}".rstrip(": "))
         if self.condition("Available") is None:
-            out.append("addon Available not reported yet: the agent's Lease has not been seen")
+            out.append(
+                "addon Available not reported yet (the klusterlet sets it once it sees the agent's Lease)"
+            )
         return out
 
     def problems(self, now: dt.datetime) -> list[str]:

@@ -14,6 +14,7 @@ wait for the decision to follow, print the measured latency, tear down, exit 0 (
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import signal
 import sys
@@ -21,38 +22,52 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from ctl.status import Fleet, read_fleet
+from ctl.status import render as render_status
+from dynamic_scoring.kube.api import KubeError
 from e2e.controlplane import ControlPlane, running, stop_recorded
-from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, SCORE, USER_NS, Mission, Row, timed
+from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, SCORE, USER_NS, Mission, timed
 from e2e.procs import StartupError
 
 RUN_DIR = Path(".e2e/demo")
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to end: the view redraws in place
 
 
-def fmt_secs(value: float | None) -> str:
-    """'12s', '-3s' (expired), or '-' when unknown."""
-    return "-" if value is None else f"{value:.0f}s"
+def render(
+    fleet: Fleet,
+    decision: list[str],
+    loads: dict[str, float],
+    elapsed: float,
+    notes: list[str],
+    now: dt.datetime | None = None,
+) -> str:
+    """The live view: `dynamic-scoring status` for the demo's clusters, plus the Placement's choice.
 
-
-def render(rows: list[Row], elapsed: float, notes: list[str]) -> str:
-    """The live view as text, at most 80 columns wide."""
+    The table and the problems under it are `ctl.status.render`, the very text the `status`
+    command prints, so what the demo shows is what a user gets from the CLI on a real hub.
+    """
+    chosen = ", ".join(decision) or "no cluster yet"
+    load = ", ".join(f"{c} {loads[c]:.1f} cores" for c in sorted(loads))
+    extra = [
+        f"Placement {USER_NS}/{PLACEMENT} (the highest {SCORE}) chooses: {chosen}",
+        f"demo load: {load}",
+    ]
     lines = [
         f"dynamic-scoring demo  {elapsed:5.0f}s          Ctrl-C stops and tears everything down",
         "",
-        f"Placement {USER_NS}/{PLACEMENT}",
-        f"  picks the one cluster with the highest {SCORE} (AddOnPlacementScore)",
-        "",
-        f"{'cluster':<9} {'load':>6} {'score':>5} {'written':>8} {'expires':>8}  {'condition':<21} decision",
+        render_status(fleet, now or dt.datetime.now(dt.UTC), extra),
     ]
-    for r in rows:
-        score = "-" if r.score is None else str(r.score)
-        mark = "CHOSEN" if r.chosen else ""
-        ago = "-" if r.written_ago is None else f"{r.written_ago:.0f}s ago"
-        lines.append(
-            f"{r.cluster:<9} {r.load:>5.1f}c {score:>5} {ago:>8} {fmt_secs(r.expires_in):>8}  "
-            f"{r.condition[:21]:<21} {mark}"
-        )
     return "\n".join([*lines, "", *notes])
+
+
+def view(m: Mission, elapsed: float, notes: list[str]) -> str:
+    """Read the hub now and render the live view (a failed read is shown, the demo goes on)."""
+    try:
+        fleet = read_fleet(m.hub.api, CLUSTERS)
+        decision = m.decision()
+    except KubeError as exc:
+        return f"dynamic-scoring demo  {elapsed:5.0f}s  could not read the hub: {exc}"
+    return render(fleet, decision, {c: m.load_of(c) for c in CLUSTERS}, elapsed, notes)
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -106,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         with timed(say, "first scores on both clusters and the first decision", t0):
             m.wait_ranked("cluster1", timeout=180)
         if args.once:
-            say(render(m.rows(), time.monotonic() - t0, ["load is on cluster2; moving it to cluster1"]))
+            say(view(m, time.monotonic() - t0, ["load is on cluster2; moving it to cluster1"]))
             flip = m.shift("cluster2", timeout=60)
-            say(render(m.rows(), time.monotonic() - t0, []))
+            say(view(m, time.monotonic() - t0, []))
             say(
                 f"[{time.monotonic() - t0:6.1f}s] load shift -> scores crossed {flip.scores_crossed:.1f}s, "
                 f"decision followed {flip.decided:.1f}s (score-to-decision {flip.score_to_decision:.2f}s)"
@@ -153,8 +168,7 @@ def live(m: Mission, t0: float, shift_every: float) -> int:
             m.set_load(light, LIGHT)
             last_shift, followed, shifts = now, None, shifts + 1
         light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
-        rows = m.rows()
-        if shifts and followed is None and [r.cluster for r in rows if r.chosen] == [light]:
+        if shifts and followed is None and m.decision() == [light]:
             followed = time.monotonic() - last_shift
         notes = [
             f"load is on {heavy}; it moves to {light} in {max(0.0, shift_every - (now - last_shift)):.0f}s"
@@ -163,7 +177,7 @@ def live(m: Mission, t0: float, shift_every: float) -> int:
             notes.append(f"load moved {now - last_shift:.0f}s ago; waiting for the decision to follow")
         elif followed is not None:
             notes.append(f"the decision followed the load to {light} {followed:.1f}s after it moved")
-        text = render(rows, now - t0, notes)
+        text = view(m, now - t0, notes)
         sys.stdout.write(CLEAR + "\n".join(line[:width] for line in text.splitlines()) + "\n")
         sys.stdout.flush()
         time.sleep(1)
