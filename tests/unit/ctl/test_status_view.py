@@ -109,7 +109,7 @@ def test_manager_conditions_and_degraded_count_and_a_missing_available_is_said()
     assert "nodePlacement" in fleet.problems(NOW)[0][1]
     assert fleet.problems(NOW)[1] == (
         "b",
-        "addon Available not reported yet: the agent's Lease has not been seen",
+        "addon Available not reported yet (the klusterlet sets it once it sees the agent's Lease)",
     )
 
 
