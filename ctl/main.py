@@ -6,6 +6,7 @@ import click
 
 from ctl.record import record
 from ctl.replay import replay
+from ctl.scorer import scorer
 from ctl.status import status
 from ctl.why import why
 
@@ -25,3 +26,4 @@ main.add_command(why)
 main.add_command(record)
 main.add_command(replay)
 main.add_command(status)
+main.add_command(scorer)

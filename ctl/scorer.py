@@ -1,0 +1,88 @@
+"""``dynamic-scoring scorer ...``: tools for people who write scoring APIs.
+
+``validate`` is thin on purpose: the checks are the scorer library's
+(``dynamic_scoring.scorer.conformance``), so an author's pytest run and an operator's command line
+judge a scorer by the same rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ctl.output import ExitCode, emit_json, fail, output_option
+from dynamic_scoring.scorer.conformance import ERROR, Checker, Report, UnreachableError
+
+
+@click.group()
+def scorer() -> None:
+    """Check scoring APIs against the contract the agent and the hub rely on."""
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read the token file {path}: {exc}", code=ExitCode.USAGE)
+    if not token or not token.isascii() or not token.isprintable() or " " in token:
+        fail(f"the token file {path} is empty or not printable ASCII without spaces", code=ExitCode.USAGE)
+    return token
+
+
+def _text(report: Report) -> None:
+    click.echo(f"scorer {report.url}")
+    click.echo(f"checks: {', '.join(report.checks)}")
+    if report.latency:
+        click.echo("latency (seconds):")
+        click.echo(f"  {'input':<11} {'series':>7} {'requests':>8} {'p50':>8} {'max':>8}")
+        for lat in report.latency:
+            click.echo(f"  {lat.input:<11} {lat.series:>7} {lat.requests:>8} {lat.p50:>8.3f} {lat.max:>8.3f}")
+    for f in report.findings:
+        click.echo(f"{f.severity.upper():<7} [{f.check}] {f.seen}")
+        click.echo(f"        fix: {f.fix}")
+    errors = sum(f.severity == ERROR for f in report.findings)
+    warnings = len(report.findings) - errors
+    verdict = "conforms" if report.ok else "does not conform"
+    click.echo(f"{verdict}: {errors} error(s), {warnings} warning(s)")
+
+
+@scorer.command()
+@click.argument("url")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File with the bearer token the agent sends; then requests without it must be refused.",
+)
+@click.option("--scoring-path", help="Scoring path (default: scoring.path from /config, else /scoring).")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per request."
+)
+@click.option("--no-large", is_flag=True, help="Skip the 10,000-series input (it takes seconds).")
+@output_option
+def validate(
+    url: str, token_file: Path | None, scoring_path: str | None, timeout: float, no_large: bool, output: str
+) -> None:
+    """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
+
+    Checks /healthz, the /config schema, the scoring path with empty, small, non-finite and large
+    (10,000-series) inputs, the answers' schema, scores and labels, latency, and the token.
+    Exit 0 when nothing is an error, 1 on any error finding, 3 when nothing answers at URL.
+    """
+    token = _read_token(token_file) if token_file is not None else None
+    try:
+        checker = Checker(url, token=token, scoring_path=scoring_path, timeout=timeout, large=not no_large)
+    except ValueError as exc:
+        fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)
+    try:
+        report = checker.run()
+    except UnreachableError as exc:
+        fail(str(exc), hint="is the scorer running and listening on that address?")
+    if output == "json":
+        emit_json(report.to_json())
+    else:
+        _text(report)
+    raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.FINDINGS))
+
+
+__all__ = ["scorer", "validate"]
