@@ -400,3 +400,100 @@ def test_short_name_ds_is_shadowed_by_daemonsets(hub: Kubectl, ns: str) -> None:
     assert shadowed.returncode != 0 and 'daemonsets.apps "named" not found' in shadowed.stderr
     assert "named" in hub.run("get", "dscorer", "named", "-n", ns)
     assert "named" in hub.run("get", "dynamic-scoring", "-n", ns)  # the category lists both kinds
+
+
+# -- several sources (issue 11) ---------------------------------------------------------------------
+
+CENTRAL = {
+    "name": "central",
+    "host": "http://thanos.monitoring.svc:9090",
+    "queries": ['up{cluster="${cluster}"}'],
+}
+SOURCES_INVALID = [
+    (
+        "both-forms",
+        {"source": {"host": "http://prom:9090"}, "sources": [CENTRAL]},
+        "spec.sources",
+        "set either source (one source, upstream's form) or sources (several), not both",
+    ),
+    (
+        "policy-alone",
+        {"onSourceError": "Fail"},
+        "spec.onSourceError",
+        "onSourceError applies to sources only",
+    ),
+    (
+        "policy-enum",
+        {"sources": [CENTRAL], "onSourceError": "Ignore"},
+        "spec.onSourceError",
+        "supported values",
+    ),
+    (
+        "dup-names",
+        {"sources": [CENTRAL, CENTRAL]},
+        ".spec.sources",
+        'duplicate entries for key [name="central"]',
+    ),
+    ("no-host", {"sources": [{"name": "a", "queries": ["up"]}]}, "spec.sources[0].host", "needs host"),
+    (
+        "entry-step",
+        {"sources": [dict(CENTRAL, range=60, step=300)]},
+        "spec.sources[0].step",
+        "step must not be larger than range",
+    ),
+    ("entry-name", {"sources": [dict(CENTRAL, name="Central_1")]}, "spec.sources[0].name", "should match"),
+    ("entry-type", {"sources": [dict(CENTRAL, type="Loki")]}, "spec.sources[0].type", "supported values"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "field", "message"), SOURCES_INVALID, ids=[i[0] for i in SOURCES_INVALID]
+)
+def test_invalid_sources_are_rejected_naming_the_field(
+    hub: Kubectl, ns: str, name: str, spec: dict[str, Any], field: str, message: str
+) -> None:
+    done = apply(hub, scorer_yaml(f"bad-{name}", {"scoring": {"host": "http://s:8000"}, **spec}), ns)
+    assert done.returncode != 0, f"{name} was admitted"
+    assert field in done.stderr, done.stderr
+    assert message in done.stderr, done.stderr
+
+
+def test_sources_get_their_defaults_and_resolve_to_the_summary_agents_get(hub: Kubectl, ns: str) -> None:
+    edge = {
+        "name": "edge",
+        "host": "https://prom.edge.svc:9091/prefix",
+        "queries": ["node_load1"],
+        "step": 30,
+        "auth": {"tokenSecretRef": {"name": "edge-token", "key": "token"}},
+    }
+    spec = {
+        "scoring": {"host": "http://s:8000"},
+        "sources": [CENTRAL, edge],
+        "onSourceError": "ScoreWithAvailable",
+    }
+    done = apply(hub, scorer_yaml("several", spec), ns)
+    assert done.returncode == 0, done.stderr
+    stored = hub.get_json(f"dynamicscorers.{GROUP}", "several", "-n", ns)
+    central, stored_edge = stored["spec"]["sources"]
+    assert (central["type"], central["range"], central["step"]) == ("Prometheus", 3600, 60)
+    assert (stored_edge["range"], stored_edge["step"]) == (3600, 30)
+    assert "source" not in stored["spec"]  # no default object appears beside the list
+
+    scorer = parse_scorer(stored)
+    assert isinstance(scorer, DynamicScorer)
+    summary = resolve(scorer).summary
+    assert summary is not None and summary.sources is not None
+    wire = summary.to_wire()
+    # Upstream agents read the first Prometheus source from the upstream keys.
+    assert wire["sourceType"] == "Prometheus"
+    assert wire["sourceEndpoint"] == "http://thanos.monitoring.svc:9090/api/v1/query_range"
+    assert wire["sourceQuery"] == 'up{cluster="${cluster}"}'
+    assert wire["onSourceError"] == "ScoreWithAvailable"
+    assert [(s["name"], s["endpoint"]) for s in wire["sources"]] == [
+        ("central", "http://thanos.monitoring.svc:9090/api/v1/query_range"),
+        ("edge", "https://prom.edge.svc:9091/prefix"),
+    ]
+    assert wire["sources"][1]["auth"] == {
+        "bearerTokenSecretRef": {"name": "edge-token", "key": "token"},
+        "insecureSkipVerify": False,
+    }
