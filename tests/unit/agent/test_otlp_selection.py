@@ -1,0 +1,107 @@
+"""Selectors: the PromQL-style ``sourceQuery`` subset, the ``otel`` objects, and name translation."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.plan import InvalidSummary, plan_summary
+from agent.source.otlp.selection import SelectorError, from_spec, parse_selector, sanitize_name
+from dynamic_scoring.wire import OtelSelector, ScorerSummary
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_vector_selector_with_every_operator() -> None:
+    sel = parse_selector(
+        r'http.server.duration_count{service_name="web", route=~"/api/.*",code!="500",x!~"a\"b"}'
+    )
+    assert sel.metric == "http_server_duration_count" and not sel.rate
+    assert [(m.name, m.op, m.value) for m in sel.matchers] == [
+        ("service_name", "=", "web"),
+        ("route", "=~", "/api/.*"),
+        ("code", "!=", "500"),
+        ("x", "!~", 'a"b'),
+    ]
+    labels = {"service_name": "web", "route": "/api/v1", "code": "200", "x": "z"}
+    assert sel.matches("http_server_duration_count", "http_server_duration", labels)
+    assert not sel.matches("http_server_duration_count", "x", {**labels, "route": "/web"})
+    assert not sel.matches("http_server_duration_count", "x", {**labels, "code": "500"})
+    # Regexes match the whole value, and a missing label is the empty string (PromQL semantics).
+    assert not parse_selector('m{a=~"b"}').matches("m", "m", {"a": "abc"})
+    assert parse_selector('m{a=""}').matches("m", "m", {})
+
+
+def test_rate_and_a_histogram_base_name() -> None:
+    sel = parse_selector("rate( latency )")
+    assert sel.rate and sel.metric == "latency"
+    assert sel.matches("latency_bucket", "latency", {"le": "0.5"})
+    assert not parse_selector("latency_count").matches("latency_bucket", "latency", {})
+
+
+@pytest.mark.parametrize(
+    "query", ["sum(x)", "x[5m]", 'x{a="b"', "x{a=b}", 'x{a=~"("}', "rate(x[1m])", 'x{1a="b"}', ""]
+)
+def test_anything_else_is_an_error(query: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_selector(query)
+
+
+def test_the_otel_object_compiles_like_the_query_form() -> None:
+    spec = OtelSelector.model_validate(
+        {
+            "metric": "http.server.requests",
+            "matchers": [{"name": "service_name", "op": "=~", "value": "w.*"}],
+            "rate": True,
+        }
+    )
+    assert from_spec(spec) == parse_selector('rate(http_server_requests{service_name=~"w.*"})')
+
+
+def test_plans_of_both_forms_carry_selectors_and_name_bad_ones() -> None:
+    base = {
+        "scoreName": "s",
+        "scoringEndpoint": "http://scorer/score",
+        "scoringInterval": 30,
+        "sourceRange": 300,
+        "sourceStep": 30,
+    }
+    upstream = plan_summary(
+        ScorerSummary.model_validate({**base, "sourceType": "OpenTelemetry", "sourceQuery": "a; rate(b)"})
+    )
+    [source] = upstream.sources
+    assert source.type == "OpenTelemetry" and [s.metric for s in source.selectors] == ["a", "b"]
+    named = plan_summary(
+        ScorerSummary.model_validate(
+            {
+                **base,
+                "sources": [
+                    {
+                        "name": "otel",
+                        "type": "OpenTelemetry",
+                        "step": 15,
+                        "otel": {"selectors": [{"metric": "a.b"}]},
+                    }
+                ],
+            }
+        )
+    )
+    assert named.sources[0].selectors[0].metric == "a_b"
+    with pytest.raises(InvalidSummary, match=r"^sourceQuery: query #2: "):
+        plan_summary(
+            ScorerSummary.model_validate({**base, "sourceType": "OpenTelemetry", "sourceQuery": "a; sum(b)"})
+        )
+    with pytest.raises(InvalidSummary, match=r"^sources\[0\] \(otel\)\.otel\.selectors: no selector"):
+        plan_summary(
+            ScorerSummary.model_validate(
+                {**base, "sources": [{"name": "otel", "type": "OpenTelemetry", "step": 5}]}
+            )
+        )
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_translated_names_are_always_legal_prometheus_names(name: str) -> None:
+    assert re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*", sanitize_name(name))
