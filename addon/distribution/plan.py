@@ -15,7 +15,11 @@ Rules, in order, for each scorer and cluster:
    not change each time a scorer flaps.
 3. A scorer that is not ``Active`` goes nowhere.
 4. A scorer with ``spec.clusterSelector`` goes only to clusters whose labels match.
-5. A mask ``(clusterName, scoreName)`` keeps that score from that cluster.
+5. A mask ``(clusterName, scoreName)`` keeps that score from that cluster.  Under ``maskPolicy: Score``
+   the pair is still sent, marked ``masked: true``, when the scorer states a ``missingDataScore``: the
+   agent then writes that score without querying or scoring, so the masked cluster ranks as the
+   user said instead of at 0 (Placement's value for a missing score).  A scorer without one is kept
+   from the cluster as under ``Skip``, and reported: there is nothing to write.
 
 Each cluster's list is sorted by ``(scoreName, name)`` so that an unchanged registry always produces the
 same bytes and the controller writes nothing (upstream's cache order caused rewrites, W-16).  Masks that
@@ -179,13 +183,17 @@ def plan(
     clusters: Sequence[ClusterInput],
     *,
     aps_name: Callable[[str], str] = default_aps_name,
+    mask_policy: str = "Skip",
 ) -> Plan:
     """Compute every enabled cluster's summary list (the result does not depend on input order).
 
     ``aps_name`` is the AddOnPlacementScore name rule the agents apply (``dynamic_scoring.naming``);
-    a test may pass another rule.
+    a test may pass another rule.  ``mask_policy`` is the config's ``maskPolicy`` (``Skip`` or
+    ``Score``).
     """
     outcomes, problems = _conflicts(scorers, aps_name)
+    score_masked = mask_policy == "Score"
+    nothing_to_write: list[str] = []
     masked = {(m.cluster_name, m.score_name) for m in masks}
     ordered_clusters = sorted(clusters, key=lambda c: c.name)
     per_cluster: dict[str, list[ScorerSummary]] = {c.name: [] for c in ordered_clusters}
@@ -208,30 +216,52 @@ def plan(
         reached: list[str] = []
         unselected: list[str] = []
         masked_on: list[str] = []
+        defaulted_on: list[str] = []
+        stated = s.summary.missing_data_score is not None
         for c in ordered_clusters:
             if s.selector is not None and not s.selector.matches(c.labels):
                 unselected.append(c.name)
             elif (c.name, s.summary.score_name) in masked:
-                masked_on.append(c.name)
+                if score_masked and stated:
+                    defaulted_on.append(c.name)
+                    per_cluster[c.name].append(s.summary.model_copy(update={"masked": True}))
+                else:
+                    masked_on.append(c.name)
             else:
                 reached.append(c.name)
                 per_cluster[c.name].append(s.summary)
+        if masked_on and score_masked:
+            nothing_to_write.append(s.name)
         detail = []
         if masked_on:
             detail.append(f"masked on {_listing(masked_on)}")
+        if defaulted_on:
+            score = s.summary.missing_data_score
+            detail.append(
+                f"masked on {_listing(defaulted_on)}, where the agent writes the default score {score}"
+            )
         if unselected:
             detail.append(f"clusterSelector excludes {_listing(unselected)}")
         tail = f" ({'; '.join(detail)})" if detail else ""
         total = len(ordered_clusters)
-        if reached:
+        if reached or defaulted_on:
+            sent = tuple(sorted(reached + defaulted_on))
             outcomes[s.name] = ScorerOutcome(
-                "Distributed", f"sent to {len(reached)} of {total} enabled cluster(s){tail}", tuple(reached)
+                "Distributed", f"sent to {len(reached)} of {total} enabled cluster(s){tail}", sent
             )
         else:
             outcomes[s.name] = ScorerOutcome(
                 "NoMatchingCluster", f"sent to none of {total} enabled cluster(s){tail}"
             )
     problems.extend(_mask_problems(masks, per_cluster, scores))
+    if nothing_to_write:
+        problems.append(
+            Problem(
+                "spec.maskPolicy",
+                f"Score, but DynamicScorer(s) {_listing(sorted(nothing_to_write))} state no "
+                "spec.missingData.score: their masked clusters receive nothing (as under Skip)",
+            )
+        )
     result = {
         name: tuple(sorted(items, key=lambda x: (x.score_name, x.name)))
         for name, items in per_cluster.items()

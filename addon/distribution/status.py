@@ -28,14 +28,15 @@ def accepted_condition(
     """``Accepted`` of a DynamicScoringConfig: False when it is ignored or unreadable, else True.
 
     Masks that name an unknown cluster or score do not stop distribution, but they do nothing and are
-    most likely typos: they make the reason ``AcceptedWithWarnings`` and are listed by field.
+    most likely typos: they make the reason ``AcceptedWithWarnings`` and are listed by field.  So does
+    ``maskPolicy: Score`` for a masked scorer that states no missing-data score (nothing to write).
     """
     if target_problem is not None:
         reason = "WrongName" if target_problem.startswith("metadata.name") else "WrongNamespace"
         return ConditionSpec(ACCEPTED, "False", reason, target_problem)
     if spec_problem is not None:
         return ConditionSpec(ACCEPTED, "False", "InvalidSpec", spec_problem.message)
-    warnings = [str(p) for p in result.problems if p.field.startswith("spec.masks")] if result else []
+    warnings = [str(p) for p in result.problems if p.field.startswith("spec.mask")] if result else []
     extra = list(notes)
     if warnings:
         return ConditionSpec(ACCEPTED, "True", "AcceptedWithWarnings", "; ".join(warnings + extra))

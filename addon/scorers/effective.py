@@ -12,6 +12,9 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   earlier Full period is ignored (upstream's W-4 let it override the spec), and the controller clears it.
 * Fields ``/config`` cannot carry (auth, location, destination, dimension format, the extensions) come
   from the spec only.
+* Scorer parameters (``scoring.params`` keys other than ``name`` and ``interval``): the spec's, each
+  replaced by the synced document's value when ``/config`` publishes that key (Full mode only).
+  They travel as ``scoringParams`` and reach the scorer as ``params``.
 
 Defaults: score name = ``scoring.params.name``, else the blog's ``spec.name``, else ``metadata.name``;
 interval 30 s; range 3600 s; step 60 s; source type ``Prometheus`` when a query is known, else
@@ -26,14 +29,16 @@ distributed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
 from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth, describe_validation
 from addon.scorers.sources import resolve_sources, with_sources
 from addon.scorers.urls import has_path, join_url, origin, url_problem
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, params_size
 
 DEFAULT_INTERVAL = 30
 DEFAULT_RANGE = 3600
@@ -113,13 +118,41 @@ def _check_url(value: str, where: str, problems: list[FieldProblem]) -> bool:
     return True
 
 
-def dimension_format_notes(fmt: str) -> list[str]:
+def dimension_format_notes(fmt: str, where: str = "spec.scoreDimensionFormat") -> list[str]:
     """Placeholders the agent does not know stay literal in every item name; say so."""
     unknown = sorted({m for m in _PLACEHOLDER.findall(fmt) if m not in KNOWN_PLACEHOLDERS})
     if not unknown:
         return []
     names = ", ".join("${" + u + "}" for u in unknown)
-    return [f"spec.scoreDimensionFormat: {names} is not a placeholder and stays literal in every item name"]
+    return [f"{where}: {names} is not a placeholder and stays literal in every item name"]
+
+
+def _scorer_params(
+    synced: Mapping[str, Any], spec: Mapping[str, Any], problems: list[FieldProblem]
+) -> dict[str, Any] | None:
+    """The parameters sent to the scorer: the spec's keys, each replaced by ``/config``'s when it has it.
+
+    This is the precedence of every other field (the synced document wins where it says something),
+    applied key by key, so a spec can add a parameter the scorer does not publish.  ``None`` when
+    there are none, so that the summary stays upstream's.
+    """
+    merged = {**spec, **synced}
+    if not merged:
+        return None
+    try:
+        size = params_size(merged)
+    except ValueError as exc:
+        problems.append(FieldProblem("spec.scoring.params", str(exc)))
+        return None
+    if size > MAX_SCORING_PARAMS_BYTES:
+        problems.append(
+            FieldProblem(
+                "spec.scoring.params",
+                f"the parameters are {size} bytes as JSON; at most {MAX_SCORING_PARAMS_BYTES} are sent",
+            )
+        )
+        return None
+    return merged
 
 
 def resolve(scorer: DynamicScorer) -> Resolution:
@@ -159,11 +192,9 @@ def resolve(scorer: DynamicScorer) -> Resolution:
     interval = _number(
         s_sc.params.interval if s_sc else None, sc_params.interval if sc_params else None, DEFAULT_INTERVAL
     )
-    if sc_params and (sc_params.model is not None or sc_params.horizon is not None):
-        notes.append(
-            "spec.scoring.params.model/horizon: accepted but not sent; "
-            "the scoring request carries only the series"
-        )
+    scoring_params = _scorer_params(
+        s_sc.params.extra_params if s_sc else {}, sc_params.scorer_params() if sc_params else {}, problems
+    )
 
     # Source.
     synced_query = s_src.params.query if s_src else ""
@@ -230,7 +261,13 @@ def resolve(scorer: DynamicScorer) -> Resolution:
                 sc_path = DEFAULT_SCORING_PATH
             scoring_endpoint = join_url(sc_host, sc_path)
 
-    notes.extend(dimension_format_notes(spec.score_dimension_format))
+    # With a list, the upstream key carries its first entry, so an upstream agent writes those items.
+    formats = spec.score_dimension_formats or [spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT]
+    if spec.score_dimension_formats:
+        for i, fmt in enumerate(formats):
+            notes.extend(dimension_format_notes(fmt, f"spec.scoreDimensionFormats[{i}]"))
+    else:
+        notes.extend(dimension_format_notes(spec.score_dimension_format))
     if problems:
         return Resolution(None, tuple(problems), tuple(notes))
 
@@ -255,13 +292,16 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             scoring_endpoint_auth_key=sc_key,
             location=spec.location,
             score_destination=spec.score_destination,
-            score_dimension_format=spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT,
+            score_dimension_format=formats[0],
             source_queries=queries if source_type == "Prometheus" else None,
             source_auth=src_auth.extension() if src_auth and source_type == "Prometheus" else None,
             scoring_auth=sc_auth.extension() if sc_auth else None,
             score_normalization=spec.score_normalization,
             valid_for_seconds=spec.valid_for_seconds,
             timeout_seconds=spec.timeout_seconds,
+            scoring_params=scoring_params,
+            missing_data_score=spec.missing_data.score if spec.missing_data else None,
+            score_dimension_formats=spec.score_dimension_formats,
         )
         if sources is not None:
             summary = with_sources(summary, sources, spec.on_source_error)

@@ -37,17 +37,20 @@ SUMMARY_SOURCES: Final[dict[str, tuple[str, ...]]] = {
     "scoreNormalization": ("scoreNormalization",),
     "validForSeconds": ("validForSeconds",),
     "timeoutSeconds": ("timeoutSeconds",),
+    # Every scoring.params key but name and interval (the CRD keeps unknown keys there).
+    "scoringParams": ("scoring.params.model", "scoring.params.horizon"),
+    "missingDataScore": ("missingData.score",),
+    "masked": (),  # the DynamicScoringConfig's masks under maskPolicy: Score
+    "scoreDimensionFormats": ("scoreDimensionFormats",),
     "sources": ("sources",),
     "onSourceError": ("onSourceError",),
 }
-"""Summary JSON key -> the ``spec`` paths it comes from (``()``: from metadata)."""
+"""Summary JSON key -> the ``spec`` paths it comes from (``()``: from metadata or the config)."""
 
 HUB_ONLY: Final[dict[str, str]] = {
     "description": "free text for humans",
     "configURL": "fetched by the hub (Full mode), /healthz probed at its origin; the scoring host fallback",
     "configSyncMode": "decides whether the synced /config takes part in the precedence",
-    "scoring.params.model": "the blog's scorer parameter; the scoring request carries no parameters",
-    "scoring.params.horizon": "the blog's scorer parameter; the scoring request carries no parameters",
     "clusterSelector": "decides which clusters receive the summary",
     "probe": "credentials, CA and timeout of the hub's own probes",
 }

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from addon.scorers.spellings import normalise_config_spec, normalise_scorer_spec
@@ -32,6 +32,7 @@ OnSourceError = Literal["Fail", "ScoreWithAvailable"]
 Location = Literal["Internal", "External"]
 Destination = Literal["AddOnPlacementScore", "None"]
 HealthStatus = Literal["Active", "Inactive", "Unknown"]
+MaskPolicy = Literal["Skip", "Score"]
 
 DEFAULT_DIMENSION_FORMAT = "${scoreName}"
 
@@ -97,12 +98,31 @@ class SourceEntrySpec(_Spec):
 
 
 class ScoringParamsSpec(_Spec):
-    """``spec.scoring.params``; ``model``/``horizon`` are the blog's and are not sent anywhere."""
+    """``spec.scoring.params``: the score name and interval, and the scorer's own parameters.
+
+    Every key other than ``name`` and ``interval`` (the blog's ``model`` and ``horizon``, or any
+    other the scorer documents) belongs to the scorer and is sent in each scoring request as
+    ``params``; the CRD keeps unknown keys here so that they reach the hub.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True, strict=True
+    )
 
     name: str | None = None
     interval: int | None = Field(default=None, ge=1)
     model: str | None = None
     horizon: int | None = None
+
+    def scorer_params(self) -> dict[str, Any]:
+        """The keys other than ``name`` and ``interval`` that are set, as written in the spec."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"name", "interval"}, exclude_none=True)
+
+
+class MissingDataSpec(_Spec):
+    """``spec.missingData``: the score written when the sources return no series (or a masked pair)."""
+
+    score: int = Field(ge=-100, le=100)
 
 
 class ScoringSpec(_Spec):
@@ -171,6 +191,8 @@ class DynamicScorerSpec(_Spec):
     score_normalization: ScoreNormalization | None = None
     valid_for_seconds: int | None = Field(default=None, ge=1)
     timeout_seconds: float | None = Field(default=None, gt=0)
+    missing_data: MissingDataSpec | None = None
+    score_dimension_formats: list[str] | None = Field(default=None, min_length=1)
     cluster_selector: LabelSelector | None = None
     probe: ProbeSpec | None = None
 
@@ -263,9 +285,21 @@ class Mask(_Spec):
 
 
 class DynamicScoringConfigSpec(_Spec):
-    """``spec`` of a DynamicScoringConfig after ``mask:`` was merged into ``masks:``."""
+    """``spec`` of a DynamicScoringConfig after ``mask:`` was merged into ``masks:``.
+
+    ``maskPolicy`` says what a mask does: ``Skip`` (the default, upstream's) leaves the pair out;
+    ``Score`` still sends it, marked ``masked``, so that the agent writes the scorer's
+    ``missingData.score`` instead of leaving a gap that Placement would read as 0.
+    """
 
     masks: list[Mask] = Field(default_factory=list)
+    mask_policy: MaskPolicy = "Skip"
+
+    @field_validator("mask_policy", mode="before")
+    @classmethod
+    def _policy_case(cls, value: Any) -> Any:
+        # The CRD also accepts the lowercase spelling (``maskPolicy: score``).
+        return value.capitalize() if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)
@@ -306,6 +340,8 @@ __all__ = [
     "LabelSelector",
     "Location",
     "Mask",
+    "MaskPolicy",
+    "MissingDataSpec",
     "OnSourceError",
     "ProbeSpec",
     "ScoringParamsSpec",

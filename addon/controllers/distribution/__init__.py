@@ -248,7 +248,7 @@ class Distribution:
         desired: dict[str, JSON] = {}
         result: Plan | None = None
         if parsed is not None:
-            result = plan(self._scorers(), parsed.spec.masks, clusters)
+            result = plan(self._scorers(), parsed.spec.masks, clusters, mask_policy=parsed.spec.mask_policy)
             encoded = payloads(result)
             for c in clusters:
                 if c.namespace:

@@ -149,7 +149,7 @@ FULL_SPEC: dict[str, Any] = {
     "scoring": {
         "host": "https://scorer:8443",
         "path": "/v2/score",
-        "params": {"name": "my_score", "interval": 45},
+        "params": {"name": "my_score", "interval": 45, "model": "linear", "horizon": 600},
         "auth": {
             "tokenSecretRef": {"name": "scorer", "key": "token"},
             "caSecretRef": {"name": "ca", "key": "ca.crt"},
@@ -158,6 +158,8 @@ FULL_SPEC: dict[str, Any] = {
     "scoreNormalization": {"min": 0, "max": 10},
     "validForSeconds": 300,
     "timeoutSeconds": 2.5,
+    "missingData": {"score": -100},
+    "scoreDimensionFormats": ["${scoreName}", "${node}"],
 }
 
 
@@ -178,7 +180,8 @@ def test_a_spec_with_every_field_set_fills_every_summary_field() -> None:
     ]
     assert empty == []
     # spec.source and spec.sources exclude each other (CEL rule): sources are checked on their own below.
-    assert set(summary.model_dump(mode="json")) == summary_keys() - {"sources", "onSourceError"}
+    # masked comes from the DynamicScoringConfig (maskPolicy: Score), never from a DynamicScorer.
+    assert set(summary.model_dump(mode="json")) == summary_keys() - {"sources", "onSourceError", "masked"}
     single = dict(
         FULL_SPEC, source=dict(FULL_SPEC["source"], params={"query": "up", "range": 600, "step": 30})
     )

@@ -227,8 +227,8 @@ def test_blog_cpu_predictor_resolves() -> None:
         "location": "Internal",
         "scoreDestination": "AddOnPlacementScore",
         "scoreDimensionFormat": "${scoreName}",
+        "scoringParams": {"model": "linear_regression", "horizon": 3600},  # sent to the scorer as params
     }
-    assert any("model/horizon" in n for n in res.notes)
     assert any("spec.source.endpoint" in n for n in res.notes)
 
 
