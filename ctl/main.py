@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ctl.explain import explain
 from ctl.record import record
 from ctl.replay import replay
 from ctl.scorer import scorer
@@ -23,6 +24,7 @@ def main() -> None:
 
 # Subcommands register here, one line each (keep them in this order).
 main.add_command(why)
+main.add_command(explain)
 main.add_command(record)
 main.add_command(replay)
 main.add_command(status)

@@ -1,0 +1,300 @@
+"""One scoring cycle, stage by stage, with the agent's own functions, writing nothing.
+
+``dynamic-scoring explain`` must show what the agent *would* do, so every stage calls what the
+agent calls: ``plan_summary`` checks the summary, ``resolve_credentials`` builds headers,
+``substitute`` fills ``${cluster}``, ``query_range`` fetches, ``label_series`` labels named
+sources, ``call_scorer`` posts the series, ``score_value`` and ``build_items`` turn results into
+items, ``valid_until`` dates them.  Two deliberate differences from a worker, both documented in
+docs/cli.md: one attempt per request (no retries, so a failure shows at once), and nothing is
+published.  The trace records what each stage saw (counts, bytes, seconds) so the command can
+print it; the stage that fails ends the trace with the agent's own error text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agent.auth import resolve_credentials
+from agent.errors import (
+    AgentError,
+    PrometheusRequestInvalid,
+    PrometheusResponseError,
+    PrometheusUnavailable,
+    ScorerUnavailable,
+    SecretNotFound,
+)
+from agent.http import ClientPool
+from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
+from agent.ports import SecretReader
+from agent.scoring.client import call_scorer
+from agent.scoring.dimensions import build_items, render_name
+from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
+from agent.settings import AgentSettings
+from agent.source.labelling import label_series
+from agent.source.placeholders import PlaceholderError, cluster_value, substitute, uses_placeholders
+from agent.source.prometheus import RangeWindow, query_range
+from dynamic_scoring.wire import ScorerSummary, ScoringResponse
+
+PREVIEW = 5
+"""Scorer results shown in the text output (JSON output shows them all)."""
+
+HINTS: dict[str, str] = {
+    "PrometheusQueryError": "fix the query (try it in the Prometheus UI over the same range)",
+    "PrometheusUnavailable": "check that Prometheus is up at that URL (--prometheus overrides it)",
+    "PrometheusTimeout": "the query is too slow for the timeout: narrow it, or raise spec.timeoutSeconds",
+    "PrometheusResponseError": "the endpoint is not a Prometheus query_range API, or the answer is too large",
+    "PrometheusRequestInvalid": "the source endpoint or a ${cluster} value cannot be sent; fix the URL",
+    "ScorerUnavailable": "start the scoring API, or check scoring.host / configURL",
+    "ScorerTimeout": "the scorer is slower than the timeout: speed it up, or raise spec.timeoutSeconds",
+    "ScorerHTTPError": "read the scorer's own log for this request; `dynamic-scoring scorer validate` helps",
+    "ScorerResponseInvalid": 'answer {"results": [{"metric": {...}, "score": n}]}',
+    "ScorerResponseTooLarge": "return fewer or smaller results",
+    "ScorerTooManyResults": "return at most 4096 results (the agent's limit)",
+    "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
+    "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
+    "AuthError": "check that the kubeconfig's user may read the Secret",
+    "InvalidSummary": "fix the named field of the DynamicScorer (the agent would refuse this summary)",
+}
+
+
+@dataclass
+class Query:
+    """One query as sent and what came back."""
+
+    source: str
+    index: int
+    query: str
+    endpoint: str
+    series: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    answered: bool = False
+    """False while in flight, and for the query a failure stopped at."""
+
+
+@dataclass
+class Item:
+    """One scorer result on its way to an item: raw, normalised, clamped, rounded, named."""
+
+    index: int
+    metric: dict[str, str]
+    raw: float
+    normalised: float | None
+    clamped: float | None
+    value: int | None
+    names: list[str]
+    problem: str = ""
+
+
+@dataclass
+class StageFailure:
+    """The stage that ended the cycle, with the agent's own error and what to do."""
+
+    stage: str
+    reason: str
+    message: str
+    hint: str
+    unreachable: bool
+
+
+@dataclass
+class Trace:
+    """Everything ``explain`` shows, filled stage by stage."""
+
+    cluster: str
+    summary: ScorerSummary
+    plan: ScorerPlan | None = None
+    window: dict[str, int] = field(default_factory=dict)
+    queries: list[Query] = field(default_factory=list)
+    response: ScoringResponse | None = None
+    score_seconds: float = 0.0
+    items: list[Item] = field(default_factory=list)
+    published: list[tuple[str, int]] = field(default_factory=list)
+    collisions: dict[str, list[int]] = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)
+    clamped: int = 0
+    valid_until: datetime | None = None
+    failure: StageFailure | None = None
+
+
+class FileTokens:
+    """``SecretReader`` over ``--token-file NAME/KEY=PATH`` options, then an optional cluster reader.
+
+    Tokens come from files or Secrets only, never from the command line itself (shell history and
+    ``ps`` would show them), and never appear in any output.
+    """
+
+    def __init__(self, files: Mapping[tuple[str, str], Path], fallback: SecretReader | None = None) -> None:
+        self._files = dict(files)
+        self._fallback = fallback
+
+    async def read(self, name: str, key: str) -> bytes:
+        """The file's content (one trailing newline removed), else the fallback's answer."""
+        path = self._files.get((name, key))
+        if path is not None:
+            data = path.read_bytes()
+            return data[:-1] if data.endswith(b"\n") else data
+        if self._fallback is not None:
+            return await self._fallback.read(name, key)
+        raise SecretNotFound(f"secret {name!r} key {key!r} is referenced but was not given")
+
+
+def _fail(trace: Trace, stage: str, exc: AgentError | InvalidSummary) -> Trace:
+    reason = exc.reason if isinstance(exc, AgentError) else "InvalidSummary"
+    unreachable = isinstance(exc, PrometheusUnavailable | ScorerUnavailable)
+    hint = HINTS.get(reason, "")
+    trace.failure = StageFailure(stage, reason, str(exc), hint, unreachable)
+    return trace
+
+
+def _series_count(raw: Any) -> int:
+    return len(msgspec.json.decode(raw))
+
+
+def _labelled(raw: Any, source: str) -> bytes:
+    """``source=<name>`` on every series, as the worker labels a named source's answer."""
+    try:
+        return label_series(raw, source)[0]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise PrometheusResponseError(
+            f'source "{source}": data.result is not a list of series ({type(exc).__name__})', stage="fetch"
+        ) from exc
+
+
+async def _fetch(
+    trace: Trace,
+    plan: ScorerPlan,
+    secrets: SecretReader,
+    clients: ClientPool,
+    prometheus: str | None,
+    now: float,
+) -> list[Any]:
+    settings = AgentSettings()
+    out: list[Any] = []
+    for source in plan.sources:
+        if source.type != "Prometheus":
+            raise PrometheusRequestInvalid(
+                f"{source.display}: type {source.type} is pushed to the agent, explain cannot fetch it",
+                stage="fetch",
+            )
+        values: dict[str, str] = {}
+        if any(uses_placeholders(q) for q in source.queries):
+            try:
+                values["cluster"] = cluster_value(trace.cluster)
+            except PlaceholderError as exc:
+                raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
+        creds = await resolve_credentials(source.auth, source.legacy_secret, secrets, stage="fetch")
+        client = clients.client_for(creds.tls)
+        window = RangeWindow.ending_at(now, source.range, source.step)
+        trace.window = {"start": window.start, "end": window.end, "step": window.step}
+        endpoint = prometheus or source.endpoint
+        for index, written in enumerate(source.queries):
+            try:
+                query = substitute(written, values)
+            except PlaceholderError as exc:
+                raise PrometheusRequestInvalid(f"query #{index + 1}: {exc}", stage="fetch") from exc
+            entry = Query(source.name, index, query, endpoint)
+            trace.queries.append(entry)
+            began = time.monotonic()
+            raw = await query_range(
+                client,
+                endpoint,
+                query,
+                window,
+                index=index,
+                headers=creds.headers,
+                timeout=plan.timeout_seconds,
+                max_bytes=settings.max_source_bytes,
+            )
+            entry.seconds = time.monotonic() - began
+            entry.bytes = len(memoryview(raw))
+            entry.series = _series_count(raw)
+            entry.answered = True
+            out.append(_labelled(raw, source.name) if source.labelled else raw)
+    return out
+
+
+def _items(trace: Trace, plan: ScorerPlan, response: ScoringResponse) -> None:
+    summary = plan.summary
+    formats: list[str] = list(getattr(summary, "score_dimension_formats", None) or [plan.dimension_format])
+    spec = summary.score_normalization
+    for index, result in enumerate(response.results):
+        names = [
+            render_name(fmt, cluster=trace.cluster, score_name=plan.score_name, metric=result.metric)
+            for fmt in formats
+        ]
+        normalised = normalise(result.score, spec)
+        item = Item(index, dict(result.metric), result.score, normalised, None, None, names)
+        try:
+            item.value, _ = score_value(result.score, spec)
+            item.clamped = clamp(normalised)
+        except NonFiniteScore as exc:
+            item.problem = str(exc)
+        trace.items.append(item)
+        for name in names:
+            trace.collisions.setdefault(name, []).append(index)
+    trace.collisions = {n: i for n, i in trace.collisions.items() if len(i) > 1}
+    outcome = build_items(
+        response.results, fmt=formats, cluster=trace.cluster, score_name=plan.score_name, normalization=spec
+    )
+    trace.published = [(i.name, i.value) for i in outcome.items]
+    trace.rejected = [f"result {r.index}: {r.name!r}: {r.reason}" for r in outcome.rejected]
+    trace.clamped = outcome.clamped
+
+
+async def run_cycle(
+    summary: ScorerSummary,
+    cluster: str,
+    secrets: SecretReader,
+    *,
+    prometheus: str | None = None,
+    extra_ca_files: tuple[Path, ...] = (),
+) -> Trace:
+    """Run every stage of one cycle of ``summary`` for ``cluster`` and return what each saw."""
+    trace = Trace(cluster, summary)
+    try:
+        plan = plan_summary(summary)
+    except InvalidSummary as exc:
+        return _fail(trace, "summary", exc)
+    trace.plan = plan
+    settings = AgentSettings()
+    clients = ClientPool(extra_ca_files=extra_ca_files)
+    try:
+        now = time.time()
+        try:
+            series = await _fetch(trace, plan, secrets, clients, prometheus, now) if plan.fetch else []
+        except AgentError as exc:
+            return _fail(trace, "fetch", exc)
+        try:
+            creds = await resolve_credentials(
+                summary.scoring_auth, scoring_secret(plan), secrets, stage="score"
+            )
+            began = time.monotonic()
+            trace.response = await call_scorer(
+                clients.client_for(creds.tls),
+                summary.scoring_endpoint,
+                series,
+                headers=creds.headers,
+                timeout=plan.timeout_seconds,
+                max_bytes=settings.max_response_bytes,
+                max_results=settings.max_results,
+                params=getattr(summary, "scoring_params", None),
+            )
+            trace.score_seconds = time.monotonic() - began
+        except AgentError as exc:
+            return _fail(trace, "score", exc)
+        _items(trace, plan, trace.response)
+        trace.valid_until = valid_until(datetime.now(UTC), plan.interval, summary.valid_for_seconds)
+        return trace
+    finally:
+        await clients.aclose()
+
+
+__all__ = ["HINTS", "FileTokens", "Item", "Query", "StageFailure", "Trace", "run_cycle"]

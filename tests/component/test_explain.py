@@ -1,0 +1,185 @@
+"""``dynamic-scoring explain`` from a file, against the real Prometheus and real scorer processes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from ctl.main import main
+from tests.component.conftest import GAUGE, PromFixture
+from tests.component.harness import ScorerProcess, free_port
+
+pytestmark = [pytest.mark.component]
+
+
+def scorer_file(tmp_path: Path, spec: dict[str, Any]) -> Path:
+    path = tmp_path / "scorer.yaml"
+    obj = {
+        "apiVersion": "dynamic-scoring.open-cluster-management.io/v1alpha1",
+        "kind": "DynamicScorer",
+        "metadata": {"name": "cpu", "namespace": "dynamic-scoring"},
+        "spec": spec,
+    }
+    path.write_text(yaml.safe_dump(obj))
+    return path
+
+
+def prometheus_source(prometheus: PromFixture, query: str = GAUGE) -> dict[str, Any]:
+    host = prometheus.query_range_url.removesuffix("/api/v1/query_range")
+    return {"type": "Prometheus", "host": host, "params": {"query": query, "range": 3600, "step": 60}}
+
+
+def run(tmp_path: Path, path: Path, *extra: str) -> Result:
+    # No hub: KUBECONFIG names a missing file, so the current AddOnPlacementScore is not read.
+    env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    return CliRunner().invoke(
+        main, ["explain", "cpu", "--cluster", "cluster1", "--file", str(path), *extra], env=env
+    )
+
+
+def test_every_stage_of_a_cycle_is_shown_with_the_agents_numbers(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    path = scorer_file(
+        tmp_path,
+        {
+            "configSyncMode": "None",
+            "scoreDimensionFormat": "${node};${namespace};${pod}",
+            "scoreNormalization": {"min": 0, "max": 2},
+            "source": prometheus_source(prometheus),
+            "scoring": {"host": scorer.base, "path": "/mean/scoring", "params": {"name": "cpu_headroom"}},
+        },
+    )
+    result = run(tmp_path, path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+
+    origins = {f["field"]: (f["value"], f["from"]) for f in doc["summary"]["fields"]}
+    assert origins["scoreName"] == ("cpu_headroom", "spec")
+    assert origins["sourceQuery"] == (GAUGE, "spec")
+    assert origins["scoringInterval"] == (30, "default")
+    [query] = doc["fetch"]["queries"]
+    assert query["query"] == GAUGE and query["series"] == 3 and query["bytes"] > 1000
+    assert doc["fetch"]["window"]["end"] - doc["fetch"]["window"]["start"] == 3600
+    assert doc["score"]["results"] == 3
+    per_result = {
+        tuple(i["names"]): (i["raw"], i["normalised"], i["value"]) for i in doc["items"]["perResult"]
+    }
+    assert per_result[("node-1;team-a;web-2",)] == (1.5, 75.0, 75)
+    aps = doc["addOnPlacementScore"]
+    assert aps["name"] == "cpu-headroom" and aps["namespace"] == "cluster1" and aps["hubRead"] is False
+    assert aps["items"] == [
+        {"name": "node-1;team-a;web-1", "wouldWrite": 25},
+        {"name": "node-1;team-a;web-2", "wouldWrite": 75},
+        {"name": "node-2;team-b;db-1", "wouldWrite": 50},
+    ]
+
+    text = run(tmp_path, path)
+    assert text.exit_code == 0, text.output
+    assert "3 series" in text.output and "node-2;team-b;db-1" in text.output and "hub not read" in text.output
+
+
+def test_clamping_rounding_and_name_collisions_are_shown(scorer: ScorerProcess, tmp_path: Path) -> None:
+    # /outofrange answers 250, -300 and 42.5; with the default format all three name one item.
+    path = scorer_file(
+        tmp_path,
+        {"scoring": {"host": scorer.base, "path": "/outofrange/scoring", "params": {"name": "oor"}}},
+    )
+    result = run(tmp_path, path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["fetch"]["queries"] == []
+    items = doc["items"]
+    assert [(i["raw"], i["clamped"], i["value"]) for i in items["perResult"]] == [
+        (250.0, 100.0, 100),
+        (-300.0, -100.0, -100),
+        (42.5, 42.5, 43),
+    ]
+    assert items["collisions"] == {"oor": [0, 1, 2]}
+    assert items["clamped"] == 2
+    assert doc["addOnPlacementScore"]["items"] == [{"name": "oor", "wouldWrite": 43}]
+    assert "collision: 'oor' from results [0, 1, 2] (the last one wins)" in run(tmp_path, path).output
+
+
+def test_a_failing_query_stops_at_fetch_with_prometheus_own_error(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    path = scorer_file(
+        tmp_path,
+        {
+            "source": prometheus_source(prometheus, "sum(rate(x[5m])"),
+            "scoring": {"host": scorer.base, "path": "/mean/scoring"},
+        },
+    )
+    result = run(tmp_path, path)
+    assert result.exit_code == 1, result.output
+    assert "FAILED at fetch: PrometheusQueryError" in result.output
+    assert "bad_data" in result.output and "what to do: fix the query" in result.output
+    assert "3. score" not in result.output
+
+
+def test_prometheus_option_overrides_the_endpoint_and_unreachable_exits_3(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    path = scorer_file(
+        tmp_path,
+        {
+            "source": {
+                "type": "Prometheus",
+                "host": dead,
+                "params": {"query": GAUGE, "range": 600, "step": 60},
+            },
+            "scoring": {"host": scorer.base, "path": "/count/scoring"},
+        },
+    )
+    down = run(tmp_path, path)
+    assert down.exit_code == 3, down.output
+    assert "FAILED at fetch: PrometheusUnavailable" in down.output
+
+    rerouted = run(tmp_path, path, "--prometheus", prometheus.query_range_url, "-o", "json")
+    assert rerouted.exit_code == 0, rerouted.output
+    doc = json.loads(rerouted.output)
+    assert doc["fetch"]["queries"][0]["endpoint"] == prometheus.query_range_url
+    assert doc["score"]["answer"] == [{"metric": {"meta": "count"}, "score": 3.0}]
+
+
+def test_a_scorer_token_comes_from_a_file_and_is_never_printed(scorer: ScorerProcess, tmp_path: Path) -> None:
+    key = uuid.uuid4().hex
+    token = f"tok-{uuid.uuid4().hex}"
+    scorer.expect(key, {"Authorization": f"Bearer {token}"})
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    spec = {
+        "scoring": {
+            "host": scorer.base,
+            "path": f"/auth/{key}/scoring",
+            "auth": {"tokenSecretRef": {"name": "scorer-token", "key": "token"}},
+        }
+    }
+    path = scorer_file(tmp_path, spec)
+
+    missing = run(tmp_path, path)
+    assert missing.exit_code == 1, missing.output
+    assert "FAILED at score: SecretNotFound" in missing.output and "--token-file" in missing.output
+
+    given = run(tmp_path, path, "--token-file", f"scorer-token/token={token_file}", "-o", "json")
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.output)["score"]["results"] == 1
+    assert (
+        token not in given.output
+        and token not in run(tmp_path, path, "--token-file", f"scorer-token/token={token_file}").output
+    )
+
+
+def test_a_scorer_the_hub_would_not_distribute_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = scorer_file(tmp_path, {"source": {"type": "Prometheus", "params": {"query": "up"}}})
+    result = run(tmp_path, path)
+    assert result.exit_code == 1
+    assert "spec.source.host" in result.output and "spec.scoring.host" in result.output

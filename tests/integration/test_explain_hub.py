@@ -1,0 +1,129 @@
+"""``dynamic-scoring explain`` reading the DynamicScorer and the current AddOnPlacementScore from the hub.
+
+The scorer is a real HTTP process on loopback (the component tier's ``scorer_app.py``); the hub is
+the session control plane.  The AddOnPlacementScore is shaped directly, as the agent writes it,
+with an expired ``validUntil`` and an item the scorer no longer returns, so the comparison has
+every kind of row; the test also checks that explain wrote nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctl.main import main
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.procs import wait_until
+from tests.component.harness import ScorerProcess
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Client:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=15)
+    client.apply_yaml((REPO / "manifests" / "crds" / "dynamicscorers.yaml").read_text())
+
+    def served() -> bool:
+        try:
+            client.items(DS_V1A1, "DynamicScorer", "default")
+        except Exception:
+            return False
+        return True
+
+    wait_until(served, timeout=30, what="the DynamicScorer CRD served")
+    return client
+
+
+@pytest.fixture
+def static_scorer(tmp_path: Path) -> Iterator[ScorerProcess]:
+    proc = ScorerProcess("explain-scorer", tmp_path).start()
+    yield proc
+    proc.stop()
+
+
+def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
+    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess
+) -> None:
+    assert control_plane.hub is not None
+    tag = uuid.uuid4().hex[:6]
+    ns, cluster = f"ex-{tag}-ds", f"ex-{tag}-c1"
+    for name in (ns, cluster):
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        hub.apply(
+            {
+                "apiVersion": DS_V1A1,
+                "kind": "DynamicScorer",
+                "metadata": {"name": "gpu", "namespace": ns},
+                "spec": {
+                    "configSyncMode": "None",
+                    "scoreDimensionFormat": "${app}-${device}",
+                    "scoring": {
+                        "host": static_scorer.base,
+                        "path": "/static/scoring",
+                        "params": {"name": "gpu_fit"},
+                    },
+                },
+            }
+        )
+        aps = hub.apply(
+            {
+                "apiVersion": APS_V1A1,
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": "gpu-fit", "namespace": cluster},
+            }
+        )
+        expired = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        aps = hub.patch_status(
+            aps,
+            {
+                "validUntil": expired,
+                "scores": [{"name": "app01-all", "value": 70}, {"name": "old", "value": 5}],
+            },
+        )
+        before = aps["metadata"]["resourceVersion"]
+
+        kubeconfig = str(control_plane.hub.admin_kubeconfig)
+        result = CliRunner().invoke(
+            main, ["explain", "gpu", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig, "-o", "json"]
+        )
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.output)["addOnPlacementScore"]
+        assert doc["hubRead"] is True and doc["hubExpired"] is True and doc["hubValidUntil"] == expired
+        rows = {r["name"]: (r["hub"], r["wouldWrite"], r["change"]) for r in doc["items"]}
+        assert rows == {
+            "app01-all": (70, 80, "changed"),
+            "app02-all": (None, 80, "new"),
+            "app01-3g.48gb": (None, 60, "new"),
+            "app02-3g.48gb": (None, 55, "new"),
+            "old": (5, None, "gone"),
+        }
+        text = CliRunner().invoke(
+            main, ["explain", "gpu", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
+        )
+        assert "expired: Placement ignores these scores" in text.output, text.output
+        after = hub.get(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
+        assert after["metadata"]["resourceVersion"] == before
+
+        missing = CliRunner().invoke(
+            main, ["explain", "nope", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
+        )
+        assert missing.exit_code == 1 and f"DynamicScorer {ns}/nope not found" in missing.output
+    finally:
+        hub.delete(DS_V1A1, "DynamicScorer", "gpu", ns)
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
+        for name in (ns, cluster):
+            hub.delete("v1", "Namespace", name)
