@@ -13,8 +13,9 @@ A cluster without the addon enabled is listed, not counted as a problem: enablin
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,11 +321,12 @@ def to_json(fleet: Fleet, now: dt.datetime) -> JSON:
     }
 
 
-def watch(draw: Any, interval: float) -> None:
+def watch(draw: Callable[[], str], interval: float) -> None:
     """Redraw in place every `interval` seconds until Ctrl-C; a failed read is shown, not fatal."""
     try:
         while True:
-            click.echo(CLEAR + draw(), nl=True)
+            sys.stdout.write(CLEAR + draw() + "\n")  # as is: click.echo strips escapes off a pipe
+            sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
         return

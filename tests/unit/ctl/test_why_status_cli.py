@@ -63,3 +63,25 @@ def test_status_refuses_watch_with_json() -> None:
 
 def test_why_needs_a_placement() -> None:
     assert CliRunner().invoke(main, ["why"]).exit_code == 2
+
+
+def test_status_watch_survives_an_unreachable_hub_and_stops_on_ctrl_c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live view that loses the hub says so on every redraw and keeps going until Ctrl-C (exit 0)."""
+    redraws: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        redraws.append(seconds)
+        if len(redraws) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("ctl.status.time.sleep", sleep)
+    kubeconfig = kubeconfig_to(tmp_path, closed_port())
+    result = CliRunner().invoke(
+        main, ["status", "--watch", "--interval", "0.5", "--kubeconfig", str(kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    assert redraws == [0.5, 0.5]
+    assert result.output.count("\x1b[H\x1b[J") == 2
+    assert result.output.count("could not read the hub") == 2 and "retrying every 0.5s" in result.output
