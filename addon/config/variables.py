@@ -31,6 +31,7 @@ class Variables:
     metrics_bind_address: str = ":8080"
     max_concurrent_cycles: int = 8
     delete_install_namespace: bool = False
+    otlp_receiver_port: int | None = None  # None: no OTLP receiver, no port, no Service
 
     @property
     def metrics_port(self) -> int:
@@ -79,6 +80,12 @@ def _positive_int(value: str) -> object:
     return int(value)
 
 
+def _port(value: str) -> object:
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise ValueError("must be a port number from 1 to 65535, e.g. 4318")
+    return int(value)
+
+
 def _boolean(value: str) -> object:
     if value not in ("true", "false"):
         raise ValueError('must be "true" or "false"')
@@ -94,6 +101,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "MetricsBindAddress": ("metrics_bind_address", _bind_address),
     "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
     "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
+    "OtlpReceiverPort": ("otlp_receiver_port", _port),
 }
 
 

@@ -33,6 +33,7 @@ AGENT_TEMPLATES = (
     "agent/role.yaml.j2",
     "agent/proxy-ca.yaml.j2",
     "agent/deployment.yaml.j2",
+    "agent/otlp-service.yaml.j2",
 )
 HUB_KUBECONFIG_DIR = "/var/run/hub"
 PROXY_CA_DIR = "/etc/dynamic-scoring/proxy-ca"
@@ -101,6 +102,8 @@ def template_values(
         "metrics_port": v.metrics_port,
         "log_level": v.log_level,
         "max_concurrent_cycles": v.max_concurrent_cycles,
+        "otlp_port": v.otlp_receiver_port,
+        "otlp_service": f"{AGENT_DEPLOYMENT}-otlp",
         "node_selector": config.node_selector or {},
         "tolerations": config.tolerations or [],
         "proxy_env": proxy_env,

@@ -31,7 +31,7 @@ async def read_selected(
     if store is None:
         raise OtlpReceiverDisabled(
             "this agent's OTLP receiver is off (enable it with the AddOnDeploymentConfig variable "
-            "OTLP_RECEIVER, or --otlp-bind-address)"
+            "OtlpReceiverPort, or --otlp-bind-address)"
         )
 
     def render() -> list[bytes]:
