@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,20 @@ class Response:
 def _json(status: int, document: Any, extra: Headers | None = None) -> Response:
     body = document if isinstance(document, bytes) else json.dumps(document).encode()
     return Response(status, [("Content-Type", "application/json"), *(extra or [])], body)
+
+
+def _checked(index: int, item: Any) -> ScoreResult:
+    """One result as the agent will read it; a ``ScoreResult`` built without validation is re-checked.
+
+    ``ScoreResult.model_construct`` (or a mutated copy) skips pydantic, and a NaN score then goes out
+    as ``null``: the agent reads that as 0, a score nobody computed.
+    """
+    result = item if isinstance(item, ScoreResult) else ScoreResult.model_validate(item)
+    if not math.isfinite(result.score):
+        raise ValueError(f"results[{index}].score is not finite")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in result.metric.items()):
+        raise TypeError(f"results[{index}].metric: label names and values must be strings")
+    return result
 
 
 @dataclass
@@ -161,7 +176,7 @@ class ScorerApp:
         except RequestError as exc:
             return self._error(400, method, path, str(exc))
         try:
-            results = list(self.score(request))
+            results = [_checked(i, r) for i, r in enumerate(self.score(request))]
             response = ScoringResponse(results=results)
             payload = response.model_dump_json().encode()
         except (ValidationError, TypeError, ValueError) as exc:

@@ -156,7 +156,9 @@ def parse_request(body: bytes) -> ScoringRequest:
         data = []
     if not isinstance(data, list):
         raise RequestError("data: expected a list of series")
-    params = document.get("params") or {}
+    params = document.get("params")
+    if params is None:
+        params = {}
     if not isinstance(params, dict):
         raise RequestError("params: expected an object")
     return ScoringRequest([parse_series(i, item) for i, item in enumerate(data)], params)
