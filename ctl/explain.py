@@ -166,7 +166,9 @@ def _document(
     hub_until = ((current or {}).get("status") or {}).get("validUntil")
     parsed_until = parse_time(hub_until) if isinstance(hub_until, str) else None
     expired = parsed_until is not None and parsed_until <= datetime.now(UTC)
-    if trace.plan is not None and trace.response is not None:
+    if trace.no_data_default is not None:
+        doc["noData"] = {"missingDataScore": trace.no_data_default, "scorerCalled": False}
+    if trace.plan is not None and (trace.response is not None or trace.no_data_default is not None):
         doc["addOnPlacementScore"] = {
             "namespace": trace.cluster,
             "name": trace.plan.aps_name,
@@ -235,6 +237,9 @@ def _print_text(doc: dict[str, Any]) -> None:
             echo(f"   rejected: {line}")
         if items["clamped"]:
             echo(f"   {items['clamped']} score(s) clamped to [-100, 100]")
+    if "noData" in doc:
+        score = doc["noData"]["missingDataScore"]
+        echo(f"\n3. score: not called: the source returned no series, missingDataScore {score} is written")
     if "addOnPlacementScore" in doc:
         a = doc["addOnPlacementScore"]
         what = "would write" if a["publish"] else "would NOT write (scoreDestination None)"
@@ -363,7 +368,7 @@ def explain(
         )
     )
     current = None
-    if api is not None and trace.plan is not None and trace.response is not None:
+    if api is not None and trace.plan is not None and trace.published:
         current = _current_aps(api, cluster, trace.plan.aps_name)
     doc = _document(trace, provenance(parsed), list(resolution.notes), current, api is not None)
     if output == "json":

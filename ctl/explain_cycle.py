@@ -4,10 +4,13 @@
 agent calls: ``plan_summary`` checks the summary, ``resolve_credentials`` builds headers,
 ``substitute`` fills ``${cluster}``, ``query_range`` fetches, ``label_series`` labels named
 sources, ``call_scorer`` posts the series, ``score_value`` and ``build_items`` turn results into
-items, ``valid_until`` dates them.  Two deliberate differences from a worker, both documented in
-docs/cli.md: one attempt per request (no retries, so a failure shows at once), and nothing is
-published.  The trace records what each stage saw (counts, bytes, seconds) so the command can
-print it; the stage that fails ends the trace with the agent's own error text.
+items (or ``default_item_names`` names the ``missingDataScore`` items when no series came back,
+and the scorer is not called, as in the worker), ``valid_until`` dates them.
+
+Two deliberate differences from a worker, both documented in docs/cli.md: one attempt per request
+(no retries, so a failure shows at once), and nothing is published.  The trace records what each
+stage saw (counts, bytes, seconds) so the command can print it; the stage that fails ends the
+trace with the agent's own error text.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from agent.errors import (
 from agent.http import ClientPool
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
 from agent.ports import SecretReader
-from agent.scoring.client import call_scorer
-from agent.scoring.dimensions import build_items, render_name
+from agent.scoring.client import call_scorer, has_series
+from agent.scoring.dimensions import build_items, default_item_names, render_name
 from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
 from agent.settings import AgentSettings
 from agent.source.labelling import label_series
@@ -121,6 +124,8 @@ class Trace:
     rejected: list[str] = field(default_factory=list)
     clamped: int = 0
     valid_until: datetime | None = None
+    no_data_default: int | None = None
+    """Set when no series came back and ``missingDataScore`` replaced the scorer's answer."""
     failure: StageFailure | None = None
 
 
@@ -223,7 +228,7 @@ async def _fetch(
 
 def _items(trace: Trace, plan: ScorerPlan, response: ScoringResponse) -> None:
     summary = plan.summary
-    formats: list[str] = list(getattr(summary, "score_dimension_formats", None) or [plan.dimension_format])
+    formats = list(summary.dimension_formats)
     spec = summary.score_normalization
     for index, result in enumerate(response.results):
         names = [
@@ -272,6 +277,14 @@ async def run_cycle(
             series = await _fetch(trace, plan, secrets, clients, prometheus, now) if plan.fetch else []
         except AgentError as exc:
             return _fail(trace, "fetch", exc)
+        if plan.fetch and summary.missing_data_score is not None and not has_series(series):
+            # The worker's rule: no series and a stated default means the scorer is not called.
+            score = summary.missing_data_score
+            names = default_item_names(summary.dimension_formats, cluster=cluster, score_name=plan.score_name)
+            trace.no_data_default = score
+            trace.published = [(n, score) for n in names]
+            trace.valid_until = valid_until(datetime.now(UTC), plan.interval, summary.valid_for_seconds)
+            return trace
         try:
             creds = await resolve_credentials(
                 summary.scoring_auth, scoring_secret(plan), secrets, stage="score"
@@ -285,7 +298,7 @@ async def run_cycle(
                 timeout=plan.timeout_seconds,
                 max_bytes=settings.max_response_bytes,
                 max_results=settings.max_results,
-                params=getattr(summary, "scoring_params", None),
+                params=summary.scoring_params,
             )
             trace.score_seconds = time.monotonic() - began
         except AgentError as exc:

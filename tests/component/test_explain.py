@@ -183,3 +183,25 @@ def test_a_scorer_the_hub_would_not_distribute_is_refused_naming_the_field(tmp_p
     result = run(tmp_path, path)
     assert result.exit_code == 1
     assert "spec.source.host" in result.output and "spec.scoring.host" in result.output
+
+
+def test_no_series_with_a_missing_data_score_writes_the_default_without_calling_the_scorer(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    path = scorer_file(
+        tmp_path,
+        {
+            "missingData": {"score": -20},
+            "scoreDimensionFormats": ["${scoreName}", "${cluster}-${pod}"],
+            "source": prometheus_source(prometheus, f'{GAUGE}{{pod="no-such-pod"}}'),
+            "scoring": {"host": scorer.base, "path": "/status/500/scoring", "params": {"name": "nodata"}},
+        },
+    )
+    result = run(tmp_path, path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["fetch"]["queries"][0]["series"] == 0
+    assert doc["noData"] == {"missingDataScore": -20, "scorerCalled": False}
+    assert "score" not in doc  # /status/500 would have failed the cycle had it been called
+    assert doc["addOnPlacementScore"]["items"] == [{"name": "nodata", "wouldWrite": -20}]
+    assert "missingDataScore -20 is written" in run(tmp_path, path).output
