@@ -81,7 +81,7 @@ def _result(v: pm.ClusterVerdict) -> str:
 
 def _header(e: pm.Explanation) -> list[str]:
     number = "all" if e.number_of_clusters is None else str(e.number_of_clusters)
-    weights = ", ".join(f"{n}x{w}" for n, w in e.weights) or "none"
+    weights = ", ".join(f"{n} ({w})" for n, w in e.weights) or "none"
     pages = ", ".join(e.decision_pages) or "none"
     lines = [
         f"Placement {e.namespace}/{e.name}   mode {e.mode}   numberOfClusters {number}",
@@ -102,7 +102,7 @@ def render_table(e: pm.Explanation) -> str:
     rows = [head]
     for v in e.clusters:
         by_name = {s.name: s for s in v.scores}
-        cells = [f"{by_name[n].score}x{by_name[n].weight}" if n in by_name else "-" for n in names]
+        cells = [f"{by_name[n].score}*{by_name[n].weight}" if n in by_name else "-" for n in names]
         rows.append(
             [
                 v.name,
