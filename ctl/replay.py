@@ -25,9 +25,7 @@ address is served with a warning on stderr.
 
 from __future__ import annotations
 
-import bisect
 import ipaddress
-import json
 import logging
 import math
 import threading
@@ -40,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import click
+import msgspec
 
 from ctl.output import ExitCode, fail
 from ctl.recording import Recording, RecordingError, load
@@ -136,14 +135,20 @@ class Replay:
         if found is None:
             raise QueryError(f"no recording for query {query!r} (recorded: {len(self._by_query)} queries)")
         offset = math.floor(self.clock()) - found.newest if found.newest > -math.inf else 0.0
-        instants = [start + k * step for k in range(int((end - start) // step) + 1)]
+        # Evaluation instants in recorded time, and how each is printed, computed once per request.
+        count = int((end - start) // step) + 1
+        instants = [(start + k * step - offset, _timestamp(start + k * step)) for k in range(count)]
         result = []
         for series in found.series:
+            times, values = series.times, series.values
             points: list[list[Any]] = []
-            for t in instants:
-                i = bisect.bisect_right(series.times, t - offset) - 1
-                if i >= 0 and series.times[i] + offset > t - LOOKBACK:
-                    points.append([_timestamp(t), series.values[i]])
+            i = -1
+            for recorded, stamp in instants:
+                # Instants only grow, so the latest sample at or before each one only moves forward.
+                while i + 1 < len(times) and times[i + 1] <= recorded:
+                    i += 1
+                if i >= 0 and times[i] > recorded - LOOKBACK:
+                    points.append([stamp, values[i]])
             if points:
                 result.append({"metric": series.metric, "values": points})
         return {"status": "success", "data": {"resultType": "matrix", "result": result}}
@@ -161,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        body = msgspec.json.encode(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
