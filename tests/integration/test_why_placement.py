@@ -2,7 +2,7 @@
 
 The test shapes what the scheduler reads directly (AddOnPlacementScores, a taint on cluster1, a
 label on cluster2) instead of running agents: it is about `why`, not about how scores get there.
-Six Placements are created at once, so the controller schedules them in parallel; for each, the
+Eight Placements are created at once, so the controller schedules them in parallel; for each, the
 test waits until the real PlacementDecision names the clusters worked out by hand, then runs
 `why` and checks it agrees (exit 0) and gives the right reason for every cluster.  Everything is
 created in namespaces of its own and removed afterwards; the taint and the label on the shared
@@ -85,6 +85,24 @@ PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
             tolerations=TOLERATE,
         ),
         ["cluster2"],
+    ),
+    # no cut; one cluster per decision group: two groups, two PlacementDecision pages
+    "groups": (
+        exact(
+            tolerations=TOLERATE,
+            decisionStrategy={"groupStrategy": {"clustersPerDecisionGroup": 1}},
+        ),
+        ["cluster1", "cluster2"],
+    ),
+    # Additive: Balance 1 and Steady 1 join the AddOn score (80 vs 20), which decides by a wide margin
+    "additive": (
+        {
+            "clusterSets": ["global"],
+            "numberOfClusters": 1,
+            "tolerations": TOLERATE,
+            "prioritizerPolicy": {"mode": "Additive", "configurations": [addon("why-neg", "s", 1)]},
+        },
+        ["cluster1"],
     ),
 }
 
@@ -294,3 +312,22 @@ def test_why_exits_1_naming_the_clusters_when_the_decision_disagrees(
     assert "verdict: DISAGREES with the PlacementDecisions on cluster1, cluster2" in out
     assert "cluster2: DISAGREES: not selected: rank 2, total 20" in out
     assert "scheduling is disabled by annotation" in out
+
+
+def test_decision_groups_and_pages_match_the_controllers(control_plane: ControlPlane, world: Client) -> None:
+    c = explained(control_plane, world, "groups")
+    assert (c["cluster1"]["expectedGroup"], c["cluster1"]["decidedGroup"]) == ([0, ""], [0, ""])
+    assert (c["cluster2"]["expectedGroup"], c["cluster2"]["decidedGroup"]) == ([1, ""], [1, ""])
+    code, out = why(control_plane, "groups", "-o", "json")
+    assert code == 0 and json.loads(out)["decisionPages"] == ["groups-decision-1", "groups-decision-2"], out
+
+
+def test_additive_mode_adds_balance_and_steady_as_the_controller_does(
+    control_plane: ControlPlane, world: Client
+) -> None:
+    c = explained(control_plane, world, "additive")
+    by_name = {s[0]: s for s in scores_of(c["cluster1"])}
+    assert sorted(by_name) == ["AddOn/why-neg/s", "Balance", "Steady"]
+    assert by_name["Steady"][1:3] == (100, 1) and by_name["Balance"][2] == 1
+    assert [s[1:3] for s in scores_of(c["cluster2"]) if s[0] == "Steady"] == [(0, 1)]
+    assert -100 <= by_name["Balance"][1] <= 100
