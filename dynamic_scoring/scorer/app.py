@@ -179,6 +179,8 @@ class ScorerApp:
             results = [_checked(i, r) for i, r in enumerate(self.score(request))]
             response = ScoringResponse(results=results)
             payload = response.model_dump_json().encode()
+        except RequestError as exc:  # the score function refused the request (e.g. a bad params value)
+            return self._error(400, method, path, str(exc))
         except (ValidationError, TypeError, ValueError) as exc:
             log.exception("the score function of %s returned an invalid result", display_name(self.name))
             return self._error(500, method, path, f"invalid result: {type(exc).__name__}")

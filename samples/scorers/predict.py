@@ -2,7 +2,10 @@
 
 For each series it fits an ordinary least-squares line to the window's points and evaluates it
 ``--horizon`` seconds (default: the scoring interval) after the last point
-(``Series.forecast`` of the scorer library); the forecast load is scored like the simple
+(``Series.forecast`` of the scorer library).  A DynamicScorer may choose per request with the blog's
+``scoring.params``: ``horizon`` (seconds, overrides ``--horizon``) and ``model`` (only
+``linear_regression`` is implemented; another name is refused with HTTP 400 rather than silently
+scored with the wrong model); the forecast load is scored like the simple
 scorer's, ``100 * clamp(1 - forecast / capacity, 0, 1)``.  A cluster whose load is climbing
 therefore loses points before it is busy, and one that is draining gains them early.  Run it with
 ``python -m samples.scorers.predict`` or the ``dynamic-scoring-sample-predict`` console script.
@@ -11,9 +14,11 @@ therefore loses points before it is busy, and one that is draining gains them ea
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
-from dynamic_scoring.scorer import ScoreResult, ScoringRequest, Series, result
+from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
+from dynamic_scoring.wire import display_name
 from samples.scorers.formulas import headroom_score
 from samples.scorers.server import Defaults, build_parser, run
 
@@ -35,9 +40,31 @@ def score_series(series: Series, capacity: float, horizon: float) -> float | Non
     return headroom_score(series.forecast(horizon), capacity)
 
 
+MODELS = ("linear_regression",)
+"""The ``params.model`` values this sample implements."""
+
+
+def horizon_for(request: ScoringRequest, default: float) -> float:
+    """The request's ``params.horizon`` when it sends one, else ``default``; checks ``params.model``.
+
+    Raises:
+        RequestError: ``model`` names a model this sample does not implement, or ``horizon`` is not
+            a non-negative finite number of seconds.
+    """
+    model = request.params.get("model", MODELS[0])
+    if model not in MODELS:
+        shown = display_name(str(model), 60)
+        raise RequestError(f"params.model: {shown!r} is not implemented; use one of {', '.join(MODELS)}")
+    value = request.params.get("horizon", default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise RequestError("params.horizon: expected a non-negative number of seconds")
+    return float(value)
+
+
 def score(request: ScoringRequest, capacity: float, horizon: float) -> list[ScoreResult]:
     """One result per series with points, its labels passed through for the dimension format."""
-    return [result(headroom_score(s.forecast(horizon), capacity), s.labels) for s in request.with_points()]
+    ahead = horizon_for(request, horizon)
+    return [result(headroom_score(s.forecast(ahead), capacity), s.labels) for s in request.with_points()]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

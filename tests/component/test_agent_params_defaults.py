@@ -6,13 +6,18 @@ API process on loopback; what the scorer received is read back from that process
 
 from __future__ import annotations
 
+import sys
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from agent.memory import MemoryPublisher
 from agent.ports import ScoreItem
 from agent.supervisor import Supervisor
+from e2e.procs import Proc, free_port, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, published, summary
 
@@ -129,3 +134,60 @@ async def test_several_formats_yield_one_item_each_and_report_a_collision(
         ScoreItem("web-2", 75),
     ]
     assert "1 duplicate item name(s)" in first.condition.message
+
+
+@pytest.fixture(scope="module")
+def predictor(component_dir: Path) -> Iterator[str]:
+    """The prediction sample (``python -m samples.scorers.predict``), capacity 100 cores, interval 30 s."""
+    port = free_port()
+    argv = [sys.executable, "-m", "samples.scorers.predict", "--port", str(port), "--capacity-cores", "100"]
+    root = Path(__file__).resolve().parents[2]
+    proc = Proc("sample-predict-params", argv, component_dir / "sample-predict-params.log", cwd=root)
+    proc.start()
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    try:
+        wait_until(healthy, timeout=30, what="the prediction sample's /healthz", proc=proc)
+        yield base
+    finally:
+        proc.stop()
+
+
+async def test_the_blogs_cpu_predictor_forecasts_at_the_horizon_its_params_name(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess, predictor: str
+) -> None:
+    # The test scorer's fake Prometheus answers one series, 2 then 4 cores a minute apart: a slope of
+    # 1/30 core per second.  Forecast at horizon h: 4 + h/30 cores; score 100 * (1 - load / 100).
+    key = uuid.uuid4().hex
+    common = {
+        "sourceType": "Prometheus",
+        "sourceEndpoint": scorer.url(f"/prom/{key}/api/v1/query_range"),
+        "sourceQuery": "load",
+        "sourceRange": 600,
+        "sourceStep": 60,
+        "scoreDimensionFormat": "${pod}",
+    }
+    blog = summary(
+        "cpu_predictor",
+        f"{predictor}/scoring",
+        scoringParams={"model": "linear_regression", "horizon": 600},
+        **common,
+    )
+    plain = summary("cpu_predictor_default", f"{predictor}/scoring", **common)
+    wrong = summary("cpu_predictor_lstm", f"{predictor}/scoring", scoringParams={"model": "lstm"}, **common)
+    await supervisor.apply([blog, plain, wrong])
+
+    first = (await published(publisher, "cpu_predictor"))[0]
+    assert first.items == [ScoreItem("from-fake-source", 76)], first.condition  # 4 + 600/30 = 24 cores
+    other = (await published(publisher, "cpu_predictor_default"))[0]
+    assert other.items == [ScoreItem("from-fake-source", 95)], other.condition  # one interval: 5 cores
+    refused = (await published(publisher, "cpu_predictor_lstm"))[0]
+    assert refused.items is None and refused.condition.status == "False"
+    assert "HTTP 400" in refused.condition.message and "params.model" in refused.condition.message
