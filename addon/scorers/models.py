@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from addon.scorers.spellings import normalise_config_spec, normalise_scorer_spec
-from dynamic_scoring.wire import EndpointAuth, ScoreNormalization, ScorerConfig, SecretKeyRef
+from dynamic_scoring.wire import EndpointAuth, OtelSpec, ScoreNormalization, ScorerConfig, SecretKeyRef
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
 VERSION = "v1alpha1"
@@ -95,6 +95,8 @@ class SourceEntrySpec(_Spec):
     range: int = Field(default=3600, ge=1)
     step: int = Field(default=60, ge=1)
     auth: SpecAuth | None = None
+    otel: OtelSpec | None = None
+    """Selectors of an OpenTelemetry source; the wire model, so the CRD and the summary agree."""
 
 
 class ScoringParamsSpec(_Spec):

@@ -85,6 +85,11 @@ def _entry(index: int, entry: SourceEntrySpec, out: SourcesOutcome) -> SourceSpe
         if not queries:
             out.problems.append((f"{where}.queries", f"at least one query is required ({entry.name})"))
             ok = False
+    if entry.type == "OpenTelemetry" and entry.otel is None and not queries:
+        out.problems.append(
+            (f"{where}.otel", f"an OpenTelemetry source needs otel.selectors or queries ({entry.name})")
+        )
+        ok = False
     if entry.step > entry.range:
         out.problems.append((f"{where}.step", f"step {entry.step}s is larger than range {entry.range}s"))
         ok = False
@@ -98,6 +103,7 @@ def _entry(index: int, entry: SourceEntrySpec, out: SourcesOutcome) -> SourceSpe
         queries=queries,
         range=entry.range,
         step=entry.step,
+        otel=entry.otel,
     )
 
 

@@ -17,6 +17,7 @@ from addon.scorers.models import parse_scorer
 from addon.scorers.spellings import canonical
 from dynamic_scoring.wire import (
     EndpointAuth,
+    OtelSpec,
     ScoreNormalization,
     ScorerConfig,
     ScorerSummary,
@@ -93,6 +94,7 @@ def _same_shape(crd: dict[str, Any], wire: dict[str, Any], defs: dict[str, Any],
         (EndpointAuth, "source.auth"),
         (EndpointAuth, "scoring.auth"),
         (EndpointAuth, "sources.auth"),
+        (OtelSpec, "sources.otel"),
         (ScoreNormalization, "scoreNormalization"),
     ],
 )
@@ -192,7 +194,13 @@ def test_a_spec_with_every_field_set_fills_every_summary_field() -> None:
     several = {k: v for k, v in FULL_SPEC.items() if k != "source"}
     several["onSourceError"] = "ScoreWithAvailable"
     several["sources"] = [
-        {"name": "a", "host": "http://prom:9090", "queries": ["up"], "auth": FULL_SPEC["source"]["auth"]}
+        {
+            "name": "a",
+            "host": "http://prom:9090",
+            "queries": ["up"],
+            "auth": FULL_SPEC["source"]["auth"],
+            "otel": {"selectors": [{"metric": "m"}]},  # read only for type OpenTelemetry, but carried
+        }
     ]
     scorer = parse_scorer(
         {"metadata": {"name": "s", "namespace": "hub"}, "spec": apply_defaults(SPEC, several)}
