@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from ctl.main import main
+from e2e.procs import Proc, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port
 
@@ -205,3 +208,38 @@ def test_no_series_with_a_missing_data_score_writes_the_default_without_calling_
     assert "score" not in doc  # /status/500 would have failed the cycle had it been called
     assert doc["addOnPlacementScore"]["items"] == [{"name": "nodata", "wouldWrite": -20}]
     assert "missingDataScore -20 is written" in run(tmp_path, path).output
+
+
+def test_full_mode_from_a_file_fetches_config_as_the_hub_does_and_says_so(
+    prometheus: PromFixture, tmp_path: Path
+) -> None:
+    port = free_port()
+    base = prometheus.query_range_url.removesuffix("/api/v1/query_range")
+    argv = [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port), "--prometheus-url", base]
+    argv += ["--query", GAUGE, "--score-name", "cpu_full", "--range", "600", "--step", "60"]
+    proc = Proc("sample-cpu", argv, tmp_path / "sample-cpu.log")
+    proc.start()
+    try:
+        wait_until(lambda: _healthy(f"http://127.0.0.1:{port}/healthz"), timeout=30, what="sample scorer up")
+        path = scorer_file(
+            tmp_path, {"configSyncMode": "Full", "configURL": f"http://127.0.0.1:{port}/config"}
+        )
+        result = run(tmp_path, path, "-o", "json")
+    finally:
+        proc.stop()
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    origins = {f["field"]: (f["value"], f["from"]) for f in doc["summary"]["fields"]}
+    assert origins["scoreName"] == ("cpu_full", "/config")
+    assert origins["sourceQuery"] == (GAUGE, "/config")
+    assert origins["sourceRange"] == (600, "/config")
+    assert origins["scoringEndpoint"][1] == "/config"
+    assert doc["fetch"]["queries"][0]["series"] == 3 and doc["score"]["results"] == 3
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
