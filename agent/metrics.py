@@ -238,6 +238,11 @@ class AgentMetrics:
         """Count one failed fetch from the named source ``source`` (bounded by the scorer's sources)."""
         self.source_failures.labels(score_name, source, reason).inc()
 
+    def forget_sources(self, score_name: str, sources: Iterable[str]) -> None:
+        """Drop the source-failure series of ``sources`` (removed from the scorer's summary)."""
+        for source in sources:
+            self.source_failures.remove_by_labels({"score_name": score_name, "source": source})
+
     def count_retry(self, score_name: str, stage: Stage) -> None:
         """Count one retry of a request after a transient failure."""
         self.retries.labels(score_name, stage).inc()

@@ -182,7 +182,14 @@ class ScorerWorker:
             self._task = asyncio.create_task(self._run(), name=f"scorer:{self.score_name}")
 
     def update(self, plan: ScorerPlan) -> None:
-        """Use ``plan`` from the next cycle on; a pending wait is re-timed to the new interval."""
+        """Use ``plan`` from the next cycle on; a pending wait is re-timed to the new interval.
+
+        Failure series of sources the new plan no longer has are dropped, so the ``source`` label
+        stays bounded by the scorer's current sources however often they are renamed.
+        """
+        gone = {s.name for s in self._plan.sources} - {s.name for s in plan.sources} - {""}
+        if gone:
+            self._ctx.metrics.forget_sources(plan.score_name, gone)
         self._plan = plan
         self._wake.set()
 

@@ -9,6 +9,7 @@ A source that fails is a loopback port with nothing listening.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -45,10 +46,13 @@ def central(prometheus: PromFixture) -> Iterator[PromFixture]:
     prometheus.exporter.set_gauge(OWN, {"node": "n9", "source": "node-exporter"}, 5.0)
 
     def loaded() -> bool:
-        return len(prometheus.server.query(LOAD)) == len(LOADS) and bool(prometheus.server.query(OWN))
+        # Held for 6 s already: a range query's last step (end = now in whole seconds, step 5 s) sees
+        # every series, not only those scraped before the truncated end.
+        at = time.time() - 6
+        return len(prometheus.server.query(LOAD, at)) == len(LOADS) and bool(prometheus.server.query(OWN, at))
 
     # Prometheus scrapes the exporter every second; wait for the condition, not for a time.
-    wait_until(loaded, timeout=30, what="Prometheus holding the central-store gauges", interval=0.1)
+    wait_until(loaded, timeout=40, what="Prometheus holding the central-store gauges", interval=0.2)
     yield prometheus
 
 
@@ -235,3 +239,24 @@ async def test_placeholder_outside_a_string_is_refused_before_any_query(
         "sources[0] (central).queries: query #1: ${cluster} stands in the expression" in r for r in reasons
     )
     assert "injected" not in supervisor.workers
+
+
+async def test_failure_series_of_a_removed_source_go_with_it(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    def failures(source: str) -> float | None:
+        labels = {"score_name": "renamed", "source": source, "reason": "PrometheusUnavailable"}
+        value: float | None = supervisor.metrics.registry.get_sample_value(
+            "dynamic_scoring_source_failures_total", labels
+        )
+        return value
+
+    old = summary("renamed", scorer.url("/mean/scoring"), sources=[down_source("old")])
+    await supervisor.apply([old])
+    await published(publisher, "renamed")
+    assert failures("old") == 1
+
+    new = summary("renamed", scorer.url("/mean/scoring"), sources=[down_source("new")])
+    report = await supervisor.apply([new])
+    assert report.updated == ["renamed"]
+    assert failures("old") is None  # the label stays bounded by the scorer's current sources
