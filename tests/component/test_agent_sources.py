@@ -241,6 +241,51 @@ async def test_placeholder_outside_a_string_is_refused_before_any_query(
     assert "injected" not in supervisor.workers
 
 
+async def test_each_source_sends_only_its_own_credentials(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key_a, key_b = uuid.uuid4().hex, uuid.uuid4().hex
+    secrets.set("source-a", "token", "token-for-a\n")
+    secrets.set("tenant", "id", "tenant-b")
+    scorer.expect(key_a, {"Authorization": "Bearer token-for-a"})
+    scorer.expect(key_b, {"X-Scope-OrgID": "tenant-b"})
+    path = f"/count/scoring?run={uuid.uuid4().hex}"
+    s = summary(
+        "two_tenants",
+        scorer.url(path),
+        sources=[
+            {
+                "name": "a",
+                "endpoint": scorer.url(f"/prom/{key_a}/api/v1/query_range"),
+                "queries": ["up"],
+                "range": 60,
+                "step": 30,
+                "auth": {"bearerTokenSecretRef": {"name": "source-a", "key": "token"}},
+            },
+            {
+                "name": "b",
+                "endpoint": scorer.url(f"/prom/{key_b}/api/v1/query_range"),
+                "queries": ["up"],
+                "range": 60,
+                "step": 30,
+                "auth": {
+                    "headers": [{"name": "X-Scope-OrgID", "secretKeyRef": {"name": "tenant", "key": "id"}}]
+                },
+            },
+        ],
+        scoreDimensionFormat="${meta}",
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "two_tenants"))[0]
+    assert first.condition.status == "True", first.condition
+    assert first.items == [ScoreItem("count", 2)]
+    to_b = scorer.requests(f"/prom/{key_b}/")[-1]["headers"]
+    assert "authorization" not in to_b  # a's token never goes to b
+    to_a = scorer.requests(f"/prom/{key_a}/")[-1]["headers"]
+    assert "x-scope-orgid" not in to_a
+    assert [x["source"] for x in received(scorer, path)] == ["a", "b"]
+
+
 async def test_failure_series_of_a_removed_source_go_with_it(
     supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
 ) -> None:
