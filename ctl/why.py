@@ -16,10 +16,16 @@ from typing import Any
 import click
 
 from ctl import placement_model as pm
-from ctl.hub import MANAGED_CLUSTER_SET_BINDINGS, MANAGED_CLUSTER_SETS, hub_api, kubeconfig_option, list_items
-from ctl.hub import unreachable as _unreachable
+from ctl.hub import (
+    MANAGED_CLUSTER_SET_BINDINGS,
+    MANAGED_CLUSTER_SETS,
+    hub_api,
+    kubeconfig_option,
+    list_all,
+    unreachable,
+)
 from ctl.output import ExitCode, emit_json, fail, output_option
-from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import (
     ADDON_PLACEMENT_SCORES,
     MANAGED_CLUSTERS,
@@ -28,39 +34,40 @@ from dynamic_scoring.kube.resources import (
 )
 
 
-def read_state(api: KubeAPI, namespace: str, name: str) -> pm.HubState:
-    """Everything the placement controller would read for this Placement, from the hub now."""
-    try:
-        placement = api.request("GET", PLACEMENTS.path(namespace, name))
-    except NotFound:
-        fail(
-            f"Placement {namespace}/{name} not found",
-            hint=f"kubectl get placements -n {namespace}",
-            code=ExitCode.USAGE,
-        )
-    except KubeError as exc:
-        _unreachable(exc, f"read Placement {namespace}/{name}")
+def load_placement(api: KubeAPI, namespace: str, name: str) -> JSON:
+    """The Placement; raises `NotFound` when it does not exist, `KubeError` when the hub cannot say."""
+    return api.request("GET", PLACEMENTS.path(namespace, name))
+
+
+def read_state(api: KubeAPI, placement: JSON) -> pm.HubState:
+    """Everything the placement controller would read for this Placement, from the hub now.
+
+    Raises `KubeError`, so a live view (the demo's) can show the failure and carry on; the
+    command turns it into exit 3.
+    """
+    meta = placement.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     try:
         weights = pm.prioritizer_weights(placement)
     except pm.Misconfigured:
         weights = []
     resources = sorted({c.resource for c, _ in weights if not c.builtin})
-    scores: dict[tuple[str, str], Any] = {}
+    scores: dict[tuple[str, str], JSON] = {}
     for resource in resources:
-        for aps in list_items(api, ADDON_PLACEMENT_SCORES, fieldSelector=f"metadata.name={resource}"):
-            meta = aps.get("metadata") or {}
-            scores[(str(meta.get("namespace")), str(meta.get("name")))] = aps
+        for aps in list_all(api, ADDON_PLACEMENT_SCORES, fieldSelector=f"metadata.name={resource}"):
+            aps_meta = aps.get("metadata") or {}
+            scores[(str(aps_meta.get("namespace")), str(aps_meta.get("name")))] = aps
     if any(c.builtin == pm.BALANCE for c, _ in weights):
-        decisions = list_items(api, PLACEMENT_DECISIONS)
+        decisions = list_all(api, PLACEMENT_DECISIONS)
     else:
-        decisions = list_items(
+        decisions = list_all(
             api, PLACEMENT_DECISIONS, namespace, labelSelector=f"{pm.PLACEMENT_LABEL}={name}"
         )
     return pm.HubState(
         placement=placement,
-        clusters=list_items(api, MANAGED_CLUSTERS),
-        cluster_sets=list_items(api, MANAGED_CLUSTER_SETS),
-        bindings=list_items(api, MANAGED_CLUSTER_SET_BINDINGS, namespace),
+        clusters=list_all(api, MANAGED_CLUSTERS),
+        cluster_sets=list_all(api, MANAGED_CLUSTER_SETS),
+        bindings=list_all(api, MANAGED_CLUSTER_SET_BINDINGS, namespace),
         scores=scores,
         decisions=decisions,
     )
@@ -209,7 +216,21 @@ def why(placement: str, namespace: str, cluster: str | None, kubeconfig: Path | 
     with the decision (or the Placement is misconfigured), 3 when the hub cannot be read.
     """
     api = hub_api(kubeconfig)
-    explanation = pm.explain(read_state(api, namespace, placement), dt.datetime.now(dt.UTC))
+    try:
+        obj = load_placement(api, namespace, placement)
+    except NotFound:
+        fail(
+            f"Placement {namespace}/{placement} not found",
+            hint=f"kubectl get placements -n {namespace}",
+            code=ExitCode.USAGE,
+        )
+    except KubeError as exc:
+        unreachable(exc, f"read Placement {namespace}/{placement}")
+    try:
+        state = read_state(api, obj)
+    except KubeError as exc:
+        unreachable(exc, f"read what Placement {namespace}/{placement} depends on")
+    explanation = pm.explain(state, dt.datetime.now(dt.UTC))
     only = None
     if cluster is not None:
         only = explanation.cluster(cluster)

@@ -22,11 +22,13 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from ctl.placement_model import Explanation, explain
 from ctl.status import Fleet, read_fleet
 from ctl.status import render as render_status
+from ctl.why import load_placement, read_state
 from dynamic_scoring.kube.api import KubeError
 from e2e.controlplane import ControlPlane, running, stop_recorded
-from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, SCORE, USER_NS, Mission, timed
+from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, USER_NS, Mission, timed
 from e2e.procs import StartupError
 
 RUN_DIR = Path(".e2e/demo")
@@ -35,22 +37,25 @@ CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to end: the view redraws in place
 
 def render(
     fleet: Fleet,
-    decision: list[str],
+    placement: Explanation,
     loads: dict[str, float],
     elapsed: float,
     notes: list[str],
     now: dt.datetime | None = None,
 ) -> str:
-    """The live view: `dynamic-scoring status` for the demo's clusters, plus the Placement's choice.
+    """The live view: `dynamic-scoring status` for the demo's clusters, plus `why` for the Placement.
 
     The table and the problems under it are `ctl.status.render`, the very text the `status`
-    command prints, so what the demo shows is what a user gets from the CLI on a real hub.
+    command prints; the Placement's lines are `why`'s one-line verdicts, computed as OCM's placement
+    controller computes them and checked against its PlacementDecision.  So what the demo shows is
+    what a user gets from the CLI on a real hub.
     """
-    chosen = ", ".join(decision) or "no cluster yet"
-    load = ", ".join(f"{c} {loads[c]:.1f} cores" for c in sorted(loads))
+    chosen = ", ".join(v.name for v in placement.clusters if v.decided) or "no cluster yet"
+    check = "agrees" if not placement.disagreements else "DISAGREES"
     extra = [
-        f"Placement {USER_NS}/{PLACEMENT} (the highest {SCORE}) chooses: {chosen}",
-        f"demo load: {load}",
+        f"Placement {placement.namespace}/{placement.name} chooses: {chosen}   (why: {check})",
+        *(f"  {v.name}: {v.verdict()}" for v in placement.clusters),
+        "demo load: " + ", ".join(f"{c} {loads[c]:.1f} cores" for c in sorted(loads)),
     ]
     lines = [
         f"dynamic-scoring demo  {elapsed:5.0f}s          Ctrl-C stops and tears everything down",
@@ -62,12 +67,13 @@ def render(
 
 def view(m: Mission, elapsed: float, notes: list[str]) -> str:
     """Read the hub now and render the live view (a failed read is shown, the demo goes on)."""
+    now = dt.datetime.now(dt.UTC)
     try:
         fleet = read_fleet(m.hub.api, CLUSTERS)
-        decision = m.decision()
+        state = read_state(m.hub.api, load_placement(m.hub.api, USER_NS, PLACEMENT))
     except KubeError as exc:
         return f"dynamic-scoring demo  {elapsed:5.0f}s  could not read the hub: {exc}"
-    return render(fleet, decision, {c: m.load_of(c) for c in CLUSTERS}, elapsed, notes)
+    return render(fleet, explain(state, now), {c: m.load_of(c) for c in CLUSTERS}, elapsed, notes, now)
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
