@@ -22,6 +22,7 @@ Translation:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from addon.scorers.models import DynamicScorerSpec, SourceEntrySpec, SpecAuth
@@ -29,6 +30,8 @@ from addon.scorers.urls import has_path, join_url, url_problem
 from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SecretKeyRef, SourceSpec
 
 DEFAULT_SOURCE_PATH = "/api/v1/query_range"
+MAX_SOURCES_BYTES = 256 * 1024
+"""Largest ``sources`` list (as JSON) one scorer may send: a quarter of the ConfigMap every scorer shares."""
 
 
 @dataclass
@@ -124,6 +127,15 @@ def resolve_sources(spec: DynamicScorerSpec) -> SourcesOutcome:
         wire = _entry(index, entry, out)
         if wire is not None:
             out.sources.append(wire)
+    size = len(json.dumps([s.model_dump(mode="json") for s in out.sources], separators=(",", ":")))
+    if size > MAX_SOURCES_BYTES:
+        # Every summary of a cluster shares one ConfigMap (1 MiB in etcd); one scorer must not fill it.
+        out.problems.append(
+            (
+                "spec.sources",
+                f"the sources are {size} bytes as JSON; at most {MAX_SOURCES_BYTES} are distributed",
+            )
+        )
     first = next((s for s in out.sources if s.type == "Prometheus"), None)
     if first is None:
         out.upstream = {"sourceType": "None"}
@@ -156,4 +168,4 @@ def with_sources(summary: ScorerSummary, outcome: SourcesOutcome, policy: str | 
     return ScorerSummary.model_validate(data)
 
 
-__all__ = ["SourcesOutcome", "entry_auth", "resolve_sources", "with_sources"]
+__all__ = ["MAX_SOURCES_BYTES", "SourcesOutcome", "entry_auth", "resolve_sources", "with_sources"]

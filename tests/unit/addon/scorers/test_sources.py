@@ -157,3 +157,11 @@ def test_problems_name_the_field_and_nothing_is_distributed(
     res = resolved(spec)
     assert res.summary is None
     assert any(p.field == field and message in p.message for p in res.problems), res.message
+
+
+def test_sources_too_large_for_the_shared_configmap_are_a_problem() -> None:
+    big = [dict(CENTRAL, name=f"s{i}", queries=["x" * 60_000] * 2) for i in range(3)]
+    res = resolved({"sources": big})
+    assert res.summary is None
+    assert [p.field for p in res.problems] == ["spec.sources"]
+    assert "at most 262144 are distributed" in res.message
