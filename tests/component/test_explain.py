@@ -243,3 +243,28 @@ def _healthy(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+def test_named_sources_and_the_cluster_placeholder_are_shown_as_sent(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    host = prometheus.query_range_url.removesuffix("/api/v1/query_range")
+    path = scorer_file(
+        tmp_path,
+        {
+            "scoreDimensionFormat": "${pod}",
+            "sources": [
+                {"name": "a", "host": host, "queries": [f'{GAUGE}{{namespace="team-a"}}'], "range": 600},
+                {"name": "b", "host": host, "queries": [f'{GAUGE}{{pod!="${{cluster}}"}}'], "range": 600},
+            ],
+            "scoring": {"host": scorer.base, "path": "/mean/scoring", "params": {"name": "multi"}},
+        },
+    )
+    result = run(tmp_path, path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    sent = [(q["source"], q["query"], q["series"]) for q in doc["fetch"]["queries"]]
+    assert sent == [("a", f'{GAUGE}{{namespace="team-a"}}', 2), ("b", f'{GAUGE}{{pod!="cluster1"}}', 3)]
+    assert {r["metric"].get("source") for r in doc["score"]["answer"]} == {"a", "b"}
+    assert doc["items"]["collisions"] == {"web-1": [0, 2], "web-2": [1, 3]}
+    assert {f["field"]: f["from"] for f in doc["summary"]["fields"]}["sourceEndpoint"] == "spec.sources"

@@ -103,12 +103,13 @@ def test_the_sources_extension_owns_every_source_field() -> None:
                 {
                     "name": "a",
                     "type": "Prometheus",
-                    "endpoint": "http://p:9090/api/v1/query_range",
+                    "host": "http://p:9090",
                     "queries": ["up"],
                 }
             ],
             "scoring": {"host": "http://s:1"},
         }
     )
+    assert ok(resolve(obj)).sources[0].name == "a"
     origins = provenance(obj)
     assert {origins[f] for f in ("sourceType", "sourceEndpoint", "sourceQuery")} == {"spec.sources"}
