@@ -536,6 +536,10 @@ class ScorerWorker:
             if reason == "NoData"
             else "the scorer is masked on this cluster (maskPolicy: Score)"
         )
+        if reason == "NoData" and self._failed_sources:
+            # Under ScoreWithAvailable the failed sources might have had the series: say so.
+            failed = ", ".join(src.name for src, _ in self._failed_sources)
+            why = f"the sources that answered returned no series (failed: {failed})"
         message = f"scorer {plan.summary.name or name}: {why}; wrote the missing-data score {score}"
         return PublishRequest(
             score_name=name,

@@ -191,3 +191,30 @@ async def test_the_blogs_cpu_predictor_forecasts_at_the_horizon_its_params_name(
     refused = (await published(publisher, "cpu_predictor_lstm"))[0]
     assert refused.items is None and refused.condition.status == "False"
     assert "HTTP 400" in refused.condition.message and "params.model" in refused.condition.message
+
+
+async def test_no_series_with_a_failed_source_names_the_failed_source(
+    supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/api/v1/query_range"
+    s = summary(
+        "gpu_partial",
+        scorer.url(f"/mean/scoring?{run_key()}"),
+        sources=[
+            {
+                "name": "empty",
+                "endpoint": prometheus.query_range_url,
+                "queries": [NO_SUCH_SERIES],
+                "range": 600,
+                "step": 60,
+            },
+            {"name": "down", "endpoint": closed, "queries": ["up"], "range": 600, "step": 60},
+        ],
+        onSourceError="ScoreWithAvailable",
+        missingDataScore=-100,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "gpu_partial"))[0]
+    assert first.items == [ScoreItem("gpu_partial", -100)], first.condition
+    assert first.condition.reason == "NoData"
+    assert "failed: down" in first.condition.message
