@@ -1,0 +1,313 @@
+"""``dynamic-scoring scorer validate`` against real scorers on loopback: the samples pass, broken ones don't.
+
+The samples run as processes (``python -m samples.scorers.<name>``), as users run them.  Each broken
+scorer is a real stdlib HTTP server in this process that gets one thing wrong; its test asserts the
+finding that names it, and a well-behaved server of the same kind yields none (so the tests can fail).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctl.main import main
+from dynamic_scoring.scorer.conformance import Checker, Report
+from e2e.procs import Proc, free_port, wait_until
+
+pytestmark = pytest.mark.component
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD_CONFIG: dict[str, Any] = {
+    "name": "broken",
+    "description": "",
+    "source": {
+        "type": "Prometheus",
+        "host": "",
+        "path": "/api/v1/query_range",
+        "params": {"query": "up", "range": 300, "step": 15},
+    },
+    "scoring": {"host": "", "path": "/scoring", "params": {"name": "broken", "interval": 30}},
+}
+
+Answer = tuple[int, bytes]
+
+
+def per_series(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"metric": s["metric"], "score": 50.0} for s in data]
+
+
+def answer(results: list[dict[str, Any]]) -> Answer:
+    return 200, json.dumps({"results": results}).encode()
+
+
+@dataclass
+class Behaviour:
+    """What the fake scorer does; the defaults are a scorer that conforms."""
+
+    healthz: int = 200
+    max_body: int | None = None  # larger scoring requests get a 500 (read, not decoded)
+    config: bytes = json.dumps(GOOD_CONFIG).encode()
+    score: Callable[[list[dict[str, Any]], str | None], Answer] = field(
+        default=lambda data, auth: answer(per_series(data))
+    )
+
+
+class FakeScorer:
+    """A real HTTP server on 127.0.0.1 answering as ``behaviour`` says."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path == "/healthz":
+                    self._send(behaviour.healthz, b"ok")
+                elif self.path == "/config":
+                    self._send(200, behaviour.config)
+                else:
+                    self._send(404, b"")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if behaviour.max_body is not None and len(body) > behaviour.max_body:
+                    self._send(500, b"out of memory")
+                    return
+                data = json.loads(body)["data"]
+                self._send(*behaviour.score(data, self.headers.get("Authorization")))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeScorer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+def run(behaviour: Behaviour, **options: Any) -> Report:
+    options = {"large": False, "repeats": 1, "timeout": 5.0, **options}
+    with FakeScorer(behaviour) as fake:
+        return Checker(fake.url, **options).run()
+
+
+def findings(report: Report) -> list[tuple[str, str, str]]:
+    return [(f.check, f.severity, f.seen) for f in report.findings]
+
+
+def test_a_conforming_fake_has_no_findings() -> None:
+    report = run(Behaviour())
+    assert report.findings == [] and report.ok
+    assert [lat.input for lat in report.latency] == ["empty", "small", "non-finite"]
+
+
+def slow(data: list[dict[str, Any]], auth: str | None) -> Answer:
+    if data:
+        time.sleep(1.5)
+    return answer(per_series(data))
+
+
+def rejects_non_finite(data: list[dict[str, Any]]) -> Answer:
+    # Like a scorer that calls float() and then chokes on the NaN Prometheus sent.
+    values = [float(v) for s in data for _, v in s["values"]]
+    if not all(math.isfinite(v) for v in values):
+        return 500, b"ValueError: math domain error"
+    return answer(per_series(data))
+
+
+def needs_token(data: list[dict[str, Any]], auth: str | None) -> Answer:
+    return (401, b"") if auth != "Bearer tok" else answer(per_series(data))
+
+
+BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
+    "healthz 503": (Behaviour(healthz=503), {}, ("healthz", "error", "GET /healthz answered HTTP 503")),
+    "config types": (
+        Behaviour(
+            config=json.dumps({**GOOD_CONFIG, "scoring": {"params": {"name": 7, "interval": "30"}}}).encode()
+        ),
+        {},
+        ("config", "error", "/config scoring.params.name: Input should be a valid string"),
+    ),
+    "config not json": (
+        Behaviour(config=b"<html>"),
+        {},
+        ("config", "error", "GET /config: the body is not JSON"),
+    ),
+    "config no score name": (
+        Behaviour(config=json.dumps({**GOOD_CONFIG, "scoring": {"path": "/scoring"}}).encode()),
+        {},
+        ("config", "error", "scoring.params.name is empty"),
+    ),
+    "nan score": (
+        Behaviour(score=lambda d, a: (200, b'{"results": [{"metric": {"pod": "p"}, "score": NaN}]}')),
+        {},
+        ("scoring:empty", "error", "empty input (0 series): results[0].score is nan"),
+    ),
+    "non-json": (
+        Behaviour(score=lambda d, a: (200, b"<html>oops</html>")),
+        {},
+        ("scoring:empty", "error", "empty input (0 series): the answer is not JSON"),
+    ),
+    "label object": (
+        Behaviour(score=lambda d, a: answer([{"metric": {"pod": {"name": "p"}}, "score": 1}])),
+        {},
+        ("scoring:empty", "error", "empty input (0 series): results[0].metric.pod is a dict"),
+    ),
+    "label numbers": (
+        Behaviour(score=lambda d, a: answer([{"metric": {"pod": i}, "score": 1} for i in range(len(d))])),
+        {},
+        ("scoring:small", "warning", "small input (3 series): label(s) pod are not strings"),
+    ),
+    "no dimension labels": (
+        Behaviour(score=lambda d, a: answer([{"metric": {"job": "x"}, "score": 1} for _ in d])),
+        {},
+        (
+            "scoring:small",
+            "warning",
+            "small input (3 series): 3 results with the same dimension labels "
+            "(node, namespace, pod, container, device, app, meta)",
+        ),
+    ),
+    "too many results": (
+        Behaviour(score=lambda d, a: answer([{"metric": {"pod": str(i)}, "score": 1} for i in range(5000)])),
+        {},
+        ("scoring:empty", "error", "empty input (0 series): 5000 results"),
+    ),
+    "non-finite input": (
+        Behaviour(score=lambda d, a: rejects_non_finite(d)),
+        {},
+        ("scoring:non-finite", "error", "POST /scoring with non-finite input (3 series) answered HTTP 500"),
+    ),
+    "slow": (
+        Behaviour(score=slow),
+        {"timeout": 0.5},
+        ("scoring:small", "error", "POST /scoring with small input (3 series): no answer within 0.5s"),
+    ),
+    "ignores the token": (
+        Behaviour(),
+        {"token": "tok"},
+        ("token", "error", "POST /scoring without a token answered 200"),
+    ),
+    "needs a token not given": (
+        Behaviour(score=needs_token),
+        {},
+        ("token", "error", "POST /scoring without a token answered HTTP 401"),
+    ),
+    "500 on large input": (
+        Behaviour(max_body=1 << 20),
+        {"large": True},
+        ("scoring:large", "error", "POST /scoring with large input (10000 series) answered HTTP 500"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_each_broken_scorer_gets_its_finding(case: str) -> None:
+    behaviour, options, expected = BROKEN[case]
+    report = run(behaviour, **options)
+    assert expected in findings(report), findings(report)
+    assert report.ok == (expected[1] == "warning")
+    assert all(f.fix for f in report.findings)
+
+
+def test_a_token_the_scorer_checks_passes() -> None:
+    assert run(Behaviour(score=needs_token), token="tok").findings == []
+
+
+# -- the samples, as processes, through the CLI ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def samples(component_dir: Path) -> Iterator[dict[str, str]]:
+    (component_dir / "validate-token").write_text("sample-token\n")
+    procs: dict[str, tuple[Proc, int]] = {}
+    for module, extra in (("cpu", []), ("predict", ["--token-file", str(component_dir / "validate-token")])):
+        port = free_port()
+        argv = [sys.executable, "-m", f"samples.scorers.{module}", "--port", str(port), *extra]
+        procs[module] = (
+            Proc(f"validate-{module}", argv, component_dir / f"validate-{module}.log", cwd=ROOT),
+            port,
+        )
+    try:
+        for proc, port in procs.values():
+            proc.start()
+            wait_until(lambda p=port: _healthy(p), timeout=30, what="/healthz", proc=proc)  # type: ignore[misc]
+        yield {m: f"http://127.0.0.1:{port}" for m, (_, port) in procs.items()}
+    finally:
+        for proc, _ in procs.values():
+            proc.stop()
+
+
+def _healthy(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def test_validate_passes_the_cpu_sample_with_the_large_input(samples: dict[str, str]) -> None:
+    result = CliRunner().invoke(main, ["scorer", "validate", samples["cpu"], "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["ok"] and report["config"]["name"] == "cpu_headroom"
+    assert [f["severity"] for f in report["findings"]] == [
+        "warning"
+    ]  # 10,000 results: over the agent's 4,096
+    sizes = {lat["input"]: lat for lat in report["latency"]}
+    assert sizes["large"]["series"] == 10_000 and sizes["small"]["requests"] == 5
+    assert all(lat["p50"] <= lat["max"] for lat in report["latency"])
+
+
+def test_validate_checks_the_predict_samples_token(samples: dict[str, str], component_dir: Path) -> None:
+    token = component_dir / "validate-token"
+    ok = CliRunner().invoke(
+        main, ["scorer", "validate", samples["predict"], "--token-file", str(token), "--no-large"]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert "conforms: 0 error(s), 0 warning(s)" in ok.output and "latency (seconds):" in ok.output
+    assert "sample-token" not in ok.output
+    without = CliRunner().invoke(main, ["scorer", "validate", samples["predict"], "--no-large"])
+    assert without.exit_code == 1
+    assert "ERROR   [token] POST /scoring without a token answered HTTP 401" in without.output
+    assert "fix: pass the token the agent will send (--token-file)" in without.output
+
+
+def test_validate_exit_codes_for_arguments_and_an_unreachable_scorer(tmp_path: Path) -> None:
+    runner = CliRunner()
+    unreachable = runner.invoke(main, ["scorer", "validate", f"http://127.0.0.1:{free_port()}"])
+    assert unreachable.exit_code == 3 and "Connection refused" in unreachable.output
+    assert runner.invoke(main, ["scorer", "validate", "ftp://x"]).exit_code == 2
+    (tmp_path / "empty").write_text("\n")
+    empty = runner.invoke(
+        main, ["scorer", "validate", "http://127.0.0.1:1", "--token-file", str(tmp_path / "empty")]
+    )
+    assert empty.exit_code == 2 and "empty" in empty.output
+    assert runner.invoke(main, ["scorer", "validate"]).exit_code == 2
+    assert runner.invoke(main, ["scorer", "validate", "http://x", "-o", "yaml"]).exit_code == 2
