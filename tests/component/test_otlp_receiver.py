@@ -61,7 +61,9 @@ class Agent:
 @pytest.fixture
 async def agent() -> AsyncIterator[Agent]:
     store = SeriesStore(max_series=50)
-    receiver = OtlpReceiver(store, port=0, max_body_bytes=1 * MIB, max_concurrent=1, read_timeout_seconds=10)
+    receiver = OtlpReceiver(
+        store, port=0, max_body_bytes=1 * MIB, max_concurrent=1, max_wait_seconds=0.2, read_timeout_seconds=10
+    )
     metrics = AgentMetrics(process_collectors=False)
     metrics.registry.register(OtlpTelemetry(store, receiver))
     publisher = MemoryPublisher()

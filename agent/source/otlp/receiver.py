@@ -2,8 +2,9 @@
 
 It runs on threads of its own, like the health server, so decoding a push never runs on the event
 loop the scoring cycles use; each request is also bounded (``max_body_bytes`` before and after
-inflation) and at most ``max_concurrent`` requests decode at once, the rest being answered 429
-with ``Retry-After``, so a burst of pushes costs bounded CPU and memory.  Connections are bounded
+inflation) and at most ``max_concurrent`` requests (one by default) decode at once; the others
+wait up to ``max_wait_seconds`` for their turn and are then answered 429 with ``Retry-After``, so
+a burst of pushes costs bounded CPU and memory.  Connections are bounded
 too (``max_connections``; the excess is closed at once).
 
 Answers follow the OTLP/HTTP specification: 200 with an ``ExportMetricsServiceResponse`` in the
@@ -81,6 +82,10 @@ class _Server(ThreadingHTTPServer):
             return
         super().process_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A pusher that resets its connection is routine; never a traceback on stderr.
+        logger.debug("OTLP connection from %s ended with an error", client_address, exc_info=True)
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
@@ -112,7 +117,9 @@ class OtlpReceiver:
         host: bind host; loopback by default, ``0.0.0.0`` in the Deployment.
         port: bind port (4318, OTLP/HTTP's registered port, in the Deployment).
         max_body_bytes: largest body accepted, compressed and after inflation.
-        max_concurrent: requests decoding at once; more are answered 429.
+        max_concurrent: requests decoding at once.  One: decoding holds the GIL, so a second
+            decoding thread adds no throughput, only more competition for the scoring cycles.
+        max_wait_seconds: how long a request waits for a decoding slot before it is answered 429.
         max_connections: open connections; more are closed at once.
         read_timeout_seconds: a connection idle (or a body stalled) this long is closed.
         on_ingest: called after each accepted request (tests and the benchmark count them).
@@ -125,7 +132,8 @@ class OtlpReceiver:
         host: str = "127.0.0.1",
         port: int = 4318,
         max_body_bytes: int = 16 * MIB,
-        max_concurrent: int = 2,
+        max_concurrent: int = 1,
+        max_wait_seconds: float = 2.0,
         max_connections: int = 64,
         read_timeout_seconds: float = 30.0,
         on_ingest: Callable[[IngestResult], None] | None = None,
@@ -136,6 +144,7 @@ class OtlpReceiver:
         self.read_timeout_seconds = read_timeout_seconds
         self._on_ingest = on_ingest
         self._decoding = threading.BoundedSemaphore(max_concurrent)
+        self.max_wait_seconds = max_wait_seconds
         self._count_lock = threading.Lock()
         self._connections = 0
         self.responses: Counter[int] = Counter({code: 0 for code in STATUS_CODES})
@@ -248,7 +257,7 @@ class OtlpReceiver:
             logger.warning("OTLP push from %s refused: %d bytes, limit %d", peer, length, self.max_body_bytes)
             self._error(handler, 413, f"the body exceeds {self.max_body_bytes} bytes", encoding, close=True)
             return
-        if not self._decoding.acquire(blocking=False):
+        if not self._decoding.acquire(timeout=self.max_wait_seconds):
             self._error(handler, 429, "the receiver is busy", encoding, {"Retry-After": "1"}, close=True)
             return
         try:

@@ -44,14 +44,17 @@ SWEEP_SECONDS = 10.0
 
 def format_value(value: float) -> str:
     """A sample value as Prometheus writes it: shortest round-trip decimal, no exponent."""
+    text = repr(value)
+    if text.endswith(".0"):
+        return text[:-2]
+    if "e" not in text and "n" not in text:  # the common case, without the checks below
+        return text
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
-    text = repr(value)
-    return format(Decimal(text), "f") if "e" in text else text
+    text = format(Decimal(text), "f")
+    return text[:-2] if text.endswith(".0") else text
 
 
 @dataclass
@@ -258,14 +261,15 @@ class SeriesStore:
         out = []
         for name, labels, kind, times, values in chosen:
             rated = selector.rate and kind != "gauge"
-            samples = []
-            for t in stamps:
-                if rated:
+            samples: list[list[int | str]]
+            if rated:
+                samples = []
+                for t in stamps:
                     value = _rate(times, values, t, step, lookback, kind)
-                else:
-                    value = _latest(times, values, t, lookback)
-                if value is not None:
-                    samples.append([t, format_value(value)])
+                    if value is not None:
+                        samples.append([t, format_value(value)])
+            else:
+                samples = _latest_per_stamp(times, values, stamps, lookback)
             if samples:
                 metric = dict(labels)
                 if not rated:
@@ -274,11 +278,22 @@ class SeriesStore:
         return msgspec.json.encode(out)
 
 
-def _latest(times: list[float], values: list[float], t: float, lookback: float) -> float | None:
-    i = bisect_right(times, t) - 1
-    if i < 0 or times[i] <= t - lookback:
-        return None
-    return values[i]
+def _latest_per_stamp(
+    times: list[float], values: list[float], stamps: range, lookback: float
+) -> list[list[int | str]]:
+    """Each stamp's latest point within the lookback, walking points and stamps together once."""
+    out: list[list[int | str]] = []
+    i, n = -1, len(times)
+    last_text, last_i = "", -2
+    for t in stamps:
+        while i + 1 < n and times[i + 1] <= t:
+            i += 1
+        if i < 0 or times[i] <= t - lookback:
+            continue
+        if i != last_i:  # a value repeated over several stamps is formatted once
+            last_text, last_i = format_value(values[i]), i
+        out.append([t, last_text])
+    return out
 
 
 def _rate(
