@@ -124,7 +124,9 @@ class ClusterStatus:
         for kind in MUST_BE_TRUE:
             cond = self.condition(kind)
             if cond is not None and cond.status != "True":
-                return "Unavailable" if kind == "Available" else f"{kind}={cond.status}"
+                if kind == "Available":
+                    return "Unavailable" if cond.status == "False" else "Unknown"
+                return f"{kind}={cond.status}"
         available = self.condition("Available")
         return "Available" if available is not None else "Pending"
 

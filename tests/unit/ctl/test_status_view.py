@@ -113,6 +113,15 @@ def test_manager_conditions_and_degraded_count_and_a_missing_available_is_said()
     )
 
 
+def test_an_unknown_availability_reads_unknown_and_is_a_problem() -> None:
+    unknown = ("Available", "Unknown", "ManagedClusterAddOnLeaseNotFound", "The status is unknown.")
+    fleet = st.build_fleet([mc("a")], [mca("a", unknown)], [])
+    assert fleet.clusters[0].health == "Unknown"
+    assert fleet.problems(NOW) == [
+        ("a", "addon Available=Unknown (ManagedClusterAddOnLeaseNotFound): The status is unknown.")
+    ]
+
+
 def test_only_narrows_and_many_items_are_cut_with_a_count() -> None:
     many = {f"pod{i}": i for i in range(8)}
     fleet = st.build_fleet(
