@@ -118,12 +118,40 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
         after = hub.get(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
         assert after["metadata"]["resourceVersion"] == before
 
+        # A referenced Secret not given by --token-file is read from the cluster, as the agent reads it.
+        key, token = uuid.uuid4().hex, f"tok-{uuid.uuid4().hex}"
+        static_scorer.expect(key, {"Authorization": f"Bearer {token}"})
+        hub.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "scorer-token", "namespace": ns},
+                "stringData": {"token": token},
+            }
+        )
+        auth = {"tokenSecretRef": {"name": "scorer-token", "key": "token"}}
+        hub.apply(
+            {
+                "apiVersion": DS_V1A1,
+                "kind": "DynamicScorer",
+                "metadata": {"name": "authd", "namespace": ns},
+                "spec": {
+                    "scoring": {"host": static_scorer.base, "path": f"/auth/{key}/scoring", "auth": auth}
+                },
+            }
+        )
+        args = ["explain", "authd", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
+        read = CliRunner().invoke(main, [*args, "--cluster-kubeconfig", kubeconfig, "--secret-namespace", ns])
+        assert read.exit_code == 0, read.output
+        assert "1 result(s)" in read.output and token not in read.output
+
         missing = CliRunner().invoke(
             main, ["explain", "nope", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
         )
         assert missing.exit_code == 1 and f"DynamicScorer {ns}/nope not found" in missing.output
     finally:
         hub.delete(DS_V1A1, "DynamicScorer", "gpu", ns)
+        hub.delete(DS_V1A1, "DynamicScorer", "authd", ns)
         hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
         for name in (ns, cluster):
             hub.delete("v1", "Namespace", name)
