@@ -14,6 +14,7 @@ expressions match the whole label value, as in PromQL.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ _RATE = re.compile(r"^\s*rate\s*\((.*)\)\s*$", re.DOTALL)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_:]")
 
 
+@functools.lru_cache(maxsize=8192)  # the same few attribute keys arrive on every point
 def sanitize_name(name: str) -> str:
     """A metric or label name as the receiver stores it, in Prometheus' legacy character set.
 
