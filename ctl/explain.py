@@ -25,7 +25,7 @@ from addon.scorers.probe import fetch_config
 from addon.scorers.provenance import provenance
 from agent.k8s.scores import parse_time
 from agent.k8s.secrets import KubeSecretReader
-from agent.ports import SecretReader
+from agent.ports import CONDITION_TYPE, SecretReader
 from ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable
 from ctl.output import ExitCode, emit_json, fail, output_option
@@ -181,6 +181,19 @@ def _document(
             if read_hub
             else [{"name": n, "wouldWrite": v} for n, v in trace.published],
         }
+    elif trace.plan is not None and trace.failure is not None:
+        # A failed cycle writes only the condition: the scores on the hub stay until validUntil.
+        hub_scores = ((current or {}).get("status") or {}).get("scores") or []
+        doc["addOnPlacementScore"] = {
+            "namespace": trace.cluster,
+            "name": trace.plan.aps_name,
+            "publish": trace.plan.publish,
+            "conditionOnly": {"type": CONDITION_TYPE, "status": "False", "reason": trace.failure.reason},
+            "hubRead": read_hub,
+            "hubValidUntil": hub_until,
+            "hubExpired": expired,
+            "items": [{"name": i.get("name"), "hub": i.get("value"), "change": "kept"} for i in hub_scores],
+        }
     if trace.failure is not None:
         f = trace.failure
         doc["failed"] = {"stage": f.stage, "reason": f.reason, "message": f.message, "hint": f.hint}
@@ -242,9 +255,21 @@ def _print_text(doc: dict[str, Any]) -> None:
         echo(f"\n3. score: not called: the source returned no series, missingDataScore {score} is written")
     if "addOnPlacementScore" in doc:
         a = doc["addOnPlacementScore"]
-        what = "would write" if a["publish"] else "would NOT write (scoreDestination None)"
-        echo(f"\n5. AddOnPlacementScore {a['namespace']}/{a['name']}: {what}, validUntil {a['validUntil']}")
-        if a["hubRead"]:
+        where = f"\n5. AddOnPlacementScore {a['namespace']}/{a['name']}"
+        if not a["publish"]:
+            echo(f"{where}: would NOT write (scoreDestination None)")
+        elif "conditionOnly" in a:
+            c = a["conditionOnly"]
+            echo(f"{where}: would write only the condition {c['type']}=False ({c['reason']})")
+            if a["hubRead"]:
+                state = ", expired: Placement ignores them" if a["hubExpired"] else ", until then"
+                echo(f"   the scores on the hub stay as they are (validUntil {a['hubValidUntil']}{state})")
+        else:
+            echo(f"{where}: would write, validUntil {a['validUntil']}")
+        if "conditionOnly" in a:
+            for row in a["items"]:
+                echo(f"   {row['name']:<50} hub {row['hub']!s:>5}  kept")
+        elif a["hubRead"]:
             state = " (expired: Placement ignores these scores)" if a["hubExpired"] else ""
             echo(f"   on the hub now: validUntil {a['hubValidUntil'] or '(no object)'}{state}")
             for row in a["items"]:
@@ -368,7 +393,7 @@ def explain(
         )
     )
     current = None
-    if api is not None and trace.plan is not None and trace.published:
+    if api is not None and trace.plan is not None:
         current = _current_aps(api, cluster, trace.plan.aps_name)
     doc = _document(trace, provenance(parsed), list(resolution.notes), current, api is not None)
     if output == "json":

@@ -13,6 +13,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -63,22 +64,17 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
     for name in (ns, cluster):
         hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     try:
-        hub.apply(
-            {
-                "apiVersion": DS_V1A1,
-                "kind": "DynamicScorer",
-                "metadata": {"name": "gpu", "namespace": ns},
-                "spec": {
-                    "configSyncMode": "None",
-                    "scoreDimensionFormat": "${app}-${device}",
-                    "scoring": {
-                        "host": static_scorer.base,
-                        "path": "/static/scoring",
-                        "params": {"name": "gpu_fit"},
-                    },
-                },
-            }
-        )
+        spec: dict[str, Any] = {
+            "configSyncMode": "None",
+            "scoreDimensionFormat": "${app}-${device}",
+            "scoring": {"host": static_scorer.base, "path": "/static/scoring", "params": {"name": "gpu_fit"}},
+        }
+        scorer_obj = {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScorer",
+            "metadata": {"name": "gpu", "namespace": ns},
+        }
+        hub.apply({**scorer_obj, "spec": spec})
         aps = hub.apply(
             {
                 "apiVersion": APS_V1A1,
@@ -117,6 +113,21 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
         assert "expired: Placement ignores these scores" in text.output, text.output
         after = hub.get(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
         assert after["metadata"]["resourceVersion"] == before
+
+        # A failing scorer: the agent would write only the condition, and the hub's scores stay.
+        spec["scoring"]["path"] = "/status/500/scoring"
+        hub.apply({**scorer_obj, "spec": spec})
+        failed = CliRunner().invoke(
+            main, ["explain", "gpu", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig, "-o", "json"]
+        )
+        assert failed.exit_code == 1, failed.output
+        kept = json.loads(failed.output)
+        assert kept["failed"]["stage"] == "score" and kept["failed"]["reason"] == "ScorerHTTPError"
+        assert kept["addOnPlacementScore"]["conditionOnly"]["reason"] == "ScorerHTTPError"
+        assert [(r["name"], r["hub"], r["change"]) for r in kept["addOnPlacementScore"]["items"]] == [
+            ("app01-all", 70, "kept"),
+            ("old", 5, "kept"),
+        ]
 
         # A referenced Secret not given by --token-file is read from the cluster, as the agent reads it.
         key, token = uuid.uuid4().hex, f"tok-{uuid.uuid4().hex}"
