@@ -1,0 +1,93 @@
+"""``--otlp-bind-address`` wires one store into the receiver, the supervisor and ``/metrics``.
+
+``build_agent`` connects to nothing until it serves, so a kubeconfig naming an unreachable server is
+enough to check the wiring; the receiver is a real one on loopback.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from agent.cli import build_agent, main
+from dynamic_scoring.kube.api import KubeAPI
+from tests.component.harness import summary
+
+pytestmark = [pytest.mark.component, pytest.mark.anyio]
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+async def test_the_flag_starts_a_receiver_whose_store_the_supervisor_configures(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    api = KubeAPI(config)
+    agent = build_agent(
+        hub=api,
+        managed=api,
+        cluster_name="cluster1",
+        addon_namespace="ns",
+        addon_name="dynamic-scoring",
+        bind=("127.0.0.1", 0),
+        otlp_bind=("127.0.0.1", 0),
+        otlp_max_series=7,
+    )
+    assert agent.otlp is not None
+    agent.otlp.start()
+    try:
+        s = summary(
+            "wired",
+            "http://127.0.0.1:9/score",
+            sourceType="OpenTelemetry",
+            sourceQuery="temp",
+            sourceRange=60,
+            sourceStep=10,
+            scoreDestination="None",
+        )
+        await agent.supervisor.apply([s])
+        point = {"timeUnixNano": str(time.time_ns()), "asDouble": 21.5}
+        body = {
+            "resourceMetrics": [
+                {"scopeMetrics": [{"metrics": [{"name": "temp", "gauge": {"dataPoints": [point]}}]}]}
+            ]
+        }
+        answer = httpx.post(f"http://127.0.0.1:{agent.otlp.port}/v1/metrics", json=body, timeout=10)
+        assert answer.status_code == 200
+        assert agent.otlp.store.series_held == 1  # selected because the supervisor told the store
+        text = agent.supervisor.metrics.exposition().decode()
+        assert "dynamic_scoring_otlp_series_held 1.0" in text
+        assert "dynamic_scoring_otlp_series_limit 7.0" in text
+    finally:
+        await agent.supervisor.close()
+        agent.otlp.stop()
+        agent.server.stop()
+
+
+def test_a_bad_otlp_bind_address_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    result = CliRunner().invoke(
+        main,
+        [
+            "--hub-kubeconfig",
+            str(config),
+            "--cluster-name",
+            "c1",
+            "--addon-namespace",
+            "x",
+            "--otlp-bind-address",
+            "4318",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--otlp-bind-address" in result.output
