@@ -288,6 +288,7 @@ class OtlpReceiver:
             self._on_ingest(result)
 
     def _ingest(self, body: bytes, content_encoding: str | None, encoding: Encoding) -> IngestResult:
+        self.store.wait_for_renders(self.max_wait_seconds)  # a scoring cycle's render goes first
         data = inflate(body, content_encoding, self.max_body_bytes)
         request = parse(data, encoding)
         return self.store.ingest(flatten(request))

@@ -108,6 +108,8 @@ class SeriesStore:
         self.max_points_per_series = max_points_per_series
         self._clock = clock
         self._lock = threading.Lock()
+        self._renders = 0
+        self._idle = threading.Condition()
         self._series: dict[tuple[str, Labels], _Series] = {}
         self._ignored: set[tuple[str, Labels]] = set()
         self._refused: set[tuple[str, Labels]] = set()
@@ -246,8 +248,27 @@ class SeriesStore:
 
     # -- rendering ------------------------------------------------------------------------------
 
+    def wait_for_renders(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds while a scoring cycle renders (the receiver calls it).
+
+        Rendering and decoding are both CPU work under one GIL; a cycle goes first, so a steady
+        stream of pushes delays a cycle's render by at most the one request already decoding.
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: self._renders == 0, timeout)
+
     def render(self, selector: Selector, window: RangeWindow) -> bytes:
         """The matrix (a JSON array of ``{"metric", "values"}``) of one selector over ``window``."""
+        with self._idle:
+            self._renders += 1
+        try:
+            return self._render(selector, window)
+        finally:
+            with self._idle:
+                self._renders -= 1
+                self._idle.notify_all()
+
+    def _render(self, selector: Selector, window: RangeWindow) -> bytes:
         with self._lock:
             chosen = [
                 (s.name, s.labels, s.kind, list(s.times), list(s.values))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.source.otlp.selection import parse_selector
+from agent.source.otlp.selection import Selector, parse_selector
 from agent.source.otlp.store import LOOKBACK_SECONDS, SeriesStore, format_value
 from agent.source.otlp.translation import Flattened, Kind, Point
 from agent.source.prometheus import RangeWindow
@@ -162,3 +163,28 @@ def test_old_and_out_of_order_points_are_dropped_and_counted() -> None:
 )
 def test_values_are_written_as_prometheus_writes_them(value: float, text: str) -> None:
     assert format_value(value) == text
+
+
+def test_decoding_waits_while_a_cycle_renders_and_resumes_when_it_ends() -> None:
+    s = store("g")
+    entered, release = threading.Event(), threading.Event()
+    original = s._render
+
+    def held(selector: Selector, window: RangeWindow) -> bytes:
+        entered.set()
+        release.wait(10)
+        return original(selector, window)
+
+    s._render = held  # type: ignore[method-assign]
+    renderer = threading.Thread(target=s.render, args=(parse_selector("g"), RangeWindow(0, 60, 60)))
+    renderer.start()
+    assert entered.wait(10)
+    waiter = threading.Thread(target=s.wait_for_renders, args=(10,))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive()  # the receiver holds back while the render runs
+    release.set()
+    waiter.join(10)
+    renderer.join(10)
+    assert not waiter.is_alive()
+    s.wait_for_renders(0)  # and nothing waits once no render runs
