@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,10 +19,12 @@ from click.testing import CliRunner
 from agent.errors import PrometheusQueryError
 from agent.source.prometheus import RangeWindow, query_range
 from ctl.main import main
-from ctl.recording import load
+from ctl.recording import RecordingFile, load
 from ctl.replay import Replay, ReplayServer
+from e2e.procs import wait_until
 from tests.component.conftest import GAUGE, PODS, PromFixture
 from tests.component.harness import free_port
+from tests.unit.ctl.test_record_replay import recording
 
 pytestmark = [pytest.mark.component]
 
@@ -112,3 +117,39 @@ def test_record_against_nothing_listening_exits_3(tmp_path: Path) -> None:
     assert result.exit_code == 3, result.output
     assert "PrometheusUnavailable" in result.output
     assert not out.exists()
+
+
+def test_the_replay_command_serves_until_interrupted(tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(RecordingFile(recordings=[recording("up", ["1", "2", "3"])]).dumps())
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-c",
+        "from ctl.main import main; main()",
+        "replay",
+        str(path),
+        "--listen",
+        f":{port}",
+    ]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/query_range"
+        wait_until(lambda: _answers(url), timeout=30, what="replay listening")
+        now = int(time.time())
+        # Every second, so the answer does not depend on which second the replay's "now" falls in.
+        answer = httpx.get(url, params={"query": "up", "start": now - 200, "end": now + 2, "step": 1}).json()
+        values = [v for _, v in answer["data"]["result"][0]["values"]]
+        assert [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v] == ["1", "2", "3"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"serving 1 queries at http://127.0.0.1:{port}/api/v1/query_range" in err and "stopped" in err
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url.replace("query_range", "status/buildinfo"), timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
