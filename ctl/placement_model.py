@@ -132,6 +132,7 @@ class Explanation:
     decision_pages: list[str]  # PlacementDecision names read
     misconfigured: str = ""
     warnings: list[str] = field(default_factory=list)
+    controller_says: list[str] = field(default_factory=list)  # the Placement's own status conditions
 
     @property
     def disagreements(self) -> list[ClusterVerdict]:
@@ -601,6 +602,10 @@ def explain(state: HubState, now: dt.datetime) -> Explanation:
         number_of_clusters=int(number) if number is not None else None,
         clusters=[],
         decision_pages=[name_of(pd) for pd in own],
+        controller_says=[
+            f"{c.get('type')}={c.get('status')} ({c.get('reason', '')}): {c.get('message', '')}"
+            for c in (placement.get("status") or {}).get("conditions") or []
+        ],
     )
     verdicts = {name: ClusterVerdict(name=name) for name in sorted(members)}
     for name in sorted(set(decided_now) - set(members)):  # decided, but no longer a candidate

@@ -96,6 +96,7 @@ def _header(e: pm.Explanation) -> list[str]:
         f"  prioritizers (weight): {weights}",
         f"  PlacementDecisions read: {pages}",
     ]
+    lines += [f"  controller: {c}" for c in e.controller_says]
     if e.misconfigured:
         lines.append(f"  MISCONFIGURED: {e.misconfigured} (the controller decides no cluster)")
     lines += [f"  note: {w}" for w in e.warnings]
@@ -167,6 +168,7 @@ def to_json(e: pm.Explanation, only: pm.ClusterVerdict | None = None) -> dict[st
         "prioritizers": [{"name": n, "weight": w} for n, w in e.weights],
         "decisionPages": e.decision_pages,
         "misconfigured": e.misconfigured or None,
+        "controllerConditions": e.controller_says,
         "warnings": e.warnings,
         "agrees": not e.disagreements,
         "disagreements": [v.name for v in e.disagreements],

@@ -2,7 +2,7 @@
 
 The test shapes what the scheduler reads directly (AddOnPlacementScores, a taint on cluster1, a
 label on cluster2) instead of running agents: it is about `why`, not about how scores get there.
-Eight Placements are created at once, so the controller schedules them in parallel; for each, the
+Nine Placements are created at once, so the controller schedules them in parallel; for each, the
 test waits until the real PlacementDecision names the clusters worked out by hand, then runs
 `why` and checks it agrees (exit 0) and gives the right reason for every cluster.  Everything is
 created in namespaces of its own and removed afterwards; the taint and the label on the shared
@@ -103,6 +103,14 @@ PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
             "prioritizerPolicy": {"mode": "Additive", "configurations": [addon("why-neg", "s", 1)]},
         },
         ["cluster1"],
+    ),
+    # a built-in prioritizer OCM does not have: the controller decides nothing
+    "misconfigured": (
+        exact(
+            {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Fastest"}, "weight": 1},
+            tolerations=TOLERATE,
+        ),
+        [],
     ),
 }
 
@@ -248,6 +256,7 @@ def test_a_taint_without_toleration_filters_the_cluster(control_plane: ControlPl
     assert c["cluster2"]["filtered"] is None and c["cluster2"]["expected"]
     code, out = why(control_plane, "taint", "--cluster", "cluster1")
     assert code == 0 and "filtered out: taint why.test/maintenance=yes:NoSelect not tolerated" in out, out
+    assert "controller: PlacementSatisfied=True (AllDecisionsScheduled)" in out
 
 
 def test_a_toleration_whose_seconds_ran_out_no_longer_tolerates(
@@ -331,3 +340,22 @@ def test_additive_mode_adds_balance_and_steady_as_the_controller_does(
     assert by_name["Steady"][1:3] == (100, 1) and by_name["Balance"][2] == 1
     assert [s[1:3] for s in scores_of(c["cluster2"]) if s[0] == "Steady"] == [(0, 1)]
     assert -100 <= by_name["Balance"][1] <= 100
+
+
+def test_a_misconfigured_placement_is_named_as_the_controller_names_it(
+    control_plane: ControlPlane, world: Client
+) -> None:
+    def controller_says_misconfigured() -> bool:
+        placement = world.get(CLUSTER_V1B1, "Placement", "misconfigured", NS)
+        conditions = (placement.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "PlacementMisconfigured" and c["status"] == "True" for c in conditions)
+
+    wait_until(
+        controller_says_misconfigured, timeout=60, what="the controller marks the Placement misconfigured"
+    )
+    assert decided(world, "misconfigured") == []
+    code, out = why(control_plane, "misconfigured")
+    assert code == 1, out
+    assert "MISCONFIGURED: incorrect builtin prioritizer: Fastest" in out
+    assert "controller: PlacementMisconfigured=True (Misconfigured)" in out and "Fastest" in out
+    assert "verdict: agrees with the PlacementDecisions (0 cluster(s) decided)" in out
