@@ -352,21 +352,23 @@ class ScorerWorker:
 
         Each source may hold at most an equal share of the cycle's byte budget, so a large answer
         from the first source cannot starve the later ones.  With ``ScoreWithAvailable`` the
-        sources must also finish within the first half of the time left, so that a hanging source
-        still leaves the scoring call its time.
+        sources share the first half of the time left, in slots: source ``i`` of ``n`` must be done
+        by ``start + half * (i + 1) / n``, so a hanging source costs only its own slot (time a
+        quick source leaves over goes to the next) and the scoring call keeps the other half.
         """
         ctx = self._ctx
-        share = ctx.settings.max_source_bytes_per_cycle // len(plan.sources)
+        count = len(plan.sources)
+        share = ctx.settings.max_source_bytes_per_cycle // count
         tolerant = plan.score_with_available
-        fetch_deadline = deadline
-        if tolerant:
-            fetch_deadline = time.monotonic() + (deadline - time.monotonic()) / 2
+        started = time.monotonic()
+        half = (deadline - started) / 2
         now = time.time()
         series: list[Any] = []
         failed: list[tuple[SourcePlan, AgentError]] = []
-        for source in plan.sources:
+        for index, source in enumerate(plan.sources):
+            slot_end = started + half * (index + 1) / count if tolerant else deadline
             try:
-                series.extend(await self._fetch_source(plan, source, now, fetch_deadline, share))
+                series.extend(await self._fetch_source(plan, source, now, slot_end, share))
             except AgentError as exc:
                 exc.stage = "fetch"
                 if source.name:
@@ -390,7 +392,7 @@ class ScorerWorker:
         ctx = self._ctx
         settings = ctx.settings
         if source.type == "OpenTelemetry":
-            return await self._read_otel(source, now)
+            return await self._read_otel(source, now, budget)
         if source.type != "Prometheus":
             raise PrometheusRequestInvalid(
                 f"{source.display}: type {source.type} is not fetched by this agent", stage="fetch"
@@ -446,11 +448,12 @@ class ScorerWorker:
             out.append(await self._labelled(raw, source) if source.labelled else raw)
         return out
 
-    async def _read_otel(self, source: SourcePlan, now: float) -> list[Any]:
+    async def _read_otel(self, source: SourcePlan, now: float, budget: int) -> list[Any]:
         """An OpenTelemetry source: the pushed series its selectors match, from the agent's store."""
         window = RangeWindow.ending_at(now, source.range, source.step)
+        limit = min(budget, self._ctx.settings.max_source_bytes_per_cycle - self._fetched)
         out: list[Any] = []
-        for raw in await read_selected(self._ctx.otlp_store, source.selectors, window):
+        for raw in await read_selected(self._ctx.otlp_store, source.selectors, window, max_bytes=limit):
             self._fetched += len(raw)
             out.append(await self._labelled(msgspec.Raw(raw), source) if source.labelled else raw)
         return out

@@ -20,13 +20,21 @@ class OtlpReceiverDisabled(SourceError):  # noqa: N818 - reads as the condition 
     """A scorer reads an OpenTelemetry source but this agent runs without its OTLP receiver."""
 
 
+class OtlpResultTooLarge(SourceError):  # noqa: N818 - reads as the condition reason
+    """The selected series render to more bytes than the cycle's source budget allows."""
+
+
 async def read_selected(
-    store: SeriesStore | None, selectors: Sequence[Selector], window: RangeWindow
+    store: SeriesStore | None, selectors: Sequence[Selector], window: RangeWindow, *, max_bytes: int
 ) -> list[bytes]:
-    """One matrix (a JSON array of series) per selector, in order.
+    """One matrix (a JSON array of series) per selector, in order, together at most ``max_bytes``.
+
+    The budget is the one Prometheus answers share (``max_source_bytes_per_cycle``): the matrices
+    stay in memory until the scoring call, whichever source they came from.
 
     Raises:
         OtlpReceiverDisabled: ``store`` is ``None`` (no ``--otlp-bind-address``).
+        OtlpResultTooLarge: the matrices exceed ``max_bytes``.
     """
     if store is None:
         raise OtlpReceiverDisabled(
@@ -37,7 +45,14 @@ async def read_selected(
     def render() -> list[bytes]:
         return [store.render(selector, window) for selector in selectors]
 
-    return await asyncio.to_thread(render)
+    rendered = await asyncio.to_thread(render)
+    size = sum(len(raw) for raw in rendered)
+    if size > max_bytes:
+        raise OtlpResultTooLarge(
+            f"the selected OpenTelemetry series render to {size} bytes, more than the {max(0, max_bytes)} "
+            "left in this cycle's source budget; select fewer series or a coarser step"
+        )
+    return rendered
 
 
-__all__ = ["OtlpReceiverDisabled", "read_selected"]
+__all__ = ["OtlpReceiverDisabled", "OtlpResultTooLarge", "read_selected"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.source.otlp.fetching import OtlpReceiverDisabled, OtlpResultTooLarge, read_selected
 from agent.source.otlp.selection import Selector, parse_selector
 from agent.source.otlp.store import LOOKBACK_SECONDS, SeriesStore, format_value
 from agent.source.otlp.translation import Flattened, Kind, Point
@@ -188,3 +190,15 @@ def test_decoding_waits_while_a_cycle_renders_and_resumes_when_it_ends() -> None
     renderer.join(10)
     assert not waiter.is_alive()
     s.wait_for_renders(0)  # and nothing waits once no render runs
+
+
+def test_a_cycle_reads_within_its_byte_budget_and_names_a_missing_receiver() -> None:
+    s = store("g")
+    s.ingest(points("g", "gauge", [(NOW, 1.0)], pod="p"))
+    window = RangeWindow(int(NOW) - 60, int(NOW), 60)
+    [raw] = asyncio.run(read_selected(s, [parse_selector("g")], window, max_bytes=1_000))
+    assert json.loads(raw)[0]["values"] == [[int(NOW), "1"]]
+    with pytest.raises(OtlpResultTooLarge, match="more than the 10 left"):
+        asyncio.run(read_selected(s, [parse_selector("g")], window, max_bytes=10))
+    with pytest.raises(OtlpReceiverDisabled, match="OtlpReceiverPort"):
+        asyncio.run(read_selected(None, [parse_selector("g")], window, max_bytes=1_000))
