@@ -206,8 +206,8 @@ class Checker:
         try:
             self._healthz()
             path = self._config()
-            self._token(path)
-            self._scoring(path)
+            if self._token(path):
+                self._scoring(path)
         finally:
             if self._own_client:
                 self._client.close()
@@ -327,7 +327,8 @@ class Checker:
                 "publish the seconds between scoring cycles (Full sync mode uses it)",
             )
 
-    def _token(self, path: str) -> None:
+    def _token(self, path: str) -> bool:
+        """Check the token handling; False when the scorer refuses us, so scoring cannot be checked."""
         self.report.checks.append("token")
         body = json.dumps({"data": matrix(1, 5)}).encode()
         bare = self._request("POST", path, body)
@@ -337,9 +338,10 @@ class Checker:
                     "token",
                     ERROR,
                     f"POST {path} without a token answered HTTP {bare.status}",
-                    "pass the token the agent will send (--token-file), or the checks cannot score",
+                    "pass the token the agent will send (--token-file); the scoring checks were skipped",
                 )
-            return
+                return False
+            return True
         if bare.status not in (401, 403):
             self._find(
                 "token",
@@ -355,6 +357,7 @@ class Checker:
                 f"POST {path} with a wrong token answered {wrong.status or wrong.error}",
                 "compare the whole token (constant-time) and refuse a wrong one with 401 (or 403)",
             )
+        return True
 
     def _scoring(self, path: str) -> None:
         def body(data: list[dict[str, Any]]) -> bytes:
@@ -393,11 +396,14 @@ class Checker:
             )
             return False
         if not 200 <= call.status < 300:
+            refused = call.status in (401, 403)
             self._find(
                 check,
                 ERROR,
                 f"POST {path} with {size} answered HTTP {call.status}",
-                "score every well-formed request: Prometheus sends NaN/Inf as strings, empty data as []",
+                "the scorer refused the token given: check --token-file against the scorer's"
+                if refused
+                else "score every well-formed request: Prometheus sends NaN/Inf as strings, empty data as []",
             )
             return False
         if len(call.body) > MAX_RESPONSE_BYTES:

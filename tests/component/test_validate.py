@@ -297,6 +297,7 @@ def test_validate_checks_the_predict_samples_token(samples: dict[str, str], comp
     assert without.exit_code == 1
     assert "ERROR   [token] POST /scoring without a token answered HTTP 401" in without.output
     assert "fix: pass the token the agent will send (--token-file)" in without.output
+    assert "[scoring:" not in without.output  # refused: the scoring checks are skipped, not failed one by one
 
 
 def test_validate_exit_codes_for_arguments_and_an_unreachable_scorer(tmp_path: Path) -> None:
