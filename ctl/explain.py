@@ -84,13 +84,17 @@ def _with_config(obj: dict[str, Any], scorer: DynamicScorer) -> dict[str, Any]:
     return {**obj, "status": status}
 
 
-def _current_aps(api: KubeAPI, cluster: str, name: str) -> dict[str, Any] | None:
+def _current_aps(api: KubeAPI, cluster: str, name: str) -> tuple[dict[str, Any] | None, str]:
+    """The object on the hub (None when there is none), or why it could not be read.
+
+    A failed read does not end the command: the cycle has run and is shown; the exit code says 3.
+    """
     try:
-        return api.request("GET", ADDON_PLACEMENT_SCORES.path(cluster, name))
+        return api.request("GET", ADDON_PLACEMENT_SCORES.path(cluster, name)), ""
     except NotFound:
-        return None
+        return None, ""
     except KubeError as exc:
-        unreachable(exc, f"read AddOnPlacementScore {cluster}/{name}")
+        return None, f"could not read AddOnPlacementScore {cluster}/{name}: {exc}"
 
 
 def _diff(trace: Trace, current: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -277,7 +281,7 @@ def _print_text(doc: dict[str, Any]) -> None:
                 new = "-" if row["wouldWrite"] is None else row["wouldWrite"]
                 echo(f"   {row['name']:<50} hub {hub!s:>5}  would write {new!s:>5}  {row['change']}")
         else:
-            echo("   (hub not read: no kubeconfig)")
+            echo(f"   (hub not read: {doc.get('hubError') or 'no kubeconfig'})")
             for row in a["items"]:
                 echo(f"   {row['name']:<50} would write {row['wouldWrite']}")
     if "failed" in doc:
@@ -382,7 +386,10 @@ def explain(
         )
     fallback: SecretReader | None = None
     if cluster_kubeconfig is not None:
-        fallback = KubeSecretReader(KubeAPI(cluster_kubeconfig, timeout=15), secret_namespace)
+        try:
+            fallback = KubeSecretReader(KubeAPI(cluster_kubeconfig, timeout=15), secret_namespace)
+        except Exception as exc:  # the kubernetes loader raises many unrelated types for a bad file
+            fail(f"--cluster-kubeconfig {cluster_kubeconfig} is not usable: {type(exc).__name__}: {exc}")
     trace = asyncio.run(
         run_cycle(
             resolution.summary,
@@ -392,16 +399,24 @@ def explain(
             extra_ca_files=ca_files,
         )
     )
-    current = None
+    current, hub_error = None, ""
     if api is not None and trace.plan is not None:
-        current = _current_aps(api, cluster, trace.plan.aps_name)
-    doc = _document(trace, provenance(parsed), list(resolution.notes), current, api is not None)
+        current, hub_error = _current_aps(api, cluster, trace.plan.aps_name)
+    doc = _document(
+        trace, provenance(parsed), list(resolution.notes), current, api is not None and not hub_error
+    )
+    if hub_error:
+        doc["hubError"] = hub_error
     if output == "json":
         emit_json(doc)
     else:
         _print_text(doc)
     if trace.failure is not None:
         raise SystemExit(int(ExitCode.UNREACHABLE if trace.failure.unreachable else ExitCode.FINDINGS))
+    if hub_error:
+        fail(
+            hub_error, hint="check that the hub is up and the kubeconfig's user may read AddOnPlacementScores"
+        )
 
 
 __all__ = ["explain"]

@@ -268,3 +268,27 @@ def test_named_sources_and_the_cluster_placeholder_are_shown_as_sent(
     assert {r["metric"].get("source") for r in doc["score"]["answer"]} == {"a", "b"}
     assert doc["items"]["collisions"] == {"web-1": [0, 2], "web-2": [1, 3]}
     assert {f["field"]: f["from"] for f in doc["summary"]["fields"]}["sourceEndpoint"] == "spec.sources"
+
+
+def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProcess, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "hub.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "hub", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+                "users": [{"name": "u", "user": {"token": "not-used"}}],
+                "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "u"}}],
+                "current-context": "hub",
+            }
+        )
+    )
+    path = scorer_file(tmp_path, {"scoring": {"host": scorer.base, "path": "/static/scoring"}})
+    result = run(tmp_path, path, "--kubeconfig", str(kubeconfig))
+    assert result.exit_code == 3, result.output
+    assert (
+        "4. items" in result.output
+        and "hub not read: could not read AddOnPlacementScore cluster1/cpu" in result.output
+    )
+    assert "not-used" not in result.output
