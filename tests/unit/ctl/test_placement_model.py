@@ -407,3 +407,31 @@ def test_the_chosen_clusters_are_the_top_n_by_total_then_name(
     assert [v.name for v in sorted(e.clusters, key=lambda v: v.rank or 0)] == order
     assert {v.name for v in e.clusters if v.expected} == set(order[:keep])
     assert all(v.total == values[v.name] * weight for v in e.clusters)
+
+
+taints = st.lists(
+    st.fixed_dictionaries(
+        {
+            "key": st.sampled_from(["a", "b", "c"]),
+            "value": st.sampled_from(["", "x", "y"]),
+            "effect": st.sampled_from(["NoSelect", "PreferNoSelect", "NoSelectIfNew"]),
+            "timeAdded": st.just(ts(-60)),
+        }
+    ),
+    max_size=4,
+)
+
+
+@given(taints, st.booleans())
+def test_exists_without_key_tolerates_every_taint_and_only_hard_taints_can_filter(
+    cluster_taints: list[JSON], in_decision: bool
+) -> None:
+    c = cluster("a", taints=cluster_taints)
+    assert pm.taint_failure(c, [{"operator": "Exists"}], in_decision, NOW)[0] == ""
+    failure, _ = pm.taint_failure(c, [], in_decision, NOW)
+    hard = [
+        t
+        for t in cluster_taints
+        if t["effect"] == "NoSelect" or (t["effect"] == "NoSelectIfNew" and not in_decision)
+    ]
+    assert bool(failure) == bool(hard)
