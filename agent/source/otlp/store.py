@@ -7,9 +7,11 @@ forwards a whole cluster's metrics costs a decode and a dictionary lookup per po
 
 Bounds.  At most ``max_series`` series; a new series beyond that is dropped (counted once per
 series in ``series_dropped`` and per point in ``points_dropped["series_limit"]``) until room
-frees up.  Points per series are bounded by the range and step: points closer together than
-half the finest step are merged into one (the later value wins; deltas are added), so a series
-holds at most ``2 * retention / finest_step + 2`` points, capped at ``max_points_per_series``.
+frees up.  Points per series are bounded by the range and step: time is cut into slots of
+half the finest step, and a series' points in one slot are merged into one (the later value wins;
+deltas are added; a counter reset starts a new point), so a series holds at most
+``2 * retention / finest_step + 2`` points, capped at ``max_points_per_series``.  Rendering holds
+priority over decoding (``wait_for_renders``), since both need the GIL and a cycle has a deadline.
 
 Rendering (``render``) follows Prometheus ``query_range``: timestamps ``start, start + step, ...,
 end``; at each one a series' value is its latest point in the preceding lookback (five minutes,
