@@ -175,3 +175,13 @@ def test_asgi_lifespan_completes() -> None:
 
     asyncio.run(make()({"type": "lifespan"}, receive, send))
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_a_request_the_function_refuses_is_a_400_with_its_message() -> None:
+    from dynamic_scoring.scorer import RequestError
+
+    def picky(request: ScoringRequest) -> list[ScoreResult]:
+        raise RequestError("params.model: 'arima' is not implemented")
+
+    response = make(picky).handle("POST", "/scoring", {}, BODY)
+    assert (response.status, response.json()) == (400, {"error": "params.model: 'arima' is not implemented"})
