@@ -305,3 +305,33 @@ async def test_failure_series_of_a_removed_source_go_with_it(
     report = await supervisor.apply([new])
     assert report.updated == ["renamed"]
     assert failures("old") is None  # the label stays bounded by the scorer's current sources
+
+
+async def test_a_hanging_source_under_score_with_available_leaves_the_scorer_its_half(
+    supervisor: Supervisor, publisher: MemoryPublisher, central: PromFixture, scorer: ScorerProcess
+) -> None:
+    interval = 4
+    s = summary(
+        "patient",
+        scorer.url("/mean/scoring"),
+        scoringInterval=interval,
+        sources=[
+            dict(down_source("drip"), endpoint=scorer.url("/hostile/drip/api/v1/query_range")),
+            central_source(central),
+        ],
+        onSourceError="ScoreWithAvailable",
+        scoreDimensionFormat="${node}",
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "patient", timeout=3 * interval))[0]
+
+    assert first.condition.reason == "ScoredWithSourceErrors", first.condition
+    assert "without source(s) drip" in first.condition.message
+    assert "PrometheusTimeout" in first.condition.message
+    assert first.items == [ScoreItem("n1", 10), ScoreItem("n2", 20)]
+    fetch = supervisor.metrics.registry.get_sample_value(
+        "dynamic_scoring_stage_duration_seconds_sum", {"score_name": "patient", "stage": "fetch"}
+    )
+    # The drip took its slot (a quarter of the interval: half the interval, two sources), the central
+    # Prometheus answered in the next, and the scorer had the other half; not the whole interval.
+    assert fetch is not None and interval / 4 - 0.1 <= fetch <= interval / 2 + 0.25, fetch
