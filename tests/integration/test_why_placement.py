@@ -1,12 +1,13 @@
 """`dynamic-scoring why` against OCM v1.2.1's real placement controller on the session control plane.
 
-The test shapes what the scheduler reads directly (AddOnPlacementScores, a taint on cluster1, a
-label on cluster2) instead of running agents: it is about `why`, not about how scores get there.
-Nine Placements are created at once, so the controller schedules them in parallel; for each, the
-test waits until the real PlacementDecision names the clusters worked out by hand, then runs
-`why` and checks it agrees (exit 0) and gives the right reason for every cluster.  Everything is
-created in namespaces of its own and removed afterwards; the taint and the label on the shared
-ManagedClusters are taken off again, leaving other writers' taints and labels as they were.
+The test shapes what the scheduler reads directly (AddOnPlacementScores, a taint on cluster1,
+labels on both, and a ManagedClusterSet of its own selecting them by label) instead of running
+agents: it is about `why`, not about how scores get there.  Nine Placements are created at once,
+so the controller schedules them in parallel; for each, the test waits until the real
+PlacementDecision names the clusters worked out by hand, then runs `why` and checks it agrees
+(exit 0) and gives the right reason for every cluster.  Everything is created in namespaces of its
+own and removed afterwards; the taint and the labels on the shared ManagedClusters are taken off
+again, leaving other writers' taints and labels as they were.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 TAINT_KEY = "why.test/maintenance"
 LABEL_KEY = "why.test/tier"
+MEMBER_KEY = "why.test/member"  # selects cluster1 and cluster2 into the test's own cluster set
+SET = "why-test"
 TOLERATE = [{"key": TAINT_KEY, "operator": "Exists"}]
 JSON = dict[str, Any]
 
@@ -49,7 +52,7 @@ def addon(resource: str, score: str, weight: int) -> JSON:
 
 def exact(*configs: JSON, **spec: Any) -> JSON:
     return {
-        "clusterSets": ["global"],
+        "clusterSets": [SET],
         "prioritizerPolicy": {"mode": "Exact", "configurations": list(configs)},
         **spec,
     }
@@ -97,7 +100,7 @@ PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
     # Additive: Balance 1 and Steady 1 join the AddOn score (80 vs 20), which decides by a wide margin
     "additive": (
         {
-            "clusterSets": ["global"],
+            "clusterSets": [SET],
             "numberOfClusters": 1,
             "tolerations": TOLERATE,
             "prioritizerPolicy": {"mode": "Additive", "configurations": [addon("why-neg", "s", 1)]},
@@ -164,16 +167,34 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
         put_score(hub, "cluster2", "why-miss", stamp(hour), s1=-40, other=50)
         taint = {"key": TAINT_KEY, "value": "yes", "effect": "NoSelect", "timeAdded": stamp(-hour)}
         patch_cluster(hub.api, "cluster1", lambda c: {"spec": {"taints": [*without_ours(c), taint]}})
-        patch_cluster(hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: "gold"}}})
-        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        patch_cluster(hub.api, "cluster1", lambda c: {"metadata": {"labels": {MEMBER_KEY: "yes"}}})
+        patch_cluster(
+            hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: "gold", MEMBER_KEY: "yes"}}}
+        )
+        # A set of its own, so a ManagedCluster another test left behind cannot join the candidates.
         hub.apply(
             {
                 "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": "global", "namespace": NS},
-                "spec": {"clusterSet": "global"},
+                "kind": "ManagedClusterSet",
+                "metadata": {"name": SET},
+                "spec": {
+                    "clusterSelector": {
+                        "selectorType": "LabelSelector",
+                        "labelSelector": {"matchLabels": {MEMBER_KEY: "yes"}},
+                    }
+                },
             }
         )
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        for bound in (SET, "global"):  # global is bound too: spec.clusterSets must narrow to SET
+            hub.apply(
+                {
+                    "apiVersion": CLUSTER_V1B2,
+                    "kind": "ManagedClusterSetBinding",
+                    "metadata": {"name": bound, "namespace": NS},
+                    "spec": {"clusterSet": bound},
+                }
+            )
         for name, (spec, _) in PLACEMENTS.items():
             hub.apply(
                 {
@@ -190,8 +211,12 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
             hub.delete(APS_V1A1, "AddOnPlacementScore", name, cluster)
         hub.delete(APS_V1A1, "AddOnPlacementScore", "why-exp", "cluster2")
         hub.delete(APS_V1A1, "AddOnPlacementScore", "why-miss", "cluster2")
+        hub.delete(CLUSTER_V1B2, "ManagedClusterSet", SET)
         patch_cluster(hub.api, "cluster1", lambda c: {"spec": {"taints": without_ours(c)}})
-        patch_cluster(hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: None}}})
+        patch_cluster(hub.api, "cluster1", lambda c: {"metadata": {"labels": {MEMBER_KEY: None}}})
+        patch_cluster(
+            hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: None, MEMBER_KEY: None}}}
+        )
 
 
 def decided(hub: Client, placement: str) -> list[str]:
@@ -328,7 +353,9 @@ def test_decision_groups_and_pages_match_the_controllers(control_plane: ControlP
     assert (c["cluster1"]["expectedGroup"], c["cluster1"]["decidedGroup"]) == ([0, ""], [0, ""])
     assert (c["cluster2"]["expectedGroup"], c["cluster2"]["decidedGroup"]) == ([1, ""], [1, ""])
     code, out = why(control_plane, "groups", "-o", "json")
-    assert code == 0 and json.loads(out)["decisionPages"] == ["groups-decision-1", "groups-decision-2"], out
+    doc = json.loads(out)
+    assert code == 0 and doc["decisionPages"] == ["groups-decision-1", "groups-decision-2"], out
+    assert doc["clusterSets"] == [SET]  # global is bound too, but the Placement names only SET
 
 
 def test_additive_mode_adds_balance_and_steady_as_the_controller_does(
