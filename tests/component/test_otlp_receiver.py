@@ -58,8 +58,8 @@ class Agent:
         return value
 
 
-@pytest.fixture
-async def agent() -> AsyncIterator[Agent]:
+def make_agent() -> Agent:
+    """A store of 50 series, a 1 MiB receiver on loopback (started), and a supervisor using both."""
     store = SeriesStore(max_series=50)
     receiver = OtlpReceiver(
         store, port=0, max_body_bytes=1 * MIB, max_concurrent=1, max_wait_seconds=0.2, read_timeout_seconds=10
@@ -76,11 +76,21 @@ async def agent() -> AsyncIterator[Agent]:
         otlp_store=store,
     )
     receiver.start()
+    return Agent(store, receiver, sup, publisher, metrics)
+
+
+async def close_agent(agent: Agent) -> None:
+    await agent.supervisor.close()
+    agent.receiver.stop()
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[Agent]:
+    running = make_agent()
     try:
-        yield Agent(store, receiver, sup, publisher, metrics)
+        yield running
     finally:
-        await sup.close()
-        receiver.stop()
+        await close_agent(running)
 
 
 @pytest.fixture
