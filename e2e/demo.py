@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from ctl.placement_model import Explanation, explain
-from ctl.status import Fleet, read_fleet
+from ctl.status import CLEAR, Fleet, read_fleet
 from ctl.status import render as render_status
 from ctl.why import load_placement, read_state
 from dynamic_scoring.kube.api import KubeError
@@ -32,7 +32,6 @@ from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, USER_NS, Mission, tim
 from e2e.procs import StartupError
 
 RUN_DIR = Path(".e2e/demo")
-CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to end: the view redraws in place
 
 
 def render(
@@ -74,6 +73,14 @@ def view(m: Mission, elapsed: float, notes: list[str]) -> str:
     except KubeError as exc:
         return f"dynamic-scoring demo  {elapsed:5.0f}s  could not read the hub: {exc}"
     return render(fleet, explain(state, now), {c: m.load_of(c) for c in CLUSTERS}, elapsed, notes, now)
+
+
+def decided(m: Mission) -> list[str]:
+    """The Placement's decision now, or none while the hub cannot be read (the view says why)."""
+    try:
+        return m.decision()
+    except KubeError:
+        return []
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -174,7 +181,7 @@ def live(m: Mission, t0: float, shift_every: float) -> int:
             m.set_load(light, LIGHT)
             last_shift, followed, shifts = now, None, shifts + 1
         light = CLUSTERS[0] if heavy == CLUSTERS[1] else CLUSTERS[1]
-        if shifts and followed is None and m.decision() == [light]:
+        if shifts and followed is None and decided(m) == [light]:
             followed = time.monotonic() - last_shift
         notes = [
             f"load is on {heavy}; it moves to {light} in {max(0.0, shift_every - (now - last_shift)):.0f}s"
