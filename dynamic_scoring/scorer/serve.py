@@ -32,9 +32,12 @@ class ScorerServer:
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "dynamic-scoring-scorer"
-            protocol_version = "HTTP/1.1"  # keep-alive: the agent reuses its connection
+            # HTTP/1.0: one request per connection.  With keep-alive, a connection idle for as long as
+            # the agent's interval races the server's idle timeout, and a request sent as the server
+            # closes fails; the agent calls once per interval, so reuse saves nothing worth that.
+            protocol_version = "HTTP/1.0"
             timeout = CLIENT_TIMEOUT
-            disable_nagle_algorithm = True  # headers and body go out in separate writes
+            disable_nagle_algorithm = True  # headers and body go out in separate writes: no ACK wait
 
             def _answer(self, response: Response) -> None:
                 self.send_response(response.status)
