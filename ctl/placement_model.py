@@ -395,7 +395,8 @@ def prioritizer_weights(placement: JSON) -> list[tuple[Coordinate, int]]:
         coord = config.get("scoreCoordinate")
         if not coord:
             raise Misconfigured(f"configurations[{i}]: scoreCoordinate field is required")
-        weight = int(config.get("weight", 0) or 0)
+        raw_weight = config.get("weight")
+        weight = 1 if raw_weight is None else int(raw_weight)  # the CRD defaults an omitted weight to 1
         if (coord.get("type") or "BuiltIn") == "BuiltIn":
             name = str(coord.get("builtIn", ""))
             if name not in (BALANCE, STEADY, *RESOURCE_PRIORITIZERS):

@@ -435,3 +435,8 @@ def test_exists_without_key_tolerates_every_taint_and_only_hard_taints_can_filte
         if t["effect"] == "NoSelect" or (t["effect"] == "NoSelectIfNew" and not in_decision)
     ]
     assert bool(failure) == bool(hard)
+
+
+def test_an_omitted_weight_is_1_as_the_crd_defaults_it() -> None:
+    p = exact({"scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": "r", "scoreName": "s"}}})
+    assert [(c.name, w) for c, w in pm.prioritizer_weights(p)] == [("AddOn/r/s", 1)]
