@@ -46,9 +46,9 @@ def central(prometheus: PromFixture) -> Iterator[PromFixture]:
     prometheus.exporter.set_gauge(OWN, {"node": "n9", "source": "node-exporter"}, 5.0)
 
     def loaded() -> bool:
-        # Held for 6 s already: a range query's last step (end = now in whole seconds, step 5 s) sees
+        # Held for 1.5 s already: a range query's last step (end = now in whole seconds) then sees
         # every series, not only those scraped before the truncated end.
-        at = time.time() - 6
+        at = time.time() - 1.5
         return len(prometheus.server.query(LOAD, at)) == len(LOADS) and bool(prometheus.server.query(OWN, at))
 
     # Prometheus scrapes the exporter every second; wait for the condition, not for a time.
