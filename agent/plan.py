@@ -351,12 +351,6 @@ def plan_summaries(
     return out
 
 
-def source_secret(plan: ScorerPlan) -> tuple[str, str] | None:
-    """Upstream's source bearer-token Secret reference, when both name and key are set."""
-    s = plan.summary
-    return _legacy_pair(s.source_endpoint_auth_name, s.source_endpoint_auth_key)
-
-
 def scoring_secret(plan: ScorerPlan) -> tuple[str, str] | None:
     """Upstream's scoring bearer-token Secret reference, when both name and key are set."""
     s = plan.summary
@@ -372,5 +366,4 @@ __all__ = [
     "plan_summaries",
     "plan_summary",
     "scoring_secret",
-    "source_secret",
 ]
