@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import REGISTRY, Row
 
-MODULES = ["bench.agent", "bench.hostile", "bench.hub", "bench.registry"]
+MODULES = ["bench.agent", "bench.hostile", "bench.hub", "bench.registry", "bench.scorer_library"]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
 
