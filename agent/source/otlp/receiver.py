@@ -246,6 +246,7 @@ class OtlpReceiver:
         try:
             encoding = encoding_of(handler.headers.get("Content-Type"))
         except BodyError as exc:
+            logger.warning("OTLP push from %s refused (%d): %s", peer, exc.status, exc.message)
             self._error(handler, exc.status, exc.message, close=True)
             return
         length_header = handler.headers.get("Content-Length")
