@@ -22,8 +22,10 @@ models' and the documented limits, restated where the hub's module cannot be sha
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -139,6 +141,39 @@ def non_finite_matrix() -> list[dict[str, Any]]:
     data[1]["values"][-1][1] = "+Inf"
     data[2]["values"] = [[T0, "NaN"], [T0 + 15, "-Inf"]]
     return data
+
+
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def _host_problem(url: str) -> str | None:
+    """Why the hub's Full-mode sync would refuse ``url`` as a host, or None (addon/scorers/urls.py).
+
+    Restated, not imported: the library may not depend on the hub.  A unit test runs both on the
+    same documents so the two cannot drift.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "is not a URL (check the port, 1-65535)"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if parts.username is not None:
+        return "must not carry credentials"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    if port is not None or host.endswith(":"):
+        host = host.rsplit(":", 1)[0]
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return "has an invalid IPv6 address"
+        return None
+    labels = host.rstrip(".").split(".")
+    if not host or len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        return "has no valid host name (an unfilled placeholder?)"
+    return None
 
 
 @dataclass
@@ -308,10 +343,9 @@ class Checker:
                     "give range and step in seconds, 1 <= step <= range",
                 )
         for where, host in (("source.host", doc.source.host), ("scoring.host", doc.scoring.host)):
-            if host and (urlsplit(host).scheme not in ("http", "https") or not urlsplit(host).netloc):
-                self._find(
-                    "config", ERROR, f"{where} is not an http(s) URL", f"set {where} to http(s)://host:port"
-                )
+            problem = _host_problem(host) if host else None
+            if problem:
+                self._find("config", ERROR, f"{where} {problem}", f"set {where} to http(s)://host[:port]")
         if not doc.scoring.params.name:
             self._find(
                 "config",
