@@ -7,6 +7,7 @@ judge a scorer by the same rules.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import click
@@ -54,6 +55,11 @@ def _text(report: Report) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="File with the bearer token the agent sends; then requests without it must be refused.",
 )
+@click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM CA bundle to verify an https scorer with (default: the system's CAs; never unverified).",
+)
 @click.option("--scoring-path", help="Scoring path (default: scoring.path from /config, else /scoring).")
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per request."
@@ -61,7 +67,13 @@ def _text(report: Report) -> None:
 @click.option("--no-large", is_flag=True, help="Skip the 10,000-series input (it takes seconds).")
 @output_option
 def validate(
-    url: str, token_file: Path | None, scoring_path: str | None, timeout: float, no_large: bool, output: str
+    url: str,
+    token_file: Path | None,
+    ca_file: Path | None,
+    scoring_path: str | None,
+    timeout: float,
+    no_large: bool,
+    output: str,
 ) -> None:
     """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
 
@@ -71,8 +83,15 @@ def validate(
     """
     token = _read_token(token_file) if token_file is not None else None
     try:
-        checker = Checker(url, token=token, scoring_path=scoring_path, timeout=timeout, large=not no_large)
-    except ValueError as exc:
+        checker = Checker(
+            url,
+            token=token,
+            scoring_path=scoring_path,
+            timeout=timeout,
+            large=not no_large,
+            ca_file=str(ca_file) if ca_file else None,
+        )
+    except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
         fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)
     try:
         report = checker.run()

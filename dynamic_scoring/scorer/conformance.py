@@ -26,6 +26,7 @@ import ipaddress
 import json
 import math
 import re
+import ssl
 import statistics
 import time
 from collections.abc import Callable
@@ -197,6 +198,7 @@ class Checker:
         large: bool = True,
         repeats: int = 5,
         client: httpx.Client | None = None,
+        ca_file: str | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -207,7 +209,9 @@ class Checker:
         self.timeout = timeout
         self.large = large
         self.repeats = repeats
-        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False, verify=True)
+        # TLS is always verified: against ``ca_file`` (a private CA) when given, else the system's CAs.
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False, verify=verify)
         self._own_client = client is None
         self.report = Report(url=self.base)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import ssl
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from click.testing import CliRunner
 from ctl.main import main
 from dynamic_scoring.scorer.conformance import Checker, Report
 from e2e.procs import Proc, free_port, wait_until
+from tests.component.harness import ScorerPKI
 
 pytestmark = pytest.mark.component
 
@@ -67,7 +69,7 @@ class Behaviour:
 class FakeScorer:
     """A real HTTP server on 127.0.0.1 answering as ``behaviour`` says."""
 
-    def __init__(self, behaviour: Behaviour) -> None:
+    def __init__(self, behaviour: Behaviour, tls: ssl.SSLContext | None = None) -> None:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -96,7 +98,10 @@ class FakeScorer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> FakeScorer:
@@ -312,3 +317,21 @@ def test_validate_exit_codes_for_arguments_and_an_unreachable_scorer(tmp_path: P
     assert empty.exit_code == 2 and "empty" in empty.output
     assert runner.invoke(main, ["scorer", "validate"]).exit_code == 2
     assert runner.invoke(main, ["scorer", "validate", "http://x", "-o", "yaml"]).exit_code == 2
+
+
+def test_an_https_scorer_is_verified_against_the_given_ca_only(pki: ScorerPKI) -> None:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(pki.server.cert_path, pki.server.key_path)
+    runner = CliRunner()
+    with FakeScorer(Behaviour(), tls) as fake:
+        untrusted = runner.invoke(main, ["scorer", "validate", fake.url, "--no-large"])
+        assert untrusted.exit_code == 3 and "CERTIFICATE_VERIFY_FAILED" in untrusted.output
+        stranger = runner.invoke(
+            main, ["scorer", "validate", fake.url, "--no-large", "--ca-file", str(pki.stranger.cert_path)]
+        )
+        assert stranger.exit_code == 3
+        trusted = runner.invoke(
+            main, ["scorer", "validate", fake.url, "--no-large", "--ca-file", str(pki.ca.cert_path)]
+        )
+        assert trusted.exit_code == 0, trusted.output
+        assert "conforms: 0 error(s), 0 warning(s)" in trusted.output
