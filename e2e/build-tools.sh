@@ -6,7 +6,7 @@
 # its own directory of a cache outside the repository, keyed by component, version, Go version
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
-# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm; default all)
+# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm argocd; default all)
 # Prints the cache directory of every component on success.
 set -euo pipefail
 
@@ -17,6 +17,8 @@ OCM_API_VERSION=${OCM_API_VERSION:-v1.2.0}
 CLUSTERADM_VERSION=${CLUSTERADM_VERSION:-v1.3.1}
 # helm v3.19.5: built against client-go v0.34 like our Kubernetes pin; its go.mod asks for Go 1.24.
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
+# argo-cd v3.1.8: its go.mod asks for Go 1.24.6 (v3.6 wants Go 1.27, newer than this machine's).
+ARGOCD_VERSION=${ARGOCD_VERSION:-v3.1.8}
 # Bump when a recipe below changes in a way that alters the produced binaries.
 RECIPE=1
 
@@ -172,12 +174,56 @@ recipe_helm() {
   "$out/bin/helm" version --short
 }
 
+# argocd: only the ApplicationSet controller, plus the CRDs of the same version.  argo-cd's go.mod has
+# replace directives, which `go install pkg@version` refuses and a wrapper module would drop, so the
+# module itself is the main module: copied out of the (read-only) module cache and built in place.
+# Its own ./cmd links every Argo CD component (server, CLI, dex, repo-server); a four-line main
+# calling only the ApplicationSet command compiles far less and yields the same controller.
+recipe_argocd() {
+  local out=$1 ver=$2 mod=github.com/argoproj/argo-cd/v3 vpkg=github.com/argoproj/argo-cd/v3/common
+  cp -r "$(moddir "$mod@$ver")/." . && chmod -R u+w .
+  mkdir -p cmd/ds-applicationset-controller
+  cat > cmd/ds-applicationset-controller/main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/klog/v2"
+
+	appset "github.com/argoproj/argo-cd/v3/cmd/argocd-applicationset-controller/commands"
+	"github.com/argoproj/argo-cd/v3/cmd/util"
+	"github.com/argoproj/argo-cd/v3/util/log"
+)
+
+func main() {
+	klog.SetLogger(log.NewLogrusLogger(log.NewWithCurrentConfig()))
+	util.SetAutoMaxProcs(false)
+	if err := appset.NewCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+GO
+  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/argocd-applicationset-controller" \
+    -ldflags "-s -w -X $vpkg.version=${ver#v} -X $vpkg.gitTag=$ver -X $vpkg.gitTreeState=clean" \
+    ./cmd/ds-applicationset-controller
+  mkdir -p "$out/crds" "$out/rbac"
+  cp manifests/crds/application-crd.yaml manifests/crds/applicationset-crd.yaml \
+    manifests/crds/appproject-crd.yaml "$out/crds/"
+  # The controller's own namespaced Role, as Argo CD installs it: the e2e run grants exactly this.
+  cp manifests/base/applicationset-controller/argocd-applicationset-controller-role.yaml "$out/rbac/"
+  "$out/bin/argocd-applicationset-controller" --help | head -3
+}
+
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm argocd)
 mkdir -p "$TOOLS_ROOT"
-exec 9>"$TOOLS_ROOT/.lock"
-flock 9
+# One lock per component, not one for the script: a cold argocd build takes many minutes, and the
+# control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
+# and module caches are safe for concurrent use.
 for c in "${components[@]}"; do
+  exec 9>"$TOOLS_ROOT/.lock-$c"
+  flock 9
   case $c in
     etcd) build etcd "$ETCD_VERSION" recipe_etcd ;;
     k8s) build k8s "$K8S_VERSION" recipe_k8s ;;
@@ -185,6 +231,7 @@ for c in "${components[@]}"; do
     clusteradm) build clusteradm "$CLUSTERADM_VERSION+ocm$OCM_VERSION" recipe_clusteradm ;;
     ocm-api) build ocm-api "$OCM_API_VERSION" recipe_ocm_api ;;
     helm) build helm "$HELM_VERSION" recipe_helm ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm)" ;;
+    argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd)" ;;
   esac
 done
