@@ -86,9 +86,10 @@ def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_inst
     assert called == {"dynamic-scoring-addon", "dynamic-scoring-agent"}
     assert called <= set(scripts)
     runs = " ".join(a for w, a in CONTAINERFILE if w == "RUN")
-    assert "pip install" in runs and "-e /app" in runs, (
-        "the project (and so its console scripts) is installed"
+    assert re.search(r"pip install --no-cache-dir \"/src\[agent,hub\]\"", runs), (
+        "the project (and so its console scripts) is installed from the copied source, as a wheel"
     )
+    assert "-e " not in runs, "an editable install needs the source tree, which the final stage does not copy"
     env = " ".join(a for w, a in final_stage(CONTAINERFILE) if w == "ENV")
     assert "PATH=/opt/venv/bin" in env, "the venv's console scripts must be on PATH for `command:`"
 
@@ -97,7 +98,7 @@ def test_the_containerfile_copies_every_shipped_package_and_the_agent_templates(
     copied = {a.split()[0] for w, a in CONTAINERFILE if w == "COPY" and not a.startswith("--from")}
     shipped = set(pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
     assert shipped <= copied, shipped - copied
-    assert "templates" in copied, "addon.render reads <source root>/templates at run time"
+    assert "templates" in copied, "the wheel force-includes templates/ as addon/templates"
     for path in copied:
         assert (REPO / path).exists(), f"Containerfile copies {path}, which does not exist"
 
