@@ -1,0 +1,110 @@
+"""A real OpenTelemetry Collector forwards an SDK's pushes to the agent's receiver.
+
+The Collector is built from the Go module proxy by ``e2e/build-otelcol.sh`` (the Collector builder
+with the otlp receiver and the otlphttp exporter); without that binary in the tools cache this test
+is skipped and says how to build it.  Its config is the sample's
+(``samples/opentelemetry/collector-configmap.yaml``) with loopback ports, so the sample is what is
+tested.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+
+from e2e.procs import Proc, free_port
+from tests.component.harness import ScorerProcess, eventually, summary
+from tests.component.test_otlp_receiver import Agent, close_agent, make_agent, scored
+
+pytestmark = [pytest.mark.component, pytest.mark.anyio]
+
+VERSION = "v0.160.0"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "opentelemetry" / "collector-configmap.yaml"
+
+
+def collector_binary() -> Path | None:
+    root = Path(
+        os.environ.get("DS_TOOLS_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dynamic-scoring-tools"
+    )
+    found = sorted(root.glob(f"otelcol-{VERSION}-*/bin/otelcol-ds"))
+    return found[-1] if found else None
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[Agent]:
+    running = make_agent()
+    try:
+        yield running
+    finally:
+        await close_agent(running)
+
+
+@pytest.fixture
+def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
+    """A Collector listening for OTLP/HTTP on a loopback port, exporting to the agent's receiver."""
+    binary = collector_binary()
+    if binary is None:
+        pytest.skip(f"no Collector {VERSION} in the tools cache; build it with e2e/build-otelcol.sh")
+    [configmap] = list(yaml.safe_load_all(SAMPLE.read_text()))
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    port = free_port()
+    config["receivers"]["otlp"]["protocols"] = {"http": {"endpoint": f"127.0.0.1:{port}"}}
+    config["exporters"]["otlphttp/dynamic-scoring"]["endpoint"] = f"http://127.0.0.1:{agent.receiver.port}"
+    config["service"]["telemetry"] = {"metrics": {"level": "none"}}  # no :8888 listener
+    path = tmp_path / "collector.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc("otelcol", [str(binary), f"--config={path}"], tmp_path / "otelcol.log").start()
+    try:
+        yield port
+    finally:
+        proc.stop()
+
+
+async def test_a_collector_forwards_sdk_pushes_to_the_agent(
+    agent: Agent, collector: int, scorer: ScorerProcess
+) -> None:
+    path = f"/mean/otlp-collector-{uuid.uuid4().hex[:8]}/scoring"
+    s = summary(
+        "otel_collector",
+        scorer.url(path),
+        sourceType="OpenTelemetry",
+        sourceQuery='queue.depth{service_name="via-collector"}',
+        sourceRange=120,
+        sourceStep=10,
+        scoringInterval=1,
+        scoreDimensionFormat="${pod}",
+    )
+    await agent.supervisor.apply([s])
+
+    def observe(_: CallbackOptions) -> list[Observation]:
+        return [Observation(12, {"pod": "q1"}), Observation(30, {"pod": "q2"})]
+
+    exporter = OTLPMetricExporter(endpoint=f"http://127.0.0.1:{collector}/v1/metrics")
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=500)
+    provider = MeterProvider(
+        resource=Resource.create({"service.name": "via-collector"}), metric_readers=[reader]
+    )
+    provider.get_meter("test").create_observable_gauge("queue.depth", callbacks=[observe])
+    try:
+        # The SDK retries until the Collector listens; the Collector forwards with gzip and protobuf.
+        await eventually(
+            lambda: agent.store.series_held == 2 or None, timeout=60, what="2 series via the Collector"
+        )
+        first = (await eventually(lambda: scored(agent.publisher, "otel_collector"), what="a scored cycle"))[
+            0
+        ]
+    finally:
+        provider.shutdown()
+    assert sorted((i.name, i.value) for i in first.items or []) == [("q1", 12), ("q2", 30)]
+    assert agent.receiver.responses[200] >= 1
