@@ -28,7 +28,7 @@ current-context: x
 """
 
 
-async def test_the_flag_starts_a_receiver_whose_store_the_supervisor_configures(tmp_path: Path) -> None:
+async def test_the_flag_starts_a_receiver_whose_store_follows_the_running_scorers(tmp_path: Path) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(KUBECONFIG)
     api = KubeAPI(config)
@@ -67,6 +67,8 @@ async def test_the_flag_starts_a_receiver_whose_store_the_supervisor_configures(
         text = agent.supervisor.metrics.exposition().decode()
         assert "dynamic_scoring_otlp_series_held 1.0" in text
         assert "dynamic_scoring_otlp_series_limit 7.0" in text
+        await agent.supervisor.apply([])  # the scorer goes: nothing selects its series any more
+        assert agent.otlp.store.series_held == 0
     finally:
         await agent.supervisor.close()
         agent.otlp.stop()
