@@ -19,10 +19,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: ## build the pinned etcd/Kubernetes/OCM/clusteradm binaries into the cache (cold: ~30 min)
+tools: ## build the pinned etcd/Kubernetes/OCM/clusteradm/helm/argocd binaries and the OTel Collector into the cache
 	e2e/build-tools.sh
-	@# Optional: the OpenTelemetry Collector for test_otlp_collector (skipped, saying so, without it).
-	e2e/build-otelcol.sh || echo "OpenTelemetry Collector not built; tests/component/test_otlp_collector.py will skip" >&2
+	e2e/build-otelcol.sh
 
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \

@@ -92,7 +92,7 @@ async def test_invalid_and_duplicate_entries_are_rejected_by_name(
             good,
             summary("zero", scorer.url("/mean/scoring"), scoringInterval=0),
             summary("good", fixed(scorer, 99)),
-            summary("odd", scorer.url("/mean/scoring"), sourceType="OpenTelemetry"),
+            summary("odd", scorer.url("/mean/scoring"), sourceType="Graphite"),
         ]
     )
     payload = payload[:-1] + ',{"scoreName":"typed","scoringInterval":"30"}]'

@@ -1,8 +1,8 @@
 """A real OpenTelemetry Collector forwards an SDK's pushes to the agent's receiver.
 
 The Collector is built from the Go module proxy by ``e2e/build-otelcol.sh`` (the Collector builder
-with the otlp receiver and the otlphttp exporter); without that binary in the tools cache this test
-is skipped and says how to build it.  Its config is the sample's
+with the otlp receiver and the otlphttp exporter; `make tools` runs it); without that binary this test
+fails and says how to build it (a skipped test would count as a pass).  Its config is the sample's
 (``samples/opentelemetry/collector-configmap.yaml``) with loopback ports, so the sample is what is
 tested.
 """
@@ -55,7 +55,7 @@ def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
     """A Collector listening for OTLP/HTTP on a loopback port, exporting to the agent's receiver."""
     binary = collector_binary()
     if binary is None:
-        pytest.skip(f"no Collector {VERSION} in the tools cache; build it with e2e/build-otelcol.sh")
+        pytest.fail(f"no Collector {VERSION} in the tools cache: build it with `make tools` (e2e/build-otelcol.sh)")
     [configmap] = list(yaml.safe_load_all(SAMPLE.read_text()))
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     port = free_port()
