@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv tools deps lint test test-unit test-component test-integration test-e2e \
+.PHONY: help venv tools tools-ocm deps lint test test-unit test-component test-integration test-e2e \
         e2e-up e2e-down e2e-status bench clean demo chart
 
 help: ## list the targets
@@ -19,9 +19,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: ## build the pinned etcd/Kubernetes/OCM/clusteradm/helm/argocd binaries and the OTel Collector into the cache
-	e2e/build-tools.sh
+tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller and the OTel Collector
+	e2e/build-tools.sh argocd
 	e2e/build-otelcol.sh
+
+tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM, clusteradm): all the demo needs
+	e2e/build-tools.sh ocm-api etcd ocm clusteradm k8s helm
 
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
@@ -51,13 +54,13 @@ test-integration: $(STAMP) tools ## integration tier only
 test-e2e: $(STAMP) deps tools ## e2e tier only
 	$(BIN)/pytest -m e2e
 
-demo: $(STAMP) deps tools ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
+demo: $(STAMP) deps tools-ocm ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
 	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
 
-chart: $(STAMP) tools ## regenerate charts/dynamic-scoring from manifests/
+chart: $(STAMP) tools-ocm ## regenerate charts/dynamic-scoring from manifests/
 	$(BIN)/python -m e2e.chartgen
 
-e2e-up: $(STAMP) deps tools ## start the local OCM control plane in the background; writes .e2e/env
+e2e-up: $(STAMP) deps tools-ocm ## start the local OCM control plane in the background; writes .e2e/env
 	$(BIN)/python -m e2e.cli up
 
 e2e-down: $(STAMP) ## stop everything e2e-up started
