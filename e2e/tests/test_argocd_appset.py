@@ -77,8 +77,12 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
         ManagedClusterRef("cluster2", cp.spoke2.server, cp.spoke2.ca.cert_pem),
     ]
     try:
+        started = time.monotonic()
         controller.install(clusters)
+        installed = time.monotonic()
         controller.start()
+        ready = time.monotonic()
+        print(f"\nargocd: install {installed - started:.1f} s, controller start {ready - installed:.1f} s")
         yield Env(
             hub,
             Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig),
@@ -86,8 +90,10 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
             {c.name: c.server for c in clusters},
         )
     finally:
+        stopping = time.monotonic()
         controller.stop()
         controller.uninstall()
+        print(f"\nargocd: stop and uninstall {time.monotonic() - stopping:.1f} s")
         for cluster in ("cluster1", "cluster2"):
             for aps in ("cpu-headroom", "cpu-forecast"):
                 hub.delete(APS_V1A1, "AddOnPlacementScore", aps, cluster)
