@@ -55,7 +55,7 @@ def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
     """A Collector listening for OTLP/HTTP on a loopback port, exporting to the agent's receiver."""
     binary = collector_binary()
     if binary is None:
-        pytest.fail(f"no Collector {VERSION} in the tools cache: build it with `make tools` (e2e/build-otelcol.sh)")
+        pytest.fail(f"no Collector {VERSION} in the tools cache: build it with `make tools`")
     [configmap] = list(yaml.safe_load_all(SAMPLE.read_text()))
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     port = free_port()
