@@ -51,7 +51,7 @@ LIFETIME = 10.0
 SLACK = 5.0
 """Beyond ``validUntil`` + margin: the watch event to the manager, its patch, the placement
 controller's watch event, scheduling (0.06 s measured) and the PlacementDecision write, plus this
-test's 0.25 s polling, on a 2-core machine shared with other control planes; measured 0.3-1.5 s."""
+test's 0.25 s polling, on a 2-core machine shared with other control planes; measured 0.11-0.21 s."""
 JSON = dict[str, Any]
 
 
