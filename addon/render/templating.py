@@ -20,7 +20,6 @@ JSON = dict[str, Any]
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-
 def _templates_dir() -> Path:
     """Where the agent templates are: inside the package in a wheel, beside it in a source checkout.
 
