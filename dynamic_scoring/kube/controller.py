@@ -11,8 +11,12 @@ exponential backoff; one that returns normally resets the backoff.  Nothing a re
 end a worker thread.
 
 `ControllerManager` owns the shared informers (one per resource and selector, however many
-controllers watch it), starts them, waits for their first list, and only then runs the
-controllers, so no reconcile ever sees a half-filled cache.
+controllers watch it) and starts them; each controller starts as soon as the informers *it*
+uses have listed (client-go's per-controller `WaitForCacheSync`), so no reconcile ever sees a
+half-filled cache, and one resource that cannot be listed (its CRD not installed yet, or a list
+the identity may not do) holds back only the controllers that use it.  Those wait, with no
+restart, until the informer's retries succeed; `problems()` and the `running` gauge say which
+controllers wait and on what.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 
 from dynamic_scoring.kube.api import KubeAPI, KubeError
-from dynamic_scoring.kube.informer import Informer, WatchEvent
+from dynamic_scoring.kube.informer import (
+    DEFAULT_REMEDY_404,
+    Informer,
+    WatchEvent,
+)
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import JSON, Resource, object_key
 from dynamic_scoring.kube.workqueue import WorkQueue
@@ -35,6 +43,9 @@ from dynamic_scoring.kube.writes import Writer
 log = logging.getLogger(__name__)
 
 DEFAULT_RESYNC_SECONDS = 600.0  # the addon-framework resyncs its informers every 10 min
+#: a controller still waiting for its caches after this long gets a WARNING, then one a minute
+WAITING_WARNING_AFTER = 10.0
+WAITING_WARNING_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,19 @@ class Controller:
         """The first informer watched: its keys are the ones resynced."""
         return self._primary
 
+    @property
+    def informers(self) -> list[Informer]:
+        """Every informer this controller watches or reads: it starts once all have listed."""
+        return list(self._informers)
+
+    def uses(self, informer: Informer) -> None:
+        """Declare a cache the reconcile reads without being woken by it.
+
+        The controller then waits for its first list too (`watch` declares its informer already).
+        """
+        if informer not in self._informers:
+            self._informers.append(informer)
+
     def watch(self, informer: Informer, keys: Callable[[JSON], Iterable[str]] | None = None) -> None:
         """Enqueue `keys(obj)` (default: the object's own key) for every change `informer` sees.
 
@@ -92,7 +116,8 @@ class Controller:
         mapper = keys if keys is not None else _own_key
         if self._primary is None:
             self._primary = informer
-        self._informers.append(informer)
+        if informer not in self._informers:
+            self._informers.append(informer)
 
         def on_event(event: WatchEvent) -> None:
             targets = set(mapper(event.obj))
@@ -193,14 +218,35 @@ class ControllerManager:
         *,
         metrics_registry: CollectorRegistry | None = None,
         watch_unhealthy_after: float = 60.0,
+        remedy_404: Callable[[Resource], str] | None = None,
     ) -> None:
+        """Shared informers and controllers on `api`.
+
+        `remedy_404(resource)` says how to install a CRD the apiserver does not serve (for logs
+        and `problems()`.
+        """
         self.api = api
         self.watch_unhealthy_after = watch_unhealthy_after
+        self.remedy_404 = remedy_404
         self.metrics = ControllerMetrics(metrics_registry)
         self.registry = self.metrics.registry
         self._informers: dict[tuple[Resource, str | None, str | None, str | None], Informer] = {}
         self._controllers: list[Controller] = []
         self._running = threading.Event()
+        self._started: set[str] = set()
+        self._lock = threading.Lock()
+        self._running_gauge = Gauge(
+            "dynamic_scoring_controller_running",
+            "1 while the controller's workers run, 0 while it waits for the first list of its watches.",
+            ["controller"],
+            registry=self.registry,
+        )
+        self._synced_gauge = Gauge(
+            "dynamic_scoring_watch_synced",
+            "1 once the watch's first list has filled its cache (a 404 or 403 list keeps it 0).",
+            ["resource"],
+            registry=self.registry,
+        )
 
     def informer(
         self,
@@ -222,8 +268,11 @@ class ControllerManager:
                 field_selector=field_selector,
                 metrics=self.metrics,
                 unhealthy_after=self.watch_unhealthy_after,
+                remedy_404=self.remedy_404(resource) if self.remedy_404 else DEFAULT_REMEDY_404,
             )
             self._informers[key] = informer
+            watch = informer  # read at scrape time: no bookkeeping on the hot path
+            self._synced_gauge.labels(watch.name).set_function(lambda: 1.0 if watch.synced else 0.0)
         return informer
 
     def writer(self, controller: str) -> Writer:
@@ -236,6 +285,7 @@ class ControllerManager:
             raise ValueError(f"a controller named {controller.name!r} is already added")
         controller.use_metrics(self.metrics)
         self._controllers.append(controller)
+        self._running_gauge.labels(controller.name).set(0)
 
     @property
     def informers(self) -> list[Informer]:
@@ -248,24 +298,21 @@ class ControllerManager:
         return list(self._controllers)
 
     def run(self, stop: threading.Event) -> None:
-        """Start the informers, wait for their first list, run the controllers until `stop`."""
+        """Start the informers, start each controller once its own informers have listed, run until `stop`.
+
+        A controller whose informers cannot list (404: CRD missing; 403: not allowed) waits while
+        the others run; it starts, with no restart, when a retry of that list succeeds.
+        """
         informers = self.informers
         for informer in informers:
             informer.start()
+        threads = [
+            threading.Thread(
+                target=self._run_when_synced, args=(c, stop), name=f"controller {c.name}", daemon=True
+            )
+            for c in self._controllers
+        ]
         try:
-            waiting = list(informers)
-            while waiting and not stop.is_set():
-                waiting = [i for i in waiting if not i.wait_synced(min(1.0, 1.0 / len(waiting)))]
-                if waiting and not all(i.healthy for i in waiting):
-                    log.warning("waiting for the first list of %s", ", ".join(i.name for i in waiting))
-                    stop.wait(5)
-            if stop.is_set():
-                return
-            log.info("%d informers synced; starting %d controllers", len(informers), len(self._controllers))
-            threads = [
-                threading.Thread(target=c.run, args=(stop,), name=f"controller {c.name}", daemon=True)
-                for c in self._controllers
-            ]
             for t in threads:
                 t.start()
             self._running.set()
@@ -274,19 +321,85 @@ class ControllerManager:
                 t.join(60)
         finally:
             self._running.clear()
+            with self._lock:
+                self._started.clear()
+            for c in self._controllers:
+                self._running_gauge.labels(c.name).set(0)
             for informer in informers:
                 informer.stop()
 
+    def _run_when_synced(self, controller: Controller, stop: threading.Event) -> None:
+        """Wait for the first list of `controller`'s informers (warning while it takes long), then run it."""
+        began = time.monotonic()
+        warn_at = began + WAITING_WARNING_AFTER
+        while not stop.is_set():
+            pending = [i for i in controller.informers if not i.synced]
+            if not pending:
+                break
+            if time.monotonic() >= warn_at:
+                warn_at = time.monotonic() + WAITING_WARNING_EVERY
+                log.warning(
+                    "controller %s has waited %.0fs for %s; the controllers that do not need it run",
+                    controller.name,
+                    time.monotonic() - began,
+                    "; ".join(f"{i.name} ({i.problem})" for i in pending),
+                    extra={"controller": controller.name},
+                )
+            pending[0].wait_synced(0.5)
+        if stop.is_set():
+            return
+        log.info(
+            "controller %s: %d informers synced after %.1fs; starting",
+            controller.name,
+            len(controller.informers),
+            time.monotonic() - began,
+            extra={"controller": controller.name},
+        )
+        with self._lock:
+            self._started.add(controller.name)
+        self._running_gauge.labels(controller.name).set(1)
+        controller.run(stop)
+
+    def running(self, name: str) -> bool:
+        """True once controller `name` has started (its informers listed) and until `run` ends."""
+        with self._lock:
+            return name in self._started
+
+    def waiting(self) -> dict[str, list[Informer]]:
+        """The controllers not started yet, each with the informers it still waits for."""
+        with self._lock:
+            started = set(self._started)
+        return {
+            c.name: [i for i in c.informers if not i.synced]
+            for c in self._controllers
+            if c.name not in started
+        }
+
     def ready(self) -> bool:
-        """True while the controllers run and every informer is synced and healthy."""
+        """True while every controller runs and every informer is synced and healthy.
+
+        A manager with *some* controllers waiting is deliberately not ready: the ones waiting do
+        nothing, and readiness is where `kubectl get pods` and a rollout show that.
+        """
         return not self.problems()
 
     def problems(self) -> list[str]:
-        """Why the manager is not ready, one line each (for a `/readyz` body); empty when ready."""
-        out = [] if self._running.is_set() else ["controllers are not running"]
+        """Why the manager is not ready, one line each (for a `/readyz` body); empty when ready.
+
+        One line per waiting controller naming what it waits for, then one per informer that is
+        not synced or failing, with the cause and what to do for a 404 or 403.
+        """
+        if not self._running.is_set():
+            out = ["controllers are not running"]
+        else:
+            out = [
+                f"controller {name}: waiting for {', '.join(i.name for i in pending)}"
+                if pending
+                else f"controller {name}: starting"
+                for name, pending in self.waiting().items()
+            ]
         for informer in self._informers.values():
-            if not informer.synced:
-                out.append(f"watch {informer.name}: not synced yet")
-            elif not informer.healthy:
-                out.append(f"watch {informer.name}: failing for more than {informer.unhealthy_after:.0f}s")
+            problem = informer.problem
+            if problem is not None:
+                out.append(f"watch {informer.name}: {problem}")
         return out

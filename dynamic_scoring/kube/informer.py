@@ -15,6 +15,12 @@ The loop is client-go's reflector, on plain JSON:
 `healthy` turns False when failures have lasted longer than `unhealthy_after` seconds (default
 60), so a readiness probe tells an operator the cache is stale instead of looking fine.
 
+A list answered 404 (nobody serves the resource: its CRD is not installed, or not established
+yet) or 403 (the identity may not list it) is retried like any failure, so a CRD installed later
+or a permission granted later is picked up with no restart; but those two say what to do, so the
+log line and `problem` name the remedy (`remedy_404`, set by whoever knows how the CRD is
+installed, and the list/watch grant).
+
 Cached objects are shared, not copied (thousands of ManagedClusters are read on every resync):
 treat what `get` and `list` return as read-only.
 """
@@ -29,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from dynamic_scoring.kube.api import Gone, KubeAPI, KubeError
+from dynamic_scoring.kube.api import Forbidden, Gone, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import JSON, Resource, object_key
 
@@ -46,6 +52,8 @@ WATCH_TIMEOUT_MIN = 300  # client-go: a random 5 to 10 min per watch, spreading 
 #: a watch that ends this quickly with no event counts as a failure, so a proxy that accepts and
 #: closes at once cannot spin the loop
 WATCH_MIN_HEALTHY_SECONDS = 1.0
+#: what a 404 list asks for when the owner of the informer knows no better
+DEFAULT_REMEDY_404 = "install its CustomResourceDefinition"
 
 
 @dataclass(frozen=True)
@@ -91,8 +99,10 @@ class Informer:
         unhealthy_after: float = 60.0,
         backoff: Backoff | None = None,
         watch_timeout: int = WATCH_TIMEOUT_MIN,
+        remedy_404: str = DEFAULT_REMEDY_404,
     ) -> None:
         self.api = api
+        self.remedy_404 = remedy_404
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
@@ -115,6 +125,7 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._cancel: Callable[[], None] | None = None
         self._failing_since: float | None = None
+        self._last_error: str | None = None
         self.resource_version: str | None = None
         self.relists = 0
         self.errors = 0
@@ -188,6 +199,37 @@ class Informer:
         """False while lists or watches have been failing for longer than `unhealthy_after`."""
         since = self._failing_since
         return since is None or time.monotonic() - since < self.unhealthy_after
+
+    @property
+    def problem(self) -> str | None:
+        """Why the cache is not usable, in one line with what to do; None while synced and healthy.
+
+        Before the first list this says whether the list is still in flight or failing, and how
+        (a 404 or 403 with its remedy); after it, only a failure past `unhealthy_after` counts.
+        """
+        error = self._last_error
+        if not self.synced:
+            return f"not synced: {error}" if error else "not synced: first list in progress"
+        if not self.healthy:
+            return f"failing for more than {self.unhealthy_after:.0f}s: {error or 'unknown error'}"
+        return None
+
+    def explain(self, exc: BaseException) -> str:
+        """`exc` in one line, with the remedy when the answer was 404 or 403."""
+        scope = f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
+        if isinstance(exc, NotFound):
+            return (
+                f"the apiserver does not serve {self.resource.api_version} {self.resource.plural} "
+                f"(404: its CRD is missing or not yet established); {self.remedy_404}"
+            )
+        if isinstance(exc, Forbidden) and exc.status == 401:
+            return "401 unauthorized: the apiserver refused this identity's credentials"
+        if isinstance(exc, Forbidden):
+            return (
+                f"{exc.status} forbidden; grant list and watch on {self.resource.name} {scope} "
+                "to this identity"
+            )
+        return str(exc)
 
     def start(self) -> None:
         """Start the list+watch thread; after a `stop`, resume from the last resourceVersion.
@@ -306,6 +348,7 @@ class Informer:
         def opened(cancel: Callable[[], None]) -> None:
             self._cancel = cancel
             self._failing_since = None
+            self._last_error = None
             self._backoff.reset()
             if self._stop.is_set():
                 cancel()
@@ -326,8 +369,10 @@ class Informer:
         self.metrics.watch_errors_total.labels(self.name).inc()
         if self._failing_since is None:
             self._failing_since = time.monotonic()
+        detail = self.explain(exc)
+        self._last_error = f"{what} failed: {detail}"
         delay = self._backoff.next()
-        log.warning("%s of %s failed (retry in %.1fs): %s", what, self.name, delay, exc)
+        log.warning("%s of %s failed (retry in %.1fs): %s", what, self.name, delay, detail)
         self._stop.wait(delay)
 
     def _run(self) -> None:
@@ -344,6 +389,7 @@ class Informer:
                     self._failed("list", exc)
                     continue
                 self._failing_since = None
+                self._last_error = None
                 self._backoff.reset()
                 if self._synced.is_set():
                     self.relists += 1
