@@ -4,6 +4,13 @@ One replica leads (a coordination.k8s.io Lease in the manager's namespace) and r
 controller of `CONTROLLER_FACTORIES` on one `ControllerManager` (shared watches); the others wait
 to take over.  Each replica serves `/healthz`, `/readyz` and `/metrics` on one address.
 
+Readiness and liveness while a resource is missing: each controller starts once its own watches
+have listed, so a CRD not installed yet (or a list the RBAC forbids) holds back only the
+controllers that use it.  `/healthz` stays 200 meanwhile (a restart would not install a CRD, and
+a kubelet restart loop would also stop the controllers that do run); `/readyz` answers 503 and
+names each waiting controller, what it waits for and what to do, because a leader with idle
+controllers is not doing its job, and readiness is where `kubectl get pods` shows that.
+
 Exit status, as a Deployment's restart policy expects it:
 * 0 after SIGTERM/SIGINT (the leader releases its Lease first, so the standby takes over within
   one retry period rather than a lease duration);
@@ -32,11 +39,25 @@ from addon.logs import keyed
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
+from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, Resource
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = ADDON_NAME
 DEFAULT_LEASE_NAME = f"{ADDON_NAME}-addon-manager"
+OCM_GROUP_SUFFIX = ".open-cluster-management.io"
+
+
+def crd_remedy(resource: Resource) -> str:
+    """What to do when the hub does not serve `resource`: whose CRDs to install, and how."""
+    if resource.group == DYNAMIC_SCORERS.group:
+        return (
+            "install the addon's CRDs: kubectl apply -k manifests/crds "
+            "(or kubectl apply -f charts/dynamic-scoring/crds/)"
+        )
+    if resource.group.endswith(OCM_GROUP_SUFFIX):
+        return f"install Open Cluster Management's hub CRDs ({resource.kind}): clusteradm init"
+    return f"install the CustomResourceDefinition of {resource.kind}"
 
 
 @dataclass(frozen=True)
@@ -125,7 +146,7 @@ class Manager:
         self.options = options
         self.factories = list(factories)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.controllers = ControllerManager(api, metrics_registry=self.registry)
+        self.controllers = ControllerManager(api, metrics_registry=self.registry, remedy_404=crd_remedy)
         self.elector: LeaderElector | None = None
         if options.leader_elect:
             self.elector = LeaderElector(
@@ -159,14 +180,19 @@ class Manager:
         return self._leading.is_set()
 
     def readiness(self) -> tuple[bool, str]:
-        """Ready: a standby always (it can take over); the leader once its caches are synced and healthy."""
+        """Ready: a standby always (it can take over); a leader once all controllers run on healthy caches.
+
+        Not ready, the body names each waiting controller and each watch that is not synced or
+        failing, with the cause and what to do, one per line.
+        """
         if self._failure:
             return False, self._failure
         if not self._leading.is_set():
             return True, "standby"
-        if self.controllers.ready():
+        problems = self.controllers.problems()
+        if not problems:
             return True, "leading"
-        return False, "leading; watch caches not synced or failing"
+        return False, "leading; not ready:\n" + "\n".join(problems)
 
     def serve(self) -> int:
         """Start the health and metrics server; the port it listens on."""
