@@ -158,7 +158,11 @@ def test_mask_policy_defaults_to_skip_accepts_score_in_either_case_and_refuses_o
 ) -> None:
     masks = [{"clusterName": "cluster2", "scoreName": "gpu"}]
     assert apply(hub, ns, "DynamicScoringConfig", "plain", {"masks": masks}).returncode == 0
-    assert stored(hub, ns, "dynamicscoringconfigs", "plain")["spec"]["maskPolicy"] == "Skip"
+    # No CRD default: the object stays as written (as upstream's do), and the manager reads it as Skip.
+    plain = stored(hub, ns, "dynamicscoringconfigs", "plain")
+    assert "maskPolicy" not in plain["spec"]
+    config = parse_config(plain)
+    assert isinstance(config, DynamicScoringConfig) and config.spec.mask_policy == "Skip"
     for name, written in (("lower", "score"), ("upper", "Score")):
         done = apply(hub, ns, "DynamicScoringConfig", name, {"masks": masks, "maskPolicy": written})
         assert done.returncode == 0, done.stderr
