@@ -203,16 +203,18 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
             "data": {"owner": "a user, not the addon"},
         }
     )
-    e.kubectl.run("apply", "-k", str(REPO / "manifests"))
-    wait_until(
-        lambda: len([p for p in e.pods(MANAGER, "hub") if p["pid"]]) == 2 and e.leader(),
-        timeout=60,
-        what="two manager replicas running, one holding the Lease",
-    )
-    e.enabled_at = time.monotonic()  # type: ignore[attr-defined]
-    out = e.clusteradm("addon", "enable", "--names", ADDON, "--clusters", ",".join(CLUSTERS))
-    assert "Deploying dynamic-scoring add-on" in out, out
     try:
+        # Inside the try: a failed apply (half the objects created) is still taken back below, so the
+        # next module starts from a clean hub instead of failing on what this one left.
+        e.kubectl.run("apply", "-k", str(REPO / "manifests"))
+        wait_until(
+            lambda: len([p for p in e.pods(MANAGER, "hub") if p["pid"]]) == 2 and e.leader(),
+            timeout=60,
+            what="two manager replicas running, one holding the Lease",
+        )
+        e.enabled_at = time.monotonic()  # type: ignore[attr-defined]
+        out = e.clusteradm("addon", "enable", "--names", ADDON, "--clusters", ",".join(CLUSTERS))
+        assert "Deploying dynamic-scoring add-on" in out, out
         yield e
     finally:
         for cluster in CLUSTERS:
@@ -223,11 +225,23 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
             timeout=90,
             what="works and agents gone after disable",
         )
-        for obj in reversed(hub_objects_without_crds(e)):
+        installed = hub_objects_without_crds(e)
+        for obj in reversed(installed):
             e.hub.delete(
                 obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
             )
         wait_until(lambda: not e.pods(MANAGER), timeout=60, what="manager processes stopped")
+        # The namespace finishes terminating after the delete returns; the next module installs the
+        # same objects into it and would be refused ("being terminated") if it started earlier.
+        wait_until(
+            lambda: all(
+                e.hub.find(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+                is None
+                for o in installed
+            ),
+            timeout=90,
+            what="every installed hub object gone, the manager's namespace included",
+        )
         if namespace_existed:
             e.spokes["cluster2"].delete("v1", "ConfigMap", USER_CONFIGMAP, INSTALL_NS)
         else:

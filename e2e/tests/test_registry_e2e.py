@@ -205,4 +205,10 @@ def test_deleting_the_config_stops_the_agents_and_removes_their_scores(registry:
         timeout=120,
         what="the agents' AddOnPlacementScores removed",
     )
-    assert all(env.hub.find(WORK_V1, "ManifestWork", CONFIG_WORK, c) is None for c in CLUSTERS)
+    # The work can outlive the scores by a moment: it goes once the work agent has removed the
+    # ConfigMap and dropped its cleanup finalizer, and the agents react to the ConfigMap going first.
+    wait_until(
+        lambda: all(env.hub.find(WORK_V1, "ManifestWork", CONFIG_WORK, c) is None for c in CLUSTERS),
+        timeout=60,
+        what="the config ManifestWorks deleted",
+    )
