@@ -23,7 +23,6 @@ from addon.scorers.effective import resolve
 from addon.scorers.models import DynamicScorer, SpecProblem, parse_scorer
 from addon.scorers.probe import fetch_config
 from addon.scorers.provenance import provenance
-from agent.k8s.scores import parse_time
 from agent.k8s.secrets import KubeSecretReader
 from agent.ports import CONDITION_TYPE, SecretReader
 from ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
@@ -32,6 +31,7 @@ from ctl.output import ExitCode, emit_json, fail, output_option
 from ctl.record import query_range_endpoint
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, DYNAMIC_SCORERS
+from dynamic_scoring.timestamps import parse_time
 
 DEFAULT_NAMESPACE = "dynamic-scoring"
 AGENT_NAMESPACE = "open-cluster-management-agent-addon"

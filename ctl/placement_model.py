@@ -34,6 +34,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from dynamic_scoring.timestamps import parse_time
+
 JSON = dict[str, Any]
 
 PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
@@ -145,17 +147,6 @@ class Explanation:
 
 
 # ----------------------------------------------------------------------------- time and quantities
-
-
-def parse_time(value: object) -> dt.datetime | None:
-    """An RFC 3339 timestamp as the apiserver writes it, or None when absent or unreadable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def quantity(value: object) -> float | None:

@@ -26,6 +26,7 @@ from ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
 from ctl.output import ExitCode, emit_json, output_option
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS
+from dynamic_scoring.timestamps import parse_time
 
 ADDON = "dynamic-scoring"
 AGENT_SCORES = "app.kubernetes.io/managed-by=dynamic-scoring-agent"
@@ -37,17 +38,6 @@ MAX_ITEMS_SHOWN = 5
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: a view redrawn in place
 
 JSON = dict[str, Any]
-
-
-def parse_time(value: object) -> dt.datetime | None:
-    """An RFC 3339 timestamp, or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)

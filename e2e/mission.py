@@ -37,6 +37,7 @@ import yaml
 
 from dynamic_scoring.kube.api import JSON
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.loadgen import LoadFile
@@ -551,15 +552,6 @@ class Mission:
         if self.gateway is not None:
             self.gateway.stop()
             self.gateway = None
-
-
-def parse_time(value: str) -> dt.datetime | None:
-    """An RFC 3339 timestamp as the apiserver writes it, or None."""
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return None
 
 
 @contextlib.contextmanager

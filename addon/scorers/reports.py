@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from dynamic_scoring.timestamps import parse_time
+
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 AGENT_CONDITION = "ScoresUpToDate"
 MAX_MESSAGE = 512
@@ -51,15 +53,6 @@ class ClusterReport:
         return entry
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _report(cluster: str, score_name: str, aps: Mapping[str, Any] | None, now: datetime) -> ClusterReport:
     if aps is None:
         return ClusterReport(
@@ -72,7 +65,7 @@ def _report(cluster: str, score_name: str, aps: Mapping[str, Any] | None, now: d
         )
     status = aps.get("status") or {}
     cond = next((c for c in status.get("conditions") or [] if c.get("type") == AGENT_CONDITION), None)
-    until = _parse_time(status.get("validUntil"))
+    until = parse_time(status.get("validUntil"))
     if until is not None and until <= now:
         stamp = status.get("validUntil")
         return ClusterReport(

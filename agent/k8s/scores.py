@@ -33,6 +33,7 @@ from agent.errors import PublishError
 from agent.k8s.paths import namespaced
 from agent.ports import PublishRequest
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +43,6 @@ ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 OWNER_RETRY_SECONDS = 300.0
 """How long an unreadable ManagedClusterAddOn is not asked for again."""
-
-
-def format_time(t: dt.datetime) -> str:
-    """metav1.Time: RFC 3339 in UTC with second precision."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> dt.datetime | None:
-    """Inverse of `format_time`, tolerant of fractions; None for empty or malformed text."""
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, AttributeError):
-        return None
 
 
 @dataclass

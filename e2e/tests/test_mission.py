@@ -27,6 +27,7 @@ from typing import cast
 import pytest
 import yaml
 
+from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.inventory import Key, snapshot
 from e2e.kube import Kubectl
@@ -47,7 +48,6 @@ from e2e.mission import (
     WORK_V1,
     Mission,
     TenantGateway,
-    parse_time,
 )
 from e2e.procs import StartupError, wait_until
 

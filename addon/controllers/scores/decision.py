@@ -18,6 +18,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from dynamic_scoring.timestamps import parse_time
+
 EXPIRED_ANNOTATION = "dynamic-scoring.open-cluster-management.io/expired"
 """Holds the ``validUntil`` this controller last marked as expired; the write OCM reacts to."""
 
@@ -45,13 +47,7 @@ def is_ours(obj: dict[str, Any]) -> bool:
 
 def parse_valid_until(text: object) -> dt.datetime | None:
     """``status.validUntil`` as an aware datetime; None when absent or not RFC 3339."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+    return parse_time(text)
 
 
 @dataclass(frozen=True)
