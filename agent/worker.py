@@ -71,7 +71,7 @@ from agent.settings import AgentSettings
 from agent.source.labelling import label_series
 from agent.source.otlp.fetching import read_selected
 from agent.source.otlp.store import SeriesStore
-from agent.source.placeholders import PlaceholderError, cluster_value, substitute, uses_placeholders
+from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.wire import ScoringResponse
 
@@ -397,12 +397,10 @@ class ScorerWorker:
             raise PrometheusRequestInvalid(
                 f"{source.display}: type {source.type} is not fetched by this agent", stage="fetch"
             )
-        values: dict[str, str] = {}
-        if any(uses_placeholders(q) for q in source.queries):
-            try:
-                values["cluster"] = cluster_value(ctx.cluster_name)
-            except PlaceholderError as exc:
-                raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
+        try:
+            queries = expand_queries(source.queries, ctx.cluster_name)
+        except PlaceholderError as exc:
+            raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
         creds = await resolve_credentials(source.auth, source.legacy_secret, ctx.secrets, stage="fetch")
         try:
             client = ctx.clients.client_for(creds.tls)
@@ -412,11 +410,7 @@ class ScorerWorker:
         window = RangeWindow.ending_at(now, source.range, source.step)
         out: list[Any] = []
         fetched = 0
-        for index, written in enumerate(source.queries):
-            try:
-                query = substitute(written, values)
-            except PlaceholderError as exc:
-                raise PrometheusRequestInvalid(f"query #{index + 1}: {exc}", stage="fetch") from exc
+        for index, query in enumerate(queries):
             # All bodies of a cycle stay in memory until the scoring call: bound their sum.
             left = min(budget - fetched, settings.max_source_bytes_per_cycle - self._fetched)
             limit = min(settings.max_source_bytes, left)

@@ -2,7 +2,7 @@
 
 ``dynamic-scoring explain`` must show what the agent *would* do, so every stage calls what the
 agent calls: ``plan_summary`` checks the summary, ``resolve_credentials`` builds headers,
-``substitute`` fills ``${cluster}``, ``query_range`` fetches, ``label_series`` labels named
+``expand_queries`` fills ``${cluster}``, ``query_range`` fetches, ``label_series`` labels named
 sources, ``call_scorer`` posts the series, ``score_value`` and ``build_items`` turn results into
 items (or ``default_item_names`` names the ``missingDataScore`` items when no series came back,
 and the scorer is not called, as in the worker), ``valid_until`` dates them.
@@ -41,7 +41,7 @@ from agent.scoring.dimensions import build_items, default_item_names, render_nam
 from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
 from agent.settings import AgentSettings
 from agent.source.labelling import label_series
-from agent.source.placeholders import PlaceholderError, cluster_value, substitute, uses_placeholders
+from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.wire import ScorerSummary, ScoringResponse
 
@@ -189,22 +189,16 @@ async def _fetch(
                 f"{source.display}: type {source.type} is pushed to the agent, explain cannot fetch it",
                 stage="fetch",
             )
-        values: dict[str, str] = {}
-        if any(uses_placeholders(q) for q in source.queries):
-            try:
-                values["cluster"] = cluster_value(trace.cluster)
-            except PlaceholderError as exc:
-                raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
+        try:
+            queries = expand_queries(source.queries, trace.cluster)
+        except PlaceholderError as exc:
+            raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
         creds = await resolve_credentials(source.auth, source.legacy_secret, secrets, stage="fetch")
         client = clients.client_for(creds.tls)
         window = RangeWindow.ending_at(now, source.range, source.step)
         trace.window = {"start": window.start, "end": window.end, "step": window.step}
         endpoint = prometheus or source.endpoint
-        for index, written in enumerate(source.queries):
-            try:
-                query = substitute(written, values)
-            except PlaceholderError as exc:
-                raise PrometheusRequestInvalid(f"query #{index + 1}: {exc}", stage="fetch") from exc
+        for index, query in enumerate(queries):
             entry = Query(source.name, index, query, endpoint)
             trace.queries.append(entry)
             began = time.monotonic()

@@ -20,7 +20,7 @@ outside a string is a PromQL comment and is neither checked nor changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 PLACEHOLDERS: tuple[str, ...] = ("cluster",)
@@ -132,11 +132,34 @@ def uses_placeholders(query: str) -> bool:
     return _PATTERN.search(query) is not None
 
 
+def expand_queries(queries: Sequence[str], cluster_name: str) -> list[str]:
+    """Every query of one source with its placeholders filled, as the agent sends them.
+
+    The cluster name is checked only when some query uses a placeholder, so an agent whose name is
+    not a DNS label still runs scorers that do not need it.  The worker and ``explain`` both call
+    this, so what explain shows is what the agent queries.
+
+    Raises:
+        PlaceholderError: the cluster name cannot be substituted, or query ``#N`` cannot be filled.
+    """
+    values: dict[str, str] = {}
+    if any(uses_placeholders(q) for q in queries):
+        values["cluster"] = cluster_value(cluster_name)
+    expanded = []
+    for index, query in enumerate(queries):
+        try:
+            expanded.append(substitute(query, values))
+        except PlaceholderError as exc:
+            raise PlaceholderError(f"query #{index + 1}: {exc}") from exc
+    return expanded
+
+
 __all__ = [
     "PLACEHOLDERS",
     "PlaceholderError",
     "check_query",
     "cluster_value",
+    "expand_queries",
     "substitute",
     "uses_placeholders",
 ]
