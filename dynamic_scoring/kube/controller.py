@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.informer import (
@@ -235,18 +235,6 @@ class ControllerManager:
         self._running = threading.Event()
         self._started: set[str] = set()
         self._lock = threading.Lock()
-        self._running_gauge = Gauge(
-            "dynamic_scoring_controller_running",
-            "1 while the controller's workers run, 0 while it waits for the first list of its watches.",
-            ["controller"],
-            registry=self.registry,
-        )
-        self._synced_gauge = Gauge(
-            "dynamic_scoring_watch_synced",
-            "1 once the watch's first list has filled its cache (a 404 or 403 list keeps it 0).",
-            ["resource"],
-            registry=self.registry,
-        )
 
     def informer(
         self,
@@ -271,8 +259,6 @@ class ControllerManager:
                 remedy_404=self.remedy_404(resource) if self.remedy_404 else DEFAULT_REMEDY_404,
             )
             self._informers[key] = informer
-            watch = informer  # read at scrape time: no bookkeeping on the hot path
-            self._synced_gauge.labels(watch.name).set_function(lambda: 1.0 if watch.synced else 0.0)
         return informer
 
     def writer(self, controller: str) -> Writer:
@@ -285,7 +271,7 @@ class ControllerManager:
             raise ValueError(f"a controller named {controller.name!r} is already added")
         controller.use_metrics(self.metrics)
         self._controllers.append(controller)
-        self._running_gauge.labels(controller.name).set(0)
+        self.metrics.set_running(controller.name, False)
 
     @property
     def informers(self) -> list[Informer]:
@@ -324,7 +310,7 @@ class ControllerManager:
             with self._lock:
                 self._started.clear()
             for c in self._controllers:
-                self._running_gauge.labels(c.name).set(0)
+                self.metrics.set_running(c.name, False)
             for informer in informers:
                 informer.stop()
 
@@ -357,7 +343,7 @@ class ControllerManager:
         )
         with self._lock:
             self._started.add(controller.name)
-        self._running_gauge.labels(controller.name).set(1)
+        self.metrics.set_running(controller.name, True)
         controller.run(stop)
 
     def running(self, name: str) -> bool:

@@ -129,7 +129,9 @@ class Informer:
         self.resource_version: str | None = None
         self.relists = 0
         self.errors = 0
-        self.metrics.track_watch(self.name, lambda: self.healthy and self.synced, lambda: self._size)
+        self.metrics.track_watch(
+            self.name, lambda: self.healthy and self.synced, lambda: self.synced, lambda: self._size
+        )
 
     # -- the cache ------------------------------------------------------------------------------
 

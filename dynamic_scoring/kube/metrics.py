@@ -82,16 +82,39 @@ class ControllerMetrics:
             ["resource"],
             registry=r,
         )
+        self.watch_synced = Gauge(
+            f"{_PREFIX}_watch_synced",
+            "1 once the watch's first list has filled its cache (a 404 or 403 list keeps it 0).",
+            ["resource"],
+            registry=r,
+        )
+        self.controller_running = Gauge(
+            f"{_PREFIX}_controller_running",
+            "1 while the controller's workers run, 0 while it waits for the first list of its watches.",
+            ["controller"],
+            registry=r,
+        )
 
     def track_queue(self, controller: str, depth: Callable[[], int], delayed: Callable[[], int]) -> None:
         """Report a queue's depth at scrape time (no bookkeeping on the hot path)."""
         self.queue_depth.labels(controller).set_function(lambda: float(depth()))
         self.queue_delayed.labels(controller).set_function(lambda: float(delayed()))
 
-    def track_watch(self, resource: str, healthy: Callable[[], bool], size: Callable[[], int]) -> None:
-        """Report a watch cache's health and size at scrape time."""
+    def track_watch(
+        self,
+        resource: str,
+        healthy: Callable[[], bool],
+        synced: Callable[[], bool],
+        size: Callable[[], int],
+    ) -> None:
+        """Report a watch cache's health, first sync and size at scrape time."""
         self.watch_healthy.labels(resource).set_function(lambda: 1.0 if healthy() else 0.0)
+        self.watch_synced.labels(resource).set_function(lambda: 1.0 if synced() else 0.0)
         self.watch_objects.labels(resource).set_function(lambda: float(size()))
+
+    def set_running(self, controller: str, running: bool) -> None:
+        """Whether ``controller``'s workers run (0 while it waits for its watches' first lists)."""
+        self.controller_running.labels(controller).set(1 if running else 0)
 
     def wrote(self, controller: str, verb: str, resource: str) -> None:
         """Count one write the apiserver accepted."""
