@@ -59,15 +59,8 @@ def list_all(
     api: KubeAPI, resource: Resource, namespace: str | None = None, **query: str
 ) -> list[dict[str, Any]]:
     """Every object of a kind, following `continue` across pages; raises `KubeError`."""
-    items: list[dict[str, Any]] = []
-    params = {"limit": "500", **query}
-    while True:
-        page = api.request("GET", resource.path(namespace), query=params)
-        items.extend(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-        params = {**params, "continue": token}
+    items, _ = api.list_all(resource.path(namespace), dict(query))
+    return items
 
 
 def list_items(

@@ -235,6 +235,31 @@ class KubeAPI:
             data = raw.read()
             return cast(JSON, json.loads(data)) if data else {}
 
+    def list_all(
+        self, path: str, query: dict[str, str] | None = None, *, page_size: int = 500
+    ) -> tuple[list[JSON], str]:
+        """Every object at the collection `path`, in pages of `page_size`; and the list's resourceVersion.
+
+        When a `continue` token expires between pages (410 Gone: the apiserver compacted that
+        version), the rest cannot be had consistently, so the list restarts once unpaged, as
+        client-go's pager does.  The informer and the CLI both list through here.
+        """
+        base = dict(query or {})
+        paged = {**base, "limit": str(page_size)}
+        items: list[JSON] = []
+        while True:
+            try:
+                page = self.request("GET", path, query=paged)
+            except Gone:
+                page = self.request("GET", path, query=base)
+                items, paged = [], base
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token or "limit" not in paged:
+                return items, str(meta.get("resourceVersion", ""))
+            paged = {**paged, "continue": token}
+
     def watch(
         self,
         path: str,

@@ -272,22 +272,7 @@ class Informer:
         return query
 
     def _list_all(self) -> tuple[Objects, str]:
-        path = self.resource.path(self.namespace)
-        items: Objects = []
-        query = {**self._query(), "limit": str(PAGE_SIZE)}
-        while True:
-            try:
-                page = self.api.request("GET", path, query=query)
-            except Gone:
-                # the continue token expired between pages: one unpaged list, as client-go does
-                page = self.api.request("GET", path, query=self._query())
-                items = []
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token or "limit" not in query:
-                return items, str(meta.get("resourceVersion", ""))
-            query = {**query, "continue": token}
+        return self.api.list_all(self.resource.path(self.namespace), self._query(), page_size=PAGE_SIZE)
 
     def _relist(self) -> str:
         items, rv = self._list_all()

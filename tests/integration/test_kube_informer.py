@@ -297,3 +297,15 @@ def test_watch_reconnects_after_the_stream_is_cut_and_reports_unhealthy_meanwhil
     finally:
         informer.stop()
         proxy.close()
+
+
+def test_list_all_follows_continue_across_pages_with_the_selector_kept(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    api = hub_api(control_plane)
+    for i in range(7):
+        api.request("POST", CONFIGMAPS.path(namespace), body=cm(namespace, f"paged-{i}"))
+    api.request("POST", CONFIGMAPS.path(namespace), body={"metadata": {"name": "unlabelled"}})
+    items, version = api.list_all(CONFIGMAPS.path(namespace), {"labelSelector": "t=1"}, page_size=2)
+    assert sorted(o["metadata"]["name"] for o in items) == [f"paged-{i}" for i in range(7)]
+    assert version.isdigit()
