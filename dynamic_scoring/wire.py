@@ -48,6 +48,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from dynamic_scoring.regex import RegexError, compile_label_regex
+
 UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
     "name",
     "scoreName",
@@ -321,7 +323,9 @@ class AttributeMatcher(_Wire):
     """One attribute matcher of an OpenTelemetry selector: ``name op value``, as in PromQL.
 
     ``name`` is the label name after translation (``service.name`` is ``service_name``).  For
-    ``=~`` and ``!~`` the value is a regular expression matched against the whole label value.
+    ``=~`` and ``!~`` the value is a regular expression matched against the whole label value,
+    in RE2 syntax as PromQL's (no backreferences or lookaround): pushers choose the values it
+    runs on, so it must match in linear time (``dynamic_scoring.regex``).
     """
 
     name: str
@@ -346,9 +350,9 @@ class AttributeMatcher(_Wire):
     def _regex(self) -> AttributeMatcher:
         if self.op in ("=~", "!~"):
             try:
-                re.compile(self.value)
-            except re.error as exc:
-                raise ValueError(f"matcher {self.name}: not a valid regular expression ({exc.msg})") from None
+                compile_label_regex(self.value)
+            except RegexError as exc:
+                raise ValueError(f"matcher {self.name}: not a valid RE2 regular expression ({exc})") from None
         return self
 
 

@@ -56,5 +56,7 @@ def test_hub_agent_and_cli_dependencies_are_extras(requires: dict[str, set[str]]
     assert requires["agent"] | requires["hub"] <= requires["cli"]
     assert requires["cli"] <= requires["all"] <= requires["dev"]
     assert {"pytest", "mypy"} <= requires["dev"]
-    for heavy in ("kubernetes", "jinja2", "prometheus-client", "click"):
+    # Selector regexes are compiled with RE2 by the agent and validated with it by the hub.
+    assert "google-re2" in requires["agent"] & requires["hub"]
+    for heavy in ("kubernetes", "jinja2", "prometheus-client", "click", "google-re2"):
         assert heavy not in requires[""]

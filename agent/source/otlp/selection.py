@@ -9,7 +9,9 @@ query, because silently scoring a different series than the one written would be
 
 Metric names are compared after the receiver's translation (``.``, ``-`` and ``/`` become ``_``),
 so ``http.server.duration`` and ``http_server_duration`` select the same series.  Regular
-expressions match the whole label value, as in PromQL.
+expressions match the whole label value, as in PromQL, and use RE2 syntax and matching
+(``dynamic_scoring.regex``): they run on label values any pusher chooses, so matching must take
+time linear in the value, never a backtracking blow-up that would stall the decoding slot.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dynamic_scoring.regex import LabelRegex, RegexError, compile_label_regex
 from dynamic_scoring.wire import AttributeMatcher, OtelSelector
 
 _NAME = r"[A-Za-z_:][A-Za-z0-9_:.\-/]*"
@@ -54,7 +57,7 @@ class Matcher:
     name: str
     op: str
     value: str
-    pattern: re.Pattern[str] | None
+    pattern: LabelRegex | None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """PromQL semantics: a missing label has the empty value."""
@@ -64,7 +67,7 @@ class Matcher:
         if self.op == "!=":
             return have != self.value
         assert self.pattern is not None
-        found = self.pattern.fullmatch(have) is not None
+        found = self.pattern.matches(have)
         return found if self.op == "=~" else not found
 
 
@@ -91,9 +94,9 @@ def _matcher(name: str, op: str, value: str) -> Matcher:
     pattern = None
     if op in ("=~", "!~"):
         try:
-            pattern = re.compile(value)
-        except re.error as exc:
-            raise SelectorError(f"matcher {name}: not a valid regular expression ({exc.msg})") from None
+            pattern = compile_label_regex(value)
+        except RegexError as exc:
+            raise SelectorError(f"matcher {name}: not a valid RE2 regular expression ({exc})") from None
     return Matcher(name, op, value, pattern)
 
 

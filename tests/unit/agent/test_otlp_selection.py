@@ -105,3 +105,46 @@ def test_plans_of_both_forms_carry_selectors_and_name_bad_ones() -> None:
 @given(st.text(min_size=1, max_size=40))
 def test_translated_names_are_always_legal_prometheus_names(name: str) -> None:
     assert re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*", sanitize_name(name))
+
+
+# -- RE2: pushers choose the label values a selector's regex runs on ------------------------------
+
+
+def test_a_catastrophic_pattern_matches_a_long_value_in_linear_time() -> None:
+    # Python's backtracking re needs about 2**n steps for (a+)+$ against n a's and a final b:
+    # 0.76 s at 25 characters, doubling per character.  At 10,000 this test would never end.
+    sel = parse_selector('m{v=~"(a+)+$"}')
+    hostile = "a" * 10_000 + "b"
+    assert not sel.matches("m", "m", {"v": hostile})
+    assert sel.matches("m", "m", {"v": "a" * 10_000})
+    negated = from_spec(
+        OtelSelector.model_validate(
+            {"metric": "m", "matchers": [{"name": "v", "op": "!~", "value": "(a|aa)*c"}]}
+        )
+    )
+    assert negated.matches("m", "m", {"v": "a" * 10_000})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"(a)\\1", "backreferences are not supported"),
+        ("(?=a)a", "lookahead and lookbehind are not supported"),
+        ("(?<!a)b", "lookahead and lookbehind are not supported"),
+        ("a{1001}", "invalid repetition size"),
+    ],
+)
+def test_perl_only_patterns_are_refused_in_both_forms(pattern: str, why: str) -> None:
+    with pytest.raises(SelectorError, match=rf"^matcher v: not a valid RE2 regular expression \(.*{why}"):
+        parse_selector(f'm{{v=~"{pattern}"}}')
+    with pytest.raises(ValueError, match=rf"matcher v: not a valid RE2 regular expression \(.*{why}"):
+        OtelSelector.model_validate(
+            {"metric": "m", "matchers": [{"name": "v", "op": "=~", "value": pattern.replace("\\\\", "\\")}]}
+        )
+
+
+def test_re2_anchors_like_promql_and_keeps_ordinary_syntax() -> None:
+    sel = parse_selector(r'm{a=~"checkout|cart", b=~"(?i)WEB-\\d+", c!~"api"}')
+    assert sel.matches("m", "m", {"a": "cart", "b": "web-12", "c": "api-v2"})
+    assert not sel.matches("m", "m", {"a": "cartx", "b": "web-12", "c": "x"})
+    assert not sel.matches("m", "m", {"a": "cart", "b": "web-12", "c": "api"})

@@ -59,3 +59,30 @@ def test_match_expressions() -> None:
     assert not sel.matches({"region": "eu"})
     assert not sel.matches({"gpu": "x", "region": "ap"})
     assert not sel.matches({"gpu": "x", "region": "eu", "legacy": ""})
+
+
+def test_a_selector_regex_re2_refuses_is_a_spec_problem_naming_the_matcher() -> None:
+    # The hub validates OpenTelemetry selectors with the agent's rule (RE2), so a pattern the agent
+    # could not run is refused on the scorer's status instead of failing on every cluster.
+    res = parse_scorer(
+        {
+            "metadata": {"name": "x", "namespace": "n"},
+            "spec": {
+                "sources": [
+                    {
+                        "name": "otel",
+                        "type": "OpenTelemetry",
+                        "otel": {
+                            "selectors": [
+                                {"metric": "m", "matchers": [{"name": "svc", "op": "=~", "value": "(a)\\1"}]}
+                            ]
+                        },
+                    }
+                ]
+            },
+        }
+    )
+    assert isinstance(res, SpecProblem)
+    assert res.message.startswith("spec.sources.0.otel.selectors.0.matchers.0:")
+    assert "matcher svc: not a valid RE2 regular expression" in res.message
+    assert "backreferences are not supported" in res.message
