@@ -1,0 +1,235 @@
+"""Which destinations a Secret may be sent to: the rule the agent and the hub manager both apply.
+
+A DynamicScorer names Secrets and the URLs their values go to, and the person who writes the
+DynamicScorer is usually not the person who owns the Secrets (they live in the agent's install
+namespace on every managed cluster, or in the manager's namespace on the hub).  Without a check, a
+scorer author could point ``scoring.host`` at their own server and name any Secret the agent can
+read.  So a Secret is sent only to a destination that its owner listed on the Secret itself::
+
+    metadata:
+      annotations:
+        dynamic-scoring.open-cluster-management.io/allowed-hosts: "scorer.example.com, prom.mon.svc:9090"
+
+Whoever may annotate the Secret controls it; a scorer author who may only write DynamicScorers
+cannot.  A Secret without the annotation (or with an empty one) is bound to nothing and is never
+sent: the caller refuses the request instead of sending it with or without the credential.
+
+Entries are separated by commas or whitespace.  Each is one of:
+
+* ``host`` — that host on the default port of the request's scheme (80 for http, 443 for https);
+* ``host:port`` — that host on that port, whatever the scheme;
+* ``http://host[:port]`` or ``https://host[:port]`` — that scheme only, on that port (default: the
+  scheme's);
+* ``*.example.com`` (optionally with a port or scheme) — any name below ``example.com`` (not
+  ``example.com`` itself), for scorers behind per-region names.  A ``*`` anywhere else is invalid.
+
+Hosts compare case-insensitively, without a trailing dot, and IP addresses in their canonical form
+(``[0:0::1]`` is ``[::1]``).  Names are compared as written: ``prometheus.monitoring.svc`` and
+``prometheus.monitoring.svc.cluster.local`` are different entries, and a numeric host such as
+``2130706433`` matches only itself.  Non-ASCII names must be written in their ``xn--`` form.  An
+entry that cannot be read allows nothing and is named in the refusal, so a typo never widens access.
+
+Pure functions only; no I/O.  ``httpx.URL`` parses the destination, as it is what sends the request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+ALLOWED_HOSTS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed-hosts"
+"""The annotation on a Secret listing the destinations its values may be sent to."""
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
+_SPLIT = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a request goes: scheme, canonical host and the port actually connected to."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def entry(self) -> str:
+        """The shortest annotation entry that allows exactly this destination's host and port."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.port == _DEFAULT_PORTS.get(self.scheme):
+            return host
+        return f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One readable entry of the annotation.
+
+    Attributes:
+        host: the canonical host, or the suffix (starting with ``.``) for a ``*.`` entry.
+        wildcard: True for a ``*.`` entry.
+        port: the port it allows, or None for the request scheme's default port.
+        scheme: the scheme it is limited to, or None for both http and https.
+    """
+
+    host: str
+    wildcard: bool
+    port: int | None
+    scheme: str | None
+
+    def allows(self, dest: Destination) -> bool:
+        """True when this entry lets a value go to ``dest``."""
+        if self.scheme is not None and self.scheme != dest.scheme:
+            return False
+        port = self.port if self.port is not None else _DEFAULT_PORTS.get(self.scheme or dest.scheme)
+        if port != dest.port:
+            return False
+        if self.wildcard:
+            # A name below the suffix; never an IP address (``*.2.3.4`` is not ``1.2.3.4``).
+            return dest.host.endswith(self.host) and not _is_ip(dest.host)
+        return dest.host == self.host
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _canonical_host(host: str) -> str | None:
+    """Lower case, no trailing dot, IPs canonical; None when it is not a host name or address."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    if host.endswith("."):
+        host = host[:-1]
+    if not host or len(host) > 253 or not host.isascii():
+        return None
+    if not all(_LABEL.match(label) for label in host.split(".")):
+        return None
+    return host
+
+
+def destination(url: str) -> Destination:
+    """The destination of ``url`` as the HTTP client will connect to it.
+
+    Raises:
+        ValueError: the URL has no http(s) scheme or no host.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"not a URL: {exc}") from exc
+    scheme = parsed.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"scheme {scheme or '(none)'!r} is not http or https")
+    host = _canonical_host(parsed.host) if parsed.host else None
+    if host is None:
+        raise ValueError(f"host {parsed.host!r} is not a host name or IP address")
+    return Destination(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
+
+
+def _entry(text: str) -> HostEntry | None:
+    scheme: str | None = None
+    rest = text
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        scheme = scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            return None
+        rest = rest.removesuffix("/")
+    if not rest or any(ch in rest for ch in "/?#@\\"):
+        return None
+    wildcard = rest.startswith("*.")
+    if wildcard:
+        rest = rest[2:]
+    if not wildcard and ":" in rest and not rest.startswith("[") and _is_ip(rest):
+        rest = f"[{rest}]"  # a bare IPv6 address: its colons are not a port
+    try:
+        split = urlsplit("//" + rest)
+        port = split.port
+        hostname = split.hostname
+    except ValueError:
+        return None
+    if hostname is None or "*" in rest:
+        return None
+    if rest.endswith(":"):  # "host:" is a typo, not "the default port"
+        return None
+    host = _canonical_host(hostname)
+    if host is None or (wildcard and ":" in host):
+        return None
+    if port is None and scheme is not None:
+        port = _DEFAULT_PORTS[scheme]
+    return HostEntry("." + host if wildcard else host, wildcard, port, scheme)
+
+
+def parse_allowed_hosts(value: str | None) -> tuple[tuple[HostEntry, ...], tuple[str, ...]]:
+    """The readable entries of an annotation value, and the entries that could not be read."""
+    entries: list[HostEntry] = []
+    bad: list[str] = []
+    for text in _SPLIT.split(value or ""):
+        if not text:
+            continue
+        entry = _entry(text)
+        if entry is None:
+            bad.append(text)
+        else:
+            entries.append(entry)
+    return tuple(entries), tuple(bad)
+
+
+def binding_refusal(
+    annotations: Mapping[str, str] | None, url: str, *, secret: str, namespace: str
+) -> str | None:
+    """Why the Secret ``namespace/secret`` may not be sent to ``url``, or None when it may.
+
+    The sentence names the Secret, the destination and the annotation, and ends with the
+    ``kubectl annotate`` command that would bind it; it never contains a Secret value.
+    """
+    try:
+        dest = destination(url)
+    except ValueError as exc:
+        return f"secret {namespace}/{secret} is not sent to {url!r}: {exc}"
+    value = (annotations or {}).get(ALLOWED_HOSTS_ANNOTATION)
+    entries, bad = parse_allowed_hosts(value)
+    if any(entry.allows(dest) for entry in entries):
+        return None
+    if not value or not value.strip():
+        why = f"it has no {ALLOWED_HOSTS_ANNOTATION} annotation"
+        wanted = dest.entry
+    else:
+        why = f"its {ALLOWED_HOSTS_ANNOTATION} annotation ({value.strip()!r}) does not list it"
+        if bad:
+            why += f"; unreadable entries: {', '.join(repr(b) for b in bad)}"
+        wanted = f"{value.strip()}, {dest.entry}"
+    return (
+        f"secret {namespace}/{secret} is not bound to {dest.entry} ({dest}): {why}. If the Secret's owner "
+        f"means it for that host: kubectl -n {namespace} annotate secret {secret} --overwrite "
+        f"{ALLOWED_HOSTS_ANNOTATION}='{wanted}'"
+    )
+
+
+__all__ = [
+    "ALLOWED_HOSTS_ANNOTATION",
+    "Destination",
+    "HostEntry",
+    "binding_refusal",
+    "destination",
+    "parse_allowed_hosts",
+]
