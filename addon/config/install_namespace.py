@@ -19,12 +19,47 @@ JSON = dict[str, Any]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
-# Namespaces that exist on every cluster or belong to OCM itself: never created, never deleted,
-# never even put in a work (the work agent would take ownership of them).
-_SYSTEM_NAMESPACES = frozenset(
-    {"default", "open-cluster-management", "open-cluster-management-agent", "open-cluster-management-hub"}
-)
-_SYSTEM_PREFIXES = ("kube-", "openshift")
+# Namespaces that belong to Kubernetes, OpenShift or OCM itself.  The agent is never installed
+# there: its Role (which reads Secrets in its install namespace) would land beside the credentials
+# of the control plane (kube-system), of the klusterlet (open-cluster-management-agent: its hub
+# kubeconfig and bootstrap Secrets), of the hub's controllers (open-cluster-management-hub) or of
+# the platform (openshift-*).  `default` is refused too: everything created without a namespace
+# lands there, the addon can never own it, and no agent needs it.  The shared addon namespace
+# `open-cluster-management-agent-addon` (the default) is the one OCM name that is allowed: OCM made
+# it for addon agents.  Such a namespace is also never created or deleted (the work agent would
+# take ownership of it), which `plan_namespace` keeps for callers that bypass the refusal.
+_SYSTEM_NAMESPACES = frozenset({"default", "openshift", "open-cluster-management"})
+_SYSTEM_PREFIXES = ("kube-", "openshift-", "open-cluster-management-")
+_ALLOWED_SHARED = frozenset({DEFAULT_INSTALL_NAMESPACE})
+
+
+def is_system_namespace(namespace: str) -> bool:
+    """Whether `namespace` belongs to Kubernetes, OpenShift or OCM (see `_SYSTEM_NAMESPACES`).
+
+    `kube-*`, `openshift`, `openshift-*`, `default`, `open-cluster-management` and every
+    `open-cluster-management-*` except the shared addon namespace `open-cluster-management-agent-addon`.
+    """
+    if namespace in _ALLOWED_SHARED:
+        return False
+    return namespace in _SYSTEM_NAMESPACES or namespace.startswith(_SYSTEM_PREFIXES)
+
+
+class InstallNamespaceRefusedError(AddonConfigError):
+    """The install namespace is a system namespace: the agent is not installed there.
+
+    A subclass so that the deploy controller can give it its own Event reason; everything that
+    handles an `AddonConfigError` (keep the last good work, report on `ManifestApplied`) applies.
+    """
+
+    def __init__(self, field: str, namespace: str) -> None:
+        super().__init__(
+            field,
+            f"namespace {namespace!r} belongs to Kubernetes, OpenShift or OCM, and the agent is not "
+            "installed there (its ServiceAccount, Role and Secrets would sit beside the platform's "
+            f"credentials); set {field} to a namespace of your own, or leave it empty for "
+            f"{DEFAULT_INSTALL_NAMESPACE!r}",
+        )
+        self.namespace = namespace
 
 
 def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str:
@@ -36,6 +71,7 @@ def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str
 
     Raises:
         AddonConfigError: the chosen name is not a DNS label.
+        InstallNamespaceRefusedError: the chosen name is a system namespace (`is_system_namespace`).
     """
     if config is not None and config.agent_install_namespace:
         namespace, where = config.agent_install_namespace, "spec.agentInstallNamespace"
@@ -48,6 +84,8 @@ def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str
         where = "ManagedClusterAddOn spec.installNamespace"
     if not _DNS_LABEL.match(namespace):
         raise AddonConfigError(where, f"{namespace!r} is not a valid namespace name")
+    if is_system_namespace(namespace):
+        raise InstallNamespaceRefusedError(where, namespace)
     return namespace
 
 
@@ -59,7 +97,7 @@ def install_namespace_for(mca: JSON, adc: JSON | None) -> str:
     the manifests use once the ADC is fixed.
 
     Raises:
-        AddonConfigError: the chosen name is not a DNS label.
+        AddonConfigError: the chosen name is not a DNS label or is a system namespace.
     """
     if adc is None:
         return resolve_install_namespace(mca, None)
@@ -96,7 +134,7 @@ def plan_namespace(namespace: str, config: DeploymentConfig) -> NamespacePlan:
     Raises:
         AddonConfigError: `DeleteInstallNamespace=true` for a namespace that is not the addon's to delete.
     """
-    system = namespace in _SYSTEM_NAMESPACES or namespace.startswith(_SYSTEM_PREFIXES)
+    system = is_system_namespace(namespace)
     delete = config.variables.delete_install_namespace
     if delete and (system or namespace == DEFAULT_INSTALL_NAMESPACE):
         raise AddonConfigError(

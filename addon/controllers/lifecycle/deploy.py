@@ -8,8 +8,9 @@ on difference, delete deploy works no longer needed, and mirror the works' `Appl
 `ManifestApplied`.
 
 What the user got wrong (an ADC that does not exist, one that cannot be applied, an install
-namespace that is not a name) becomes `ManifestApplied=False/ManifestWorkApplyFailed` with the
-reason in the message, plus one Warning Event, and the last good work stays as it is.  OCM's
+namespace that is not a name or is a system namespace such as `kube-system`) becomes
+`ManifestApplied=False/ManifestWorkApplyFailed` with the reason in the message, plus one Warning
+Event, and the last good work stays as it is (for a new MCA: no work is created).  OCM's
 `Progressing` and the klusterlet's `Available` are never written here.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from addon.config.install_namespace import InstallNamespaceRefusedError
 from addon.constants import ADDON_NAME, DEFAULT_IMAGE
 from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
@@ -40,10 +42,25 @@ log = logging.getLogger(__name__)
 
 NAME = "deploy"
 APPLY_FAILED = "ManifestWorkApplyFailed"
+INSTALL_NAMESPACE_REFUSED = "InstallNamespaceNotAllowed"
 
 
 def _deleting(obj: JSON | None) -> bool:
     return obj is not None and bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def _reason(exc: Exception) -> str:
+    """The Event reason for a render that cannot be applied."""
+    if isinstance(exc, InstallNamespaceRefusedError):
+        return INSTALL_NAMESPACE_REFUSED
+    return "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge"
+
+
+def _where(exc: Exception, ref: str | None) -> str:
+    """`AddOnDeploymentConfig <ref>: ` when the problem is in the ADC, not in the MCA's own fields."""
+    if not ref or (isinstance(exc, AddonConfigError) and exc.field.startswith("ManagedClusterAddOn")):
+        return ""
+    return f"AddOnDeploymentConfig {ref}: "
 
 
 def deploy_controller(
@@ -101,12 +118,11 @@ def deploy_controller(
             existing = caches.works.list(cluster_name)
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError) as exc:
-            where = f"AddOnDeploymentConfig {lookup.ref}: " if lookup.ref else ""
             refuse(
                 key,
                 mca,
-                "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge",
-                f"failed to get manifest from agent interface: {where}{exc}",
+                _reason(exc),
+                f"failed to get manifest from agent interface: {_where(exc, lookup.ref)}{exc}",
             )
             return None
         works: list[JSON] = []

@@ -4,8 +4,10 @@ import pytest
 
 from addon.config.deployment_config import DeploymentConfig, parse_deployment_config
 from addon.config.install_namespace import (
+    InstallNamespaceRefusedError,
     NamespacePlan,
     install_namespace_for,
+    is_system_namespace,
     plan_namespace,
     resolve_install_namespace,
 )
@@ -65,14 +67,50 @@ def test_custom_namespace_is_orphaned_unless_the_user_gives_it_to_the_addon() ->
     assert plan_namespace("scoring", owned) == NamespacePlan("scoring", manifest=True, orphan=False)
 
 
-@pytest.mark.parametrize(
-    "namespace", ["default", "kube-system", "open-cluster-management-agent", "openshift-x"]
-)
+SYSTEM = [
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "openshift",
+    "openshift-monitoring",
+    "open-cluster-management",
+    "open-cluster-management-agent",
+    "open-cluster-management-hub",
+    "open-cluster-management-observability",
+]
+
+
+@pytest.mark.parametrize("namespace", SYSTEM)
 def test_system_namespaces_are_never_in_the_work(namespace: str) -> None:
     plan = plan_namespace(namespace, DeploymentConfig())
     assert plan.manifest is False
-    r = render_agent(mca=mca(install_namespace=namespace), adc=None)
-    assert "Namespace" not in [m["kind"] for m in r.manifests]
+
+
+@pytest.mark.parametrize("namespace", SYSTEM)
+def test_system_namespaces_are_refused_for_installation_from_the_mca(namespace: str) -> None:
+    with pytest.raises(InstallNamespaceRefusedError) as caught:
+        render_agent(mca=mca(install_namespace=namespace), adc=None)
+    message = str(caught.value)
+    assert message.startswith("ManagedClusterAddOn spec.installNamespace: ")
+    assert repr(namespace) in message and repr(DEFAULT) in message
+    with pytest.raises(AddonConfigError):
+        install_namespace_for(mca(install_namespace=namespace), None)
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "open-cluster-management-agent"])
+def test_system_namespaces_are_refused_for_installation_from_the_adc(namespace: str) -> None:
+    with pytest.raises(InstallNamespaceRefusedError, match=r"spec\.agentInstallNamespace") as caught:
+        render_agent(mca=mca(install_namespace="team-a"), adc=adc(agentInstallNamespace=namespace))
+    assert caught.value.namespace == namespace
+
+
+@pytest.mark.parametrize(
+    "namespace", [DEFAULT, "team-a", "kubeflow", "openshiftish", "dynamic-scoring", "ocm-addons"]
+)
+def test_the_shared_addon_namespace_and_user_namespaces_stay_allowed(namespace: str) -> None:
+    assert not is_system_namespace(namespace)
+    assert render_agent(mca=mca(install_namespace=namespace), adc=None).namespace.name == namespace
 
 
 @pytest.mark.parametrize("namespace", [DEFAULT, "kube-system"])
