@@ -27,14 +27,16 @@ def payloads(result: Plan) -> dict[str, str]:
     clusters and 20 scorers this takes a few milliseconds instead of re-encoding 20,000 summaries
     (measured in docs/scorer-registry.md).
     """
-    pieces: dict[str, str] = {}
+    pieces: dict[tuple[str, bool], str] = {}
     out: dict[str, str] = {}
     for cluster, summaries in result.clusters.items():
         parts = []
         for s in summaries:
-            piece = pieces.get(s.name)
+            # a masked copy (maskPolicy: Score) encodes differently from the scorer's other clusters
+            key = (s.name, bool(s.masked))
+            piece = pieces.get(key)
             if piece is None:
-                piece = pieces[s.name] = json.dumps(s.to_wire(), separators=(",", ":"), ensure_ascii=False)
+                piece = pieces[key] = json.dumps(s.to_wire(), separators=(",", ":"), ensure_ascii=False)
             parts.append(piece)
         out[cluster] = "[" + ",".join(parts) + "]"
     return out

@@ -82,7 +82,8 @@ class ScorerOutcome:
     """Where one scorer went, for its ``Distributed`` condition.
 
     Attributes:
-        reason: ``Distributed``, ``NoMatchingCluster``, ``NotResolved``, ``Inactive`` or ``Conflict``.
+        reason: ``Distributed``, ``NoMatchingCluster``, ``NotResolved``, ``Inactive`` or ``Conflict``;
+            ``budget.fit`` adds ``SummaryTooLarge`` and ``WorkTooLarge``.
         message: one line that names clusters and fields.
         clusters: the clusters that receive it (sorted).
     """

@@ -18,6 +18,12 @@ work carries the addon-name label (``clusteradm get addon`` and OCM list the add
 MCA's ``config-spec-hash`` annotation, so OCM's Progressing, which requires every labelled work to
 match the MCA's config references and be Applied and Available, still completes.
 
+Every plan is cut to what one ConfigMap in one work can carry (``addon.distribution.budget``): a
+scorer whose summary alone is too large goes nowhere (``Distributed=False/SummaryTooLarge``), and
+where the summaries together would still be too large the largest are left out of that cluster
+(``WorkTooLarge``), each with a Warning Event.  One scorer can therefore never make a cluster's work
+too large for the apiserver or OCM to accept and so stop every other scorer's changes.
+
 Without the DynamicScoringConfig (or while it is being deleted) every config work is deleted: the
 agents lose their ConfigMap, stop scoring and remove their AddOnPlacementScores.
 """
@@ -34,6 +40,7 @@ from typing import Any, Literal
 
 from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_SPEC_HASH_ANNOTATION, MANAGED_BY_LABEL
 from addon.controllers import HubContext
+from addon.distribution.budget import fit
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, ScorerInput, ScorerOutcome, plan
 from addon.distribution.status import (
@@ -70,7 +77,16 @@ PLAN_KEY = "@plan"
 STATUS_KEY = "@status"
 WORK_KEY_PREFIX = "work/"
 WARNING_REASONS = frozenset(
-    {"AcceptedWithWarnings", "WrongName", "WrongNamespace", "InvalidSpec", "Conflict", "NotApplied"}
+    {
+        "AcceptedWithWarnings",
+        "WrongName",
+        "WrongNamespace",
+        "InvalidSpec",
+        "Conflict",
+        "NotApplied",
+        "SummaryTooLarge",
+        "WorkTooLarge",
+    }
 )
 """Condition reasons that also get a Warning Event (naming the field or the cluster), once per change."""
 CONFIG_STATUS = frozenset({"config"})
@@ -249,6 +265,7 @@ class Distribution:
         result: Plan | None = None
         if parsed is not None:
             result = plan(self._scorers(), parsed.spec.masks, clusters, mask_policy=parsed.spec.mask_policy)
+            result = fit(result, clusters)  # what one ConfigMap in one work can carry (budget.py)
             encoded = payloads(result)
             for c in clusters:
                 if c.namespace:
