@@ -24,6 +24,7 @@ never contains a credential.
     │   └── ScorerTooManyResults        more results than the per-scorer item limit
     ├── AuthError                       credentials could not be built (stage of the endpoint)
     │   ├── SecretNotFound              the Secret or its key does not exist
+    │   ├── SecretNotBound              the Secret's owner did not bind it to the request's host
     │   └── SecretInvalid               the value cannot be used (bad PEM, newline in a token)
     └── PublishError                    stage "write": the AddOnPlacementScore write failed
 """
@@ -179,6 +180,16 @@ class SecretNotFound(AuthError):  # noqa: N818 - names of the agent's public con
     """
 
 
+class SecretNotBound(AuthError):  # noqa: N818 - names of the agent's public contract
+    """A Secret exists but its owner has not bound it to the host the request would go to.
+
+    The agent sends a Secret's value only to hosts listed in the Secret's
+    ``dynamic-scoring.open-cluster-management.io/allowed-hosts`` annotation; otherwise the request
+    is not sent at all.  The message names the Secret, the destination, the annotation and the
+    ``kubectl annotate`` command that binds it (never a value).
+    """
+
+
 class SecretInvalid(AuthError):  # noqa: N818 - names of the agent's public contract
     """A Secret value exists but cannot be used: a malformed PEM, a token with a line break inside."""
 
@@ -207,6 +218,7 @@ __all__ = [
     "ScorerTooManyResults",
     "ScorerUnavailable",
     "SecretInvalid",
+    "SecretNotBound",
     "SecretNotFound",
     "SourceError",
     "Stage",

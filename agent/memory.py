@@ -11,11 +11,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from agent.errors import SecretNotFound
-from agent.ports import CycleCondition, PublishRequest, ScoreItem
+from agent.ports import CycleCondition, PublishRequest, ScoreItem, SecretContents
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 
 class MemorySecrets:
     """A ``SecretReader`` over a dict ``{secret_name: {key: value}}`` that tests may change at any time.
+
+    Like a Secret in a cluster, an entry is bound to no destination until its owner says so:
+    ``set(..., allowed_hosts=...)`` or ``bind`` writes the
+    ``dynamic-scoring.open-cluster-management.io/allowed-hosts`` annotation.
 
     Args:
         namespace: used in error messages, as the Kubernetes reader would.
@@ -23,20 +28,25 @@ class MemorySecrets:
 
     def __init__(self, data: dict[str, dict[str, bytes]] | None = None, namespace: str = "memory") -> None:
         self.data: dict[str, dict[str, bytes]] = data if data is not None else {}
+        self.annotations: dict[str, dict[str, str]] = {}
         self.namespace = namespace
 
-    def set(self, name: str, key: str, value: bytes | str) -> None:
-        """Create or change one key."""
+    def set(self, name: str, key: str, value: bytes | str, *, allowed_hosts: str | None = None) -> None:
+        """Create or change one key; ``allowed_hosts`` also sets the binding annotation."""
         self.data.setdefault(name, {})[key] = value.encode() if isinstance(value, str) else value
+        if allowed_hosts is not None:
+            self.bind(name, allowed_hosts)
 
-    async def read(self, name: str, key: str) -> bytes:
-        """Return the value, or raise ``SecretNotFound`` naming namespace, Secret and key."""
+    def bind(self, name: str, allowed_hosts: str) -> None:
+        """Set (or with ``""``, empty) the allowed-hosts annotation of Secret ``name``."""
+        self.annotations.setdefault(name, {})[ALLOWED_HOSTS_ANNOTATION] = allowed_hosts
+
+    async def get(self, name: str) -> SecretContents:
+        """Return the Secret, or raise ``SecretNotFound`` naming namespace and Secret."""
         secret = self.data.get(name)
         if secret is None:
             raise SecretNotFound(f"secret {self.namespace}/{name} not found")
-        if key not in secret:
-            raise SecretNotFound(f"secret {self.namespace}/{name} has no key {key!r}")
-        return secret[key]
+        return SecretContents(self.namespace, name, dict(secret), dict(self.annotations.get(name, {})))
 
 
 @dataclass

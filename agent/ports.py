@@ -8,24 +8,59 @@ implementations of these ports rather than fakes of Kubernetes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
+from agent.errors import SecretNotFound
 
-class SecretReader(Protocol):
-    """Reads one key of a Secret in the agent's install namespace."""
 
-    async def read(self, name: str, key: str) -> bytes:
-        """Return the raw (base64-decoded) value of ``key`` in Secret ``name``.
+@dataclass(frozen=True)
+class SecretContents:
+    """One Secret as the agent sees it: its values and the annotations its owner set.
 
-        The agent calls this at the start of every cycle that needs the value, so a rotated Secret
-        takes effect at the next cycle; an implementation may serve it from a watch cache.
+    ``annotations`` carries the owner's binding (``dynamic_scoring.secret_binding``): the agent
+    sends a value only to a destination listed there.  ``operator_supplied`` is True only for
+    values a person handed to a local tool directly (``dynamic-scoring explain --token-file``):
+    they are not a Secret of the cluster, the person running the tool owns them, and no binding
+    applies.  The agent's own readers never set it.
+    """
+
+    namespace: str
+    name: str
+    data: Mapping[str, bytes]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    operator_supplied: bool = False
+
+    def value(self, key: str) -> bytes:
+        """The value of ``key``.
 
         Raises:
-            agent.errors.SecretNotFound: the Secret or the key does not exist.  The message names
-                namespace, Secret and key, and never the value.
-            agent.errors.AuthError: any other reason the value cannot be read (forbidden, API down).
+            agent.errors.SecretNotFound: the Secret has no such key (the message names it).
+        """
+        if key not in self.data:
+            raise SecretNotFound(f'secret {self.namespace}/{self.name} has no key "{key}"')
+        return self.data[key]
+
+    def __repr__(self) -> str:
+        return f"SecretContents({self.namespace}/{self.name}, keys={sorted(self.data)})"
+
+
+class SecretReader(Protocol):
+    """Reads Secrets in the agent's install namespace."""
+
+    async def get(self, name: str) -> SecretContents:
+        """Return Secret ``name`` with every value (base64-decoded) and its annotations.
+
+        The agent calls this at the start of every cycle that needs a value, so a rotated Secret
+        (or a changed binding) takes effect at the next cycle; an implementation may serve it from
+        a watch cache.  Values and annotations come from one read, so the binding checked is the
+        one of the values sent.  Messages name namespace and Secret, never a value.
+
+        Raises:
+            agent.errors.SecretNotFound: the Secret does not exist.
+            agent.errors.AuthError: any other reason it cannot be read (forbidden, API down).
         """
         ...
 
@@ -121,5 +156,6 @@ __all__ = [
     "PublishRequest",
     "ScoreItem",
     "ScorePublisher",
+    "SecretContents",
     "SecretReader",
 ]

@@ -275,7 +275,9 @@ class ScorerWorker:
 
     async def _credentials(self, plan: ScorerPlan, stage: Stage) -> EndpointCredentials:
         s = plan.summary
-        return await resolve_credentials(s.scoring_auth, scoring_secret(plan), self._ctx.secrets, stage=stage)
+        return await resolve_credentials(
+            s.scoring_auth, scoring_secret(plan), self._ctx.secrets, url=s.scoring_endpoint, stage=stage
+        )
 
     @contextlib.contextmanager
     def _timed(self, score_name: str, stage: Stage) -> Iterator[None]:
@@ -401,7 +403,9 @@ class ScorerWorker:
             queries = expand_queries(source.queries, ctx.cluster_name)
         except PlaceholderError as exc:
             raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
-        creds = await resolve_credentials(source.auth, source.legacy_secret, ctx.secrets, stage="fetch")
+        creds = await resolve_credentials(
+            source.auth, source.legacy_secret, ctx.secrets, url=source.endpoint, stage="fetch"
+        )
         try:
             client = ctx.clients.client_for(creds.tls)
         except AgentError as exc:

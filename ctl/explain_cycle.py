@@ -35,7 +35,7 @@ from agent.errors import (
 )
 from agent.http import ClientPool
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
-from agent.ports import SecretReader
+from agent.ports import SecretContents, SecretReader
 from agent.scoring.client import call_scorer, has_series
 from agent.scoring.dimensions import build_items, default_item_names, render_name
 from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
@@ -61,6 +61,7 @@ HINTS: dict[str, str] = {
     "ScorerResponseTooLarge": "return fewer or smaller results",
     "ScorerTooManyResults": "return at most 4096 results (the agent's limit)",
     "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
+    "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names",
     "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
     "AuthError": "check that the kubeconfig's user may read the Secret",
     "InvalidSummary": "fix the named field of the DynamicScorer (the agent would refuse this summary)",
@@ -133,22 +134,28 @@ class FileTokens:
     """``SecretReader`` over ``--token-file NAME/KEY=PATH`` options, then an optional cluster reader.
 
     Tokens come from files or Secrets only, never from the command line itself (shell history and
-    ``ps`` would show them), and never appear in any output.
+    ``ps`` would show them), and never appear in any output.  A value from a file is the caller's
+    own, handed over for this run: it is not a Secret of the cluster and no allowed-hosts binding
+    applies to it.  A Secret read through the cluster reader is checked exactly as the agent checks
+    it, so ``explain`` reports ``SecretNotBound`` where the agent would.
     """
 
     def __init__(self, files: Mapping[tuple[str, str], Path], fallback: SecretReader | None = None) -> None:
         self._files = dict(files)
         self._fallback = fallback
 
-    async def read(self, name: str, key: str) -> bytes:
-        """The file's content (one trailing newline removed), else the fallback's answer."""
-        path = self._files.get((name, key))
-        if path is not None:
-            data = path.read_bytes()
-            return data[:-1] if data.endswith(b"\n") else data
+    async def get(self, name: str) -> SecretContents:
+        """The files given for ``name`` (one trailing newline removed each), else the fallback's Secret."""
+        data: dict[str, bytes] = {}
+        for (secret, key), path in self._files.items():
+            if secret == name:
+                raw = path.read_bytes()
+                data[key] = raw[:-1] if raw.endswith(b"\n") else raw
+        if data:
+            return SecretContents("(--token-file)", name, data, operator_supplied=True)
         if self._fallback is not None:
-            return await self._fallback.read(name, key)
-        raise SecretNotFound(f"secret {name!r} key {key!r} is referenced but was not given")
+            return await self._fallback.get(name)
+        raise SecretNotFound(f"secret {name!r} is referenced but was not given")
 
 
 def _fail(trace: Trace, stage: str, exc: AgentError | InvalidSummary) -> Trace:
@@ -193,11 +200,13 @@ async def _fetch(
             queries = expand_queries(source.queries, trace.cluster)
         except PlaceholderError as exc:
             raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
-        creds = await resolve_credentials(source.auth, source.legacy_secret, secrets, stage="fetch")
+        endpoint = prometheus or source.endpoint
+        creds = await resolve_credentials(
+            source.auth, source.legacy_secret, secrets, url=endpoint, stage="fetch"
+        )
         client = clients.client_for(creds.tls)
         window = RangeWindow.ending_at(now, source.range, source.step)
         trace.window = {"start": window.start, "end": window.end, "step": window.step}
-        endpoint = prometheus or source.endpoint
         for index, query in enumerate(queries):
             entry = Query(source.name, index, query, endpoint)
             trace.queries.append(entry)
@@ -281,7 +290,11 @@ async def run_cycle(
             return trace
         try:
             creds = await resolve_credentials(
-                summary.scoring_auth, scoring_secret(plan), secrets, stage="score"
+                summary.scoring_auth,
+                scoring_secret(plan),
+                secrets,
+                url=summary.scoring_endpoint,
+                stage="score",
             )
             began = time.monotonic()
             trace.response = await call_scorer(

@@ -211,17 +211,18 @@ def binding_refusal(
     if any(entry.allows(dest) for entry in entries):
         return None
     if not value or not value.strip():
-        why = f"it has no {ALLOWED_HOSTS_ANNOTATION} annotation"
+        why = "it has no allowed-hosts annotation"
         wanted = dest.entry
     else:
-        why = f"its {ALLOWED_HOSTS_ANNOTATION} annotation ({value.strip()!r}) does not list it"
+        why = f"its allowed-hosts annotation lists {value.strip()!r}"
         if bad:
-            why += f"; unreadable entries: {', '.join(repr(b) for b in bad)}"
+            why += f" (unreadable: {', '.join(repr(b) for b in bad)})"
         wanted = f"{value.strip()}, {dest.entry}"
+    # Kept short: it travels in conditions capped at 512 characters, the command last.
     return (
-        f"secret {namespace}/{secret} is not bound to {dest.entry} ({dest}): {why}. If the Secret's owner "
-        f"means it for that host: kubectl -n {namespace} annotate secret {secret} --overwrite "
-        f"{ALLOWED_HOSTS_ANNOTATION}='{wanted}'"
+        f"secret {namespace}/{secret} is not bound to {dest.entry}: {why}; if that host is meant to "
+        f"receive it, the Secret's owner runs: kubectl -n {namespace} annotate secret {secret} "
+        f"--overwrite {ALLOWED_HOSTS_ANNOTATION}='{wanted}'"
     )
 
 

@@ -11,7 +11,9 @@ own Prometheus, or one multi-tenant store (Mimir, Cortex, Thanos) that picks the
 `X-Scope-OrgID` header.  The demo does the latter: `TenantGateway` forwards each query to the
 Prometheus of the tenant named in the header, and the header's value comes from a Secret the user
 creates in each cluster's agent namespace (`spec.source.auth.headers[].secretKeyRef`), exactly as
-the agent's documented multi-tenant setup works.
+the agent's documented multi-tenant setup works.  Like any Secret the agent sends, it carries the
+`dynamic-scoring.open-cluster-management.io/allowed-hosts` annotation naming the gateway's host
+and port: without it the agent refuses to send the header (`SecretNotBound`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import yaml
 
 from dynamic_scoring.kube.api import JSON
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
@@ -325,25 +328,30 @@ class Mission:
 
     # ----------------------------------------------------------------- the user's side
     def tenant_secrets(self) -> None:
-        """What the user creates on each cluster before enabling: the namespace and the tenant Secret."""
+        """What the user creates on each cluster before enabling: the namespace and the tenant Secret.
+
+        Once the gateway runs, the Secret is bound to its host and port (the allowed-hosts
+        annotation), as a user binds a Secret to the metrics store it is meant for.
+        """
+        metadata: JSON = {"name": TENANT_SECRET, "namespace": INSTALL_NS}
+        if self.gateway is not None:
+            metadata["annotations"] = {ALLOWED_HOSTS_ANNOTATION: destination(self.gateway.url).entry}
         for cluster, client in self.spokes.items():
             client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NS}})
-            client.apply(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": TENANT_SECRET, "namespace": INSTALL_NS},
-                    "stringData": {"tenant": cluster},
-                }
-            )
+            secret = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata}
+            client.apply({**secret, "stringData": {"tenant": cluster}})
 
     def start_gateway(self) -> TenantGateway:
-        """The one metrics URL every cluster's agent queries (see the module docstring)."""
+        """The one metrics URL every cluster's agent queries (see the module docstring).
+
+        The tenant Secrets are then bound to it: its port is only known now.
+        """
         upstreams = {c: self.cp.clusters[c].prometheus_url for c in CLUSTERS}
         missing = [c for c, url in upstreams.items() if not url]
         if missing:
             raise StartupError(f"no Prometheus for {missing}: the control plane runs without Prometheus")
         self.gateway = TenantGateway(upstreams).start()
+        self.tenant_secrets()
         return self.gateway
 
     def start_scorer(self) -> str:

@@ -13,6 +13,7 @@ import base64
 
 from agent.errors import AuthError, SecretNotFound
 from agent.k8s.paths import namespaced
+from agent.ports import SecretContents
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, KubeError, NotFound
 
 
@@ -23,8 +24,8 @@ class KubeSecretReader:
         self.api = api
         self.namespace = namespace
 
-    async def read(self, name: str, key: str) -> bytes:
-        """Return the decoded value of `key` in Secret `name`."""
+    async def get(self, name: str) -> SecretContents:
+        """Secret `name` with its decoded values and its annotations, from one GET."""
         where = f"secret {self.namespace}/{name}"
         try:
             path = namespaced("/api/v1", self.namespace, "secrets", name)
@@ -35,7 +36,6 @@ class KubeSecretReader:
             raise AuthError(f"{where}: the agent may not read it ({exc.reason or exc.status})") from exc
         except KubeError as exc:
             raise AuthError(f"{where} could not be read: {exc.status} {exc.reason}") from exc
-        data = secret.get("data") or {}
-        if key not in data:
-            raise SecretNotFound(f'{where} has no key "{key}"')
-        return base64.b64decode(data[key])
+        data = {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        return SecretContents(self.namespace, name, data, dict(annotations))

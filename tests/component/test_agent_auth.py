@@ -15,11 +15,16 @@ from tests.component.harness import ScorerPKI, ScorerProcess, eventually, publis
 pytestmark = [pytest.mark.component, pytest.mark.anyio]
 
 
+def bound(scorer: ScorerProcess) -> str:
+    """The allowed-hosts entry that binds a Secret to the scorer process's host and port."""
+    return f"127.0.0.1:{scorer.port}"
+
+
 async def test_upstream_bearer_token_is_trimmed_and_rotation_applies_next_cycle(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
     key = uuid.uuid4().hex
-    secrets.set("scorer-token", "token", "first-token\n")
+    secrets.set("scorer-token", "token", "first-token\n", allowed_hosts=bound(scorer))
     scorer.expect(key, {"Authorization": "Bearer first-token"})
     s = summary(
         "bearer",
@@ -32,7 +37,7 @@ async def test_upstream_bearer_token_is_trimmed_and_rotation_applies_next_cycle(
     first = (await published(publisher, "bearer"))[0]
     assert first.condition.status == "True", first.condition
 
-    secrets.set("scorer-token", "token", "second-token")
+    secrets.set("scorer-token", "token", "second-token", allowed_hosts=bound(scorer))
     scorer.expect(key, {"Authorization": "Bearer second-token"})
 
     def rotated() -> bool:
@@ -47,8 +52,8 @@ async def test_source_bearer_and_custom_headers_reach_the_source(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
     key = uuid.uuid4().hex
-    secrets.set("prom", "token", "  prom-token  ")
-    secrets.set("tenant", "id", "tenant-42\n")
+    secrets.set("prom", "token", "  prom-token  ", allowed_hosts=bound(scorer))
+    secrets.set("tenant", "id", "tenant-42\n", allowed_hosts=bound(scorer))
     scorer.expect(
         key, {"Authorization": "Bearer prom-token", "X-Scope-OrgID": "tenant-42", "X-Static": "yes"}
     )
@@ -80,8 +85,8 @@ async def test_extension_bearer_wins_over_the_upstream_pair(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
     key = uuid.uuid4().hex
-    secrets.set("old", "token", "old-token")
-    secrets.set("new", "t", "new-token")
+    secrets.set("old", "token", "old-token", allowed_hosts=bound(scorer))
+    secrets.set("new", "t", "new-token", allowed_hosts=bound(scorer))
     scorer.expect(key, {"Authorization": "Bearer new-token"})
     s = summary(
         "precedence",
@@ -98,8 +103,8 @@ async def test_basic_auth(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
     key = uuid.uuid4().hex
-    secrets.set("basic", "username", "agent\n")
-    secrets.set("basic", "password", "p@ss word")
+    secrets.set("basic", "username", "agent\n", allowed_hosts=bound(scorer))
+    secrets.set("basic", "password", "p@ss word", allowed_hosts=bound(scorer))
     expected = "Basic " + base64.b64encode(b"agent:p@ss word").decode()
     scorer.expect(key, {"Authorization": expected})
     s = summary(
@@ -118,7 +123,7 @@ async def test_missing_secret_names_it_and_leaks_nothing(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     key = uuid.uuid4().hex
-    secrets.set("wrong", "token", "super-secret-value")
+    secrets.set("wrong", "token", "super-secret-value", allowed_hosts=bound(scorer))
     scorer.expect(key, {"Authorization": "Bearer something-else"})
     await supervisor.apply(
         [
@@ -196,8 +201,8 @@ async def test_client_certificates(
     auth: dict[str, object] = {"caSecretRef": {"name": "scorer-ca", "key": "ca.crt"}}
     if client is not None:
         issued = pki.client if client == "agent" else pki.stranger_client
-        secrets.set("client-cert", "tls.crt", issued.cert_pem)
-        secrets.set("client-cert", "tls.key", issued.key_pem)
+        secrets.set("client-cert", "tls.crt", issued.cert_pem, allowed_hosts=bound(mtls_scorer))
+        secrets.set("client-cert", "tls.key", issued.key_pem, allowed_hosts=bound(mtls_scorer))
         auth["clientCertSecretRef"] = {"name": "client-cert"}
     await supervisor.apply([summary("mtls", mtls_scorer.url("/mean/scoring"), scoringAuth=auth)])
     first = (await published(publisher, "mtls"))[0]
@@ -207,8 +212,8 @@ async def test_client_certificates(
 async def test_unloadable_client_certificate_is_a_secret_problem(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, mtls_scorer: ScorerProcess
 ) -> None:
-    secrets.set("broken", "tls.crt", "not a certificate")
-    secrets.set("broken", "tls.key", "not a key")
+    secrets.set("broken", "tls.crt", "not a certificate", allowed_hosts=bound(mtls_scorer))
+    secrets.set("broken", "tls.key", "not a key", allowed_hosts=bound(mtls_scorer))
     s = summary(
         "broken_cert",
         mtls_scorer.url("/mean/scoring"),
@@ -223,7 +228,7 @@ async def test_unloadable_client_certificate_is_a_secret_problem(
 async def test_credentials_echoed_by_a_server_are_redacted(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
-    secrets.set("echo", "token", "echo-me-not")
+    secrets.set("echo", "token", "echo-me-not", allowed_hosts=bound(scorer))
     s = summary(
         "echo", scorer.url("/echo/scoring"), scoringEndpointAuthName="echo", scoringEndpointAuthKey="token"
     )
@@ -231,3 +236,81 @@ async def test_credentials_echoed_by_a_server_are_redacted(
     first = (await published(publisher, "echo"))[0]
     assert first.condition.reason == "ScorerHTTPError"
     assert "echo-me-not" not in first.condition.message and "<redacted>" in first.condition.message
+
+
+@pytest.mark.parametrize("annotation", [None, "", "scorer.example.com", "127.0.0.1"])
+async def test_an_unbound_secret_is_never_sent_and_binding_it_takes_effect_next_cycle(
+    supervisor: Supervisor,
+    publisher: MemoryPublisher,
+    secrets: MemorySecrets,
+    scorer: ScorerProcess,
+    caplog: pytest.LogCaptureFixture,
+    annotation: str | None,
+) -> None:
+    """A DynamicScorer names both the Secret and the URL; only the Secret's owner may bind the two.
+
+    Before the binding check, every agent sent the named Secret's value to whatever host the
+    summary gave, so a scorer author could collect Secrets they were never given.  Now the request
+    is not sent at all (with or without the value) until the Secret lists the host and port.
+    """
+    caplog.set_level(logging.DEBUG)
+    key = uuid.uuid4().hex
+    secrets.set("stolen", "token", "never-leaves-the-cluster")
+    if annotation is not None:
+        secrets.bind("stolen", annotation)
+    scorer.expect(key, {"Authorization": "Bearer never-leaves-the-cluster"})
+    name = f"unbound_{uuid.uuid4().hex[:6]}"
+    s = summary(
+        name,
+        scorer.url(f"/auth/{key}/scoring"),
+        scoringInterval=1,
+        scoringAuth={"bearerTokenSecretRef": {"name": "stolen", "key": "token"}},
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, name))[0]
+    assert first.condition.status == "False" and first.condition.reason == "SecretNotBound", first.condition
+    message = first.condition.message
+    assert "secret dynamic-scoring/stolen" in message
+    assert f"127.0.0.1:{scorer.port}" in message
+    assert "dynamic-scoring.open-cluster-management.io/allowed-hosts" in message
+    assert scorer.requests(f"/auth/{key}/") == []  # not sent, neither with nor without the token
+    everything = "\n".join(
+        [caplog.text, supervisor.metrics.exposition().decode()]
+        + [r.condition.message for r in publisher.published]
+    )
+    assert "never-leaves-the-cluster" not in everything
+    assert 'reason="SecretNotBound"' in supervisor.metrics.exposition().decode()
+
+    secrets.bind("stolen", f"{annotation or 'scorer.example.com'}, {bound(scorer)}")
+    await eventually(
+        lambda: publisher.requests_for(name)[-1].condition.status == "True", what="success once bound"
+    )
+    sent = [r["headers"].get("authorization") for r in scorer.requests(f"/auth/{key}/")]
+    assert sent and set(sent) == {"Bearer never-leaves-the-cluster"}
+
+
+async def test_an_unbound_source_secret_stops_the_cycle_before_the_source_is_asked(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    key = uuid.uuid4().hex
+    secrets.set("prom-token", "token", "source-token")
+    secrets.bind("prom-token", "prometheus-k8s.monitoring.svc:9090")
+    name = f"unbound_source_{uuid.uuid4().hex[:6]}"
+    s = summary(
+        name,
+        scorer.url(f"/count/scoring?run={key}"),
+        sourceType="Prometheus",
+        sourceEndpoint=scorer.url(f"/prom/{key}/api/v1/query_range"),
+        sourceQuery="up",
+        sourceRange=60,
+        sourceStep=30,
+        sourceAuth={
+            "headers": [{"name": "X-Api-Key", "secretKeyRef": {"name": "prom-token", "key": "token"}}]
+        },
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, name))[0]
+    assert first.condition.reason == "SecretNotBound", first.condition
+    assert "fetch" in first.condition.message
+    assert scorer.requests(f"/prom/{key}/") == []
+    assert [r for r in scorer.requests("/count/scoring") if key in r["query"]] == []

@@ -245,8 +245,8 @@ async def test_each_source_sends_only_its_own_credentials(
     supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
 ) -> None:
     key_a, key_b = uuid.uuid4().hex, uuid.uuid4().hex
-    secrets.set("source-a", "token", "token-for-a\n")
-    secrets.set("tenant", "id", "tenant-b")
+    secrets.set("source-a", "token", "token-for-a\n", allowed_hosts=f"127.0.0.1:{scorer.port}")
+    secrets.set("tenant", "id", "tenant-b", allowed_hosts=f"127.0.0.1:{scorer.port}")
     scorer.expect(key_a, {"Authorization": "Bearer token-for-a"})
     scorer.expect(key_b, {"X-Scope-OrgID": "tenant-b"})
     path = f"/count/scoring?run={uuid.uuid4().hex}"

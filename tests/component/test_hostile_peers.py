@@ -311,7 +311,7 @@ async def test_altered_echoes_of_a_token_are_scrubbed(
 ) -> None:
     """Before: only the verbatim token was scrubbed; upper-cased and percent-encoded echoes got through."""
     token = "Tok/en+Secret-42x"
-    secrets.set("alt", "token", token)
+    secrets.set("alt", "token", token, allowed_hosts=f"127.0.0.1:{scorer.port}")
     await supervisor.apply(
         [
             summary(

@@ -318,10 +318,10 @@ def test_secret_name_cannot_leave_the_namespace(control_plane: ControlPlane) -> 
         reader = KubeSecretReader(spoke, home)
         for name in (f"../../{other}/secrets/x", f"../{other}", f"{other}/secrets/x"):
             with pytest.raises(SecretNotFound, match="not found"):
-                asyncio.run(reader.read(name, "token"))
+                asyncio.run(reader.get(name))
         # a bare dot segment reaches the apiserver as a name, which refuses it (not as "the list")
         with pytest.raises(AuthError, match="400"):
-            asyncio.run(reader.read("..", "token"))
+            asyncio.run(reader.get(".."))
     finally:
         for ns in (home, other):
             spoke.request("DELETE", f"/api/v1/namespaces/{ns}")

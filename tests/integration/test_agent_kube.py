@@ -217,7 +217,11 @@ def test_secret_reader_reads_rotated_values(control_plane: ControlPlane, tmp_pat
     spoke.run("create", "namespace", ns)
     spoke.run("create", "secret", "generic", "tok", "-n", ns, "--from-literal=token=one")
     reader = KubeSecretReader(delivered_identity(control_plane, ns, tmp_path), ns)
-    assert asyncio.run(reader.read("tok", "token")) == b"one"
+
+    def read(name: str, key: str) -> bytes:
+        return asyncio.run(reader.get(name)).value(key)
+
+    assert read("tok", "token") == b"one"
     spoke.apply(
         json.dumps(
             {
@@ -228,11 +232,11 @@ def test_secret_reader_reads_rotated_values(control_plane: ControlPlane, tmp_pat
             }
         )
     )
-    assert asyncio.run(reader.read("tok", "token")) == b"two"
+    assert read("tok", "token") == b"two"
     with pytest.raises(SecretNotFound, match=f'secret {ns}/tok has no key "nope"'):
-        asyncio.run(reader.read("tok", "nope"))
+        read("tok", "nope")
     with pytest.raises(SecretNotFound, match=f"secret {ns}/missing not found"):
-        asyncio.run(reader.read("missing", "token"))
+        read("missing", "token")
     spoke.run("delete", "namespace", ns, "--wait=false")
 
 

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctl.main import main
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until
@@ -132,14 +133,13 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
         # A referenced Secret not given by --token-file is read from the cluster, as the agent reads it.
         key, token = uuid.uuid4().hex, f"tok-{uuid.uuid4().hex}"
         static_scorer.expect(key, {"Authorization": f"Bearer {token}"})
-        hub.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "scorer-token", "namespace": ns},
-                "stringData": {"token": token},
-            }
-        )
+        secret: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "scorer-token", "namespace": ns},
+            "stringData": {"token": token},
+        }
+        hub.apply(secret)
         auth = {"tokenSecretRef": {"name": "scorer-token", "key": "token"}}
         hub.apply(
             {
@@ -152,7 +152,15 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
             }
         )
         args = ["explain", "authd", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
-        read = CliRunner().invoke(main, [*args, "--cluster-kubeconfig", kubeconfig, "--secret-namespace", ns])
+        from_cluster = [*args, "--cluster-kubeconfig", kubeconfig, "--secret-namespace", ns]
+        # Not bound to the scorer's host: refused as the agent refuses it, and nothing is sent.
+        unbound = CliRunner().invoke(main, from_cluster)
+        assert unbound.exit_code == 1, unbound.output
+        assert "SecretNotBound" in unbound.output and ALLOWED_HOSTS_ANNOTATION in unbound.output
+        assert static_scorer.requests(f"/auth/{key}/") == [] and token not in unbound.output
+        secret["metadata"]["annotations"] = {ALLOWED_HOSTS_ANNOTATION: destination(static_scorer.base).entry}
+        hub.apply(secret)
+        read = CliRunner().invoke(main, from_cluster)
         assert read.exit_code == 0, read.output
         assert "1 result(s)" in read.output and token not in read.output
 

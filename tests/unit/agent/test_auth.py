@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from agent.auth import resolve_credentials
-from agent.errors import SecretInvalid, SecretNotFound
+from agent.errors import SecretInvalid, SecretNotBound, SecretNotFound
 from agent.http import (
     TLSMaterial,
     build_ssl_context,
@@ -14,7 +14,11 @@ from agent.http import (
     url_secrets,
 )
 from agent.memory import MemorySecrets
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from dynamic_scoring.wire import EndpointAuth
+
+URL = "http://scorer.example.com:8000/scoring"
+HOST = "scorer.example.com:8000"
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -26,31 +30,35 @@ def anyio_backend() -> str:
 
 async def test_legacy_bearer_is_trimmed_and_hidden_from_repr() -> None:
     secrets = MemorySecrets({"s": {"token": b"  abc.def\n"}})
-    creds = await resolve_credentials(None, ("s", "token"), secrets, stage="fetch")
+    secrets.bind("s", HOST)
+    creds = await resolve_credentials(None, ("s", "token"), secrets, url=URL, stage="fetch")
     assert creds.headers == {"Authorization": "Bearer abc.def"}
     assert "abc.def" not in repr(creds)
 
 
 async def test_basic_replaces_the_legacy_bearer_and_headers_come_last() -> None:
     secrets = MemorySecrets({"b": {"username": b"u\n", "password": b"p w\n"}, "h": {"v": b"tenant\n"}})
+    secrets.bind("b", HOST)
+    secrets.bind("h", HOST)
     auth = EndpointAuth.model_validate(
         {
             "basicAuthSecretRef": {"name": "b"},
             "headers": [{"name": "X-Scope-OrgID", "secretKeyRef": {"name": "h", "key": "v"}}],
         }
     )
-    creds = await resolve_credentials(auth, ("legacy", "t"), secrets, stage="score")
+    creds = await resolve_credentials(auth, ("legacy", "t"), secrets, url=URL, stage="score")
     assert creds.headers == {"Authorization": "Basic dTpwIHc=", "X-Scope-OrgID": "tenant"}
     assert creds.tls is None
 
 
 async def test_errors_carry_the_stage_and_name_the_secret() -> None:
     with pytest.raises(SecretNotFound) as missing:
-        await resolve_credentials(None, ("nope", "t"), MemorySecrets(namespace="ns"), stage="score")
+        await resolve_credentials(None, ("nope", "t"), MemorySecrets(namespace="ns"), url=URL, stage="score")
     assert missing.value.stage == "score" and "ns/nope" in str(missing.value)
     bad = MemorySecrets({"s": {"t": b"two\nlines"}})
+    bad.bind("s", HOST)
     with pytest.raises(SecretInvalid, match="not allowed in an HTTP header") as invalid:
-        await resolve_credentials(None, ("s", "t"), bad, stage="fetch")
+        await resolve_credentials(None, ("s", "t"), bad, url=URL, stage="fetch")
     assert "two" not in str(invalid.value)
 
 
@@ -59,9 +67,66 @@ async def test_tls_material_is_only_built_when_asked_for() -> None:
     auth = EndpointAuth.model_validate(
         {"caSecretRef": {"name": "ca", "key": "ca.crt"}, "insecureSkipVerify": True}
     )
-    creds = await resolve_credentials(auth, None, secrets, stage="fetch")
+    # A CA bundle is read, never sent: it needs no binding.
+    creds = await resolve_credentials(auth, None, secrets, url=URL, stage="fetch")
     assert creds.tls == TLSMaterial(ca_pem=b"PEM", insecure=True)
     assert "PEM" not in repr(creds.tls)
+
+
+AUTHS = {
+    "legacy bearer": (None, ("s", "token")),
+    "bearer": (EndpointAuth.model_validate({"bearerTokenSecretRef": {"name": "s", "key": "token"}}), None),
+    "basic": (EndpointAuth.model_validate({"basicAuthSecretRef": {"name": "s"}}), None),
+    "header": (
+        EndpointAuth.model_validate(
+            {"headers": [{"name": "X-Key", "secretKeyRef": {"name": "s", "key": "token"}}]}
+        ),
+        None,
+    ),
+    "client certificate": (EndpointAuth.model_validate({"clientCertSecretRef": {"name": "s"}}), None),
+}
+
+
+def _secret(annotation: str | None) -> MemorySecrets:
+    values = {"token": b"hunter2", "username": b"u", "password": b"hunter2", "tls.crt": b"C", "tls.key": b"K"}
+    secrets = MemorySecrets({"s": values}, namespace="agents")
+    if annotation is not None:
+        secrets.bind("s", annotation)
+    return secrets
+
+
+@pytest.mark.parametrize("kind", sorted(AUTHS))
+@pytest.mark.parametrize("annotation", [None, "", "evil.example.com:8000", "scorer.example.com"])
+async def test_every_sent_secret_needs_a_binding_to_the_request_host(
+    kind: str, annotation: str | None
+) -> None:
+    auth, legacy = AUTHS[kind]
+    with pytest.raises(SecretNotBound) as refused:
+        await resolve_credentials(auth, legacy, _secret(annotation), url=URL, stage="score")
+    message = str(refused.value)
+    assert refused.value.stage == "score" and refused.value.reason == "SecretNotBound"
+    assert "secret agents/s" in message and HOST in message and ALLOWED_HOSTS_ANNOTATION in message
+    assert "hunter2" not in message
+
+
+@pytest.mark.parametrize("kind", sorted(AUTHS))
+async def test_a_bound_secret_is_used(kind: str) -> None:
+    auth, legacy = AUTHS[kind]
+    creds = await resolve_credentials(
+        auth, legacy, _secret(f"other.example.com, {HOST}"), url=URL, stage="fetch"
+    )
+    assert creds.headers or creds.tls is not None
+
+
+async def test_the_binding_is_checked_against_the_url_not_the_secret_name() -> None:
+    secrets = _secret("prometheus.monitoring.svc:9090")
+    bearer = EndpointAuth.model_validate({"bearerTokenSecretRef": {"name": "s", "key": "token"}})
+    ok = await resolve_credentials(
+        bearer, None, secrets, url="http://prometheus.monitoring.svc:9090/api", stage="fetch"
+    )
+    assert ok.headers == {"Authorization": "Bearer hunter2"}
+    with pytest.raises(SecretNotBound):
+        await resolve_credentials(bearer, None, secrets, url=URL, stage="score")
 
 
 def test_redact_url_drops_user_info_and_every_query_value() -> None:
@@ -113,10 +178,10 @@ def test_retry_after_http_date() -> None:
 async def test_a_basic_auth_part_with_a_line_break_inside_is_rejected(value: bytes) -> None:
     secrets = MemorySecrets({"b": {"username": b"user", "password": b"pass"}})
     key = "username" if value.startswith(b"u") else "password"
-    secrets.set("b", key, value + b"\n")
+    secrets.set("b", key, value + b"\n", allowed_hosts=HOST)
     auth = EndpointAuth.model_validate({"basicAuthSecretRef": {"name": "b"}})
     with pytest.raises(SecretInvalid, match=f"key '{key}' of secret 'b' contains a line break") as exc:
-        await resolve_credentials(auth, None, secrets, stage="score")
+        await resolve_credentials(auth, None, secrets, url=URL, stage="score")
     assert value.decode()[:1] + value.decode()[2:] not in str(exc.value)
 
 

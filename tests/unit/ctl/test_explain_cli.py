@@ -10,6 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from agent.errors import SecretNotFound
+from agent.ports import SecretContents
 from ctl.explain_cycle import FileTokens
 from ctl.main import main
 
@@ -62,10 +63,13 @@ def test_file_tokens_serve_files_then_the_fallback_and_name_what_is_missing(tmp_
     token.write_bytes(b"abc\n")
 
     class Cluster:
-        async def read(self, name: str, key: str) -> bytes:
-            return f"{name}/{key}".encode()
+        async def get(self, name: str) -> SecretContents:
+            return SecretContents("ns", name, {"y": f"{name}/y".encode()})
 
-    assert asyncio.run(FileTokens({("s", "k"): token}).read("s", "k")) == b"abc"
-    assert asyncio.run(FileTokens({}, Cluster()).read("x", "y")) == b"x/y"
-    with pytest.raises(SecretNotFound, match="'x' key 'y' is referenced but was not given"):
-        asyncio.run(FileTokens({("s", "k"): token}).read("x", "y"))
+    given = asyncio.run(FileTokens({("s", "k"): token}).get("s"))
+    # The caller's own file is not a cluster Secret: no allowed-hosts binding applies to it.
+    assert given.value("k") == b"abc" and given.operator_supplied
+    from_cluster = asyncio.run(FileTokens({}, Cluster()).get("x"))
+    assert from_cluster.value("y") == b"x/y" and not from_cluster.operator_supplied
+    with pytest.raises(SecretNotFound, match="'x' is referenced but was not given"):
+        asyncio.run(FileTokens({("s", "k"): token}).get("x"))
