@@ -21,6 +21,7 @@ from kubernetes.config import ConfigException
 from addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
 from addon.logs import configure
 from addon.manager import DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, Manager, ManagerOptions, build_api
+from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -129,6 +130,25 @@ def main() -> None:
     help="Probe rounds in flight at once (each holds a worker for at most its timeout).",
 )
 @click.option(
+    "--scorer-probe-allow-cidr",
+    "scorer_probe_allow_cidrs",
+    multiple=True,
+    envvar=PROBE_ALLOW_CIDRS_ENV,
+    metavar="CIDR",
+    help="A network the DynamicScorer probe may reach although it is loopback, link-local, metadata, "
+    "reserved or (with --scorer-probe-deny-private-networks) private; repeatable, or a comma- or "
+    f"space-separated list in env {PROBE_ALLOW_CIDRS_ENV}. For development hubs whose scorers run "
+    "on the same host (127.0.0.0/8). Default: none.",
+)
+@click.option(
+    "--scorer-probe-deny-private-networks/--scorer-probe-allow-private-networks",
+    envvar=PROBE_DENY_PRIVATE_ENV,
+    default=False,
+    show_default=True,
+    help="Also refuse private networks (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), where "
+    "in-cluster scorers usually live; allow their own range again with --scorer-probe-allow-cidr.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -152,6 +172,8 @@ def manager(
     scorer_probe_jitter: float,
     scorer_failure_threshold: int,
     scorer_probe_concurrency: int,
+    scorer_probe_allow_cidrs: tuple[str, ...],
+    scorer_probe_deny_private_networks: bool,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -159,6 +181,10 @@ def manager(
         raise click.BadParameter(
             "need lease duration > renew deadline > retry period", param_hint="--leader-election-*"
         )
+    try:
+        allowed = AddressPolicy.parse(scorer_probe_allow_cidrs).allow
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scorer-probe-allow-cidr") from exc
     configure(log_level)
     options = ManagerOptions(
         namespace=namespace,
@@ -176,6 +202,8 @@ def manager(
         probe_jitter=scorer_probe_jitter,
         probe_failure_threshold=scorer_failure_threshold,
         probe_concurrency=scorer_probe_concurrency,
+        probe_allow_cidrs=tuple(str(n) for n in allowed),
+        probe_deny_private_networks=scorer_probe_deny_private_networks,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

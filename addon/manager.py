@@ -79,6 +79,8 @@ class ManagerOptions:
     probe_jitter: float = 0.1
     probe_failure_threshold: int = 3
     probe_concurrency: int = 8
+    probe_allow_cidrs: tuple[str, ...] = ()
+    probe_deny_private_networks: bool = False
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -219,6 +221,8 @@ class Manager:
                 "probe_jitter": self.options.probe_jitter,
                 "probe_failure_threshold": self.options.probe_failure_threshold,
                 "probe_concurrency": self.options.probe_concurrency,
+                "probe_allow_cidrs": self.options.probe_allow_cidrs,
+                "probe_deny_private_networks": self.options.probe_deny_private_networks,
             },
         )
         for factory in self.factories:

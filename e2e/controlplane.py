@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster
 from e2e.pki import bootstrap_token
@@ -265,6 +266,9 @@ class ControlPlane:
                 f"--state-dir={self.run_dir / 'runner'}",
                 f"--cluster=hub={self.hub.admin_kubeconfig}",
                 f"--cluster=cluster2={self.spoke2.admin_kubeconfig}",
+                # every scorer of the tests listens on 127.0.0.1, which the manager's probe refuses
+                # by default; this host-only network is the harness's, so the opt-out is too
+                f"--extra-env={PROBE_ALLOW_CIDRS_ENV}=127.0.0.0/8",
             ],
             self.run_dir / "logs" / "runner.log",
         ).start()

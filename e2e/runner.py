@@ -23,7 +23,12 @@ What a pod would get, and how the runner provides it:
   args and env values is rewritten to `127.0.0.1:<port>`.  Manifests must therefore pass their
   bind addresses explicitly (which they should anyway, to match the declared ports).
 * **Environment**: envFrom, env (downward-API fieldRef, Secret/ConfigMap key refs) and `$(VAR)`
-  expansion in env values, command and args, in the kubelet's order.  A reference to something
+  expansion in env values, command and args, in the kubelet's order.  `--extra-env NAME=VALUE`
+  adds a variable to every replica before the container's own (which wins on a clash): what this
+  one-host network needs and a cluster's does not.  The harness uses it for the hub probe's
+  loopback opt-out (`DYNAMIC_SCORING_PROBE_ALLOW_CIDRS=127.0.0.0/8`), because every "pod" and
+  every test scorer here listens on 127.0.0.1, which the manager refuses to probe by default;
+  the manifests keep the production default.  A reference to something
   missing keeps the replica from starting with the kubelet's CreateContainerConfigError reason.
 * **Status**: `replicas`, `updatedReplicas`, `readyReplicas`, `availableReplicas`,
   `observedGeneration` and the `Available`/`Progressing` conditions follow what runs; readiness
@@ -221,10 +226,17 @@ class Replica:
     """One 'pod' of a Deployment: materialised volumes plus the process that runs the container."""
 
     def __init__(
-        self, cluster: Cluster, deploy: dict[str, Any], index: int, state_dir: Path, search_path: str
+        self,
+        cluster: Cluster,
+        deploy: dict[str, Any],
+        index: int,
+        state_dir: Path,
+        search_path: str,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         meta = deploy["metadata"]
         self.cluster = cluster
+        self.extra_env = dict(extra_env or {})
         self.namespace: str = meta["namespace"]
         self.deployment: str = meta["name"]
         self.template: dict[str, Any] = deploy["spec"]["template"]
@@ -399,6 +411,7 @@ class Replica:
             "KUBERNETES_SERVICE_HOST": self.cluster.host,
             "KUBERNETES_SERVICE_PORT": str(self.cluster.port),
             "HOSTNAME": self.pod_name,
+            **self.extra_env,
         }
         meta = self.template.get("metadata", {})
         pod = {
@@ -634,8 +647,15 @@ class Replica:
 class Runner:
     """Reconciles matching Deployments of every cluster into Replicas, once per SYNC_SECONDS."""
 
-    def __init__(self, clusters: list[Cluster], state_dir: Path, image_pattern: str) -> None:
+    def __init__(
+        self,
+        clusters: list[Cluster],
+        state_dir: Path,
+        image_pattern: str,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.clusters = clusters
+        self.extra_env = dict(extra_env or {})
         self.state_dir = state_dir
         self.image = re.compile(image_pattern)
         self.search_path = ":".join(
@@ -689,7 +709,9 @@ class Runner:
         while len(current) > want:
             current.pop().stop()
         while len(current) < want:
-            current.append(Replica(cluster, d, len(current), self.state_dir, self.search_path))
+            current.append(
+                Replica(cluster, d, len(current), self.state_dir, self.search_path, self.extra_env)
+            )
         for r in current:
             try:
                 r.tick()
@@ -804,8 +826,21 @@ def exec_pod(spec_path: Path) -> None:
 @click.option(
     "--image-pattern", default=DEFAULT_IMAGE_PATTERN, show_default=True, help="Regex of images to run."
 )
+@click.option(
+    "--extra-env",
+    "extra_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A variable every replica gets before its container's own env (repeatable).",
+)
 @click.pass_context
-def cli(ctx: click.Context, state_dir: Path | None, clusters: tuple[str, ...], image_pattern: str) -> None:
+def cli(
+    ctx: click.Context,
+    state_dir: Path | None,
+    clusters: tuple[str, ...],
+    image_pattern: str,
+    extra_env: tuple[str, ...],
+) -> None:
     """Run this project's Deployments as local processes (a kubelet stand-in for tests)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -823,7 +858,13 @@ def cli(ctx: click.Context, state_dir: Path | None, clusters: tuple[str, ...], i
         if not kubeconfig:
             raise click.BadParameter(f"{c!r} is not NAME=KUBECONFIG", param_hint="--cluster")
         parsed.append(Cluster(name, Path(kubeconfig)))
-    runner = Runner(parsed, state_dir, image_pattern)
+    env: dict[str, str] = {}
+    for item in extra_env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--extra-env")
+        env[name] = value
+    runner = Runner(parsed, state_dir, image_pattern, env)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: runner.stop_event.set())
     runner.run()

@@ -11,12 +11,35 @@ stuck or crashed loop.  Upstream used Go's default client (no timeout, W-1), ign
 * a bearer token (the value of the hub-side Secret named in ``spec.probe.tokenSecretRef``) is sent when
   given, redirects are not followed (a token never goes to another host), and neither the token nor a
   response body appears in a message.
+
+The person who writes a DynamicScorer chooses these URLs and reads the outcome back from its status,
+so the probe is built to tell them as little about the hub's network as it can while still being
+useful:
+
+* where it may connect is decided by ``addon.scorers.transport`` (resolve once, check every address
+  against ``addon.scorers.addresses``, connect to the checked address); a refused address is reason
+  ``AddressNotAllowed``;
+* it asks for ``Accept-Encoding: identity`` and reads the raw bytes; a server that compresses anyway
+  (gzip or deflate) is inflated here with the size cap applied to the *decoded* bytes as they come
+  out of the inflater, so a small gzip bomb costs at most ``max_bytes`` of memory; other encodings
+  are refused;
+* ``/config`` must be declared ``application/json``; only the fields of ``ScorerConfig`` are kept
+  (unknown keys are dropped by the model), and strings and the free-form ``scoring.params`` are
+  bounded by ``check_config`` before anything reaches ``status.lastSyncedConfig``;
+* a failure message is classified (``connection refused``, ``TLS certificate verification failed``,
+  ``host name does not resolve`` ...); an exception's own text (errno strings, library internals,
+  response bytes) never reaches a condition or an Event.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
+import ssl
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -24,12 +47,29 @@ from pydantic import ValidationError
 
 from addon.scorers.models import DynamicScorerSpec
 from addon.scorers.spellings import canonical
+from addon.scorers.transport import AddressNotAllowed
 from addon.scorers.urls import origin, url_problem
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 
 DEFAULT_TIMEOUT = 5.0
 MAX_CONFIG_BYTES = 1 << 20
+MAX_HEALTH_BYTES = 64 << 10
 HEALTH_PATH = "/healthz"
+MAX_SCORING_PARAM_KEYS = 64
+"""Keys of ``scoring.params`` a ``/config`` document may carry besides ``name`` and ``interval``."""
+CONFIG_STRING_LIMITS: tuple[tuple[str, int], ...] = (
+    ("name", 253),
+    ("description", 1024),
+    ("source.type", 64),
+    ("source.host", 2048),
+    ("source.path", 1024),
+    ("source.params.query", 65536),
+    ("scoring.host", 2048),
+    ("scoring.path", 1024),
+    ("scoring.params.name", 253),
+)
+"""The longest value each string of a ``/config`` document may have (the DynamicScorer spec's limits)."""
+JSON_TYPES = ("application/json",)
 
 
 @dataclass(frozen=True)
@@ -39,8 +79,9 @@ class ProbeResult:
     Attributes:
         ok: whether the check passed.
         reason: a CamelCase condition reason: ``Healthy``, ``ConfigFetched``, ``HTTPStatus``, ``Timeout``,
-            ``Unreachable``, ``TLSError``, ``InvalidURL``, ``InvalidToken``, ``Redirected``,
-            ``TooLarge``, ``InvalidJSON`` or ``InvalidSchema``.
+            ``Unreachable``, ``AddressNotAllowed``, ``TLSError``, ``InvalidURL``, ``InvalidToken``,
+            ``Redirected``, ``TooLarge``, ``InvalidEncoding``, ``InvalidContentType``, ``InvalidJSON``
+            or ``InvalidSchema``.
         message: one line for the condition and the Event, naming the URL and what was wrong.
         status_code: the HTTP status, when an answer came.
         elapsed: seconds the request took.
@@ -73,7 +114,8 @@ def health_url(spec: DynamicScorerSpec) -> str | None:
 
 
 def _headers(token: str | None) -> tuple[dict[str, str] | None, ProbeResult | None]:
-    headers = {"Accept": "application/json"}
+    # identity: a compressed answer would have to be inflated, and inflation is what a bomb abuses
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
     if token is None:
         return headers, None
     value = token.strip()
@@ -85,8 +127,88 @@ def _headers(token: str | None) -> tuple[dict[str, str] | None, ProbeResult | No
     return headers, None
 
 
+class _RefusedError(Exception):
+    """A body the probe stops reading: its reason and message (never the body itself)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[bytes]:
+    """The body after ``Content-Encoding``, failing as soon as more than ``max_bytes`` come out.
+
+    The inflater is asked for at most ``max_bytes + 1 - produced`` bytes per step (what it cannot
+    return yet stays in ``unconsumed_tail``), so the decoded size is checked before more is buffered:
+    memory stays near ``max_bytes`` however well the body compresses.
+    """
+    coding = coding.strip().lower()
+    if coding in ("", "identity"):
+        total = 0
+        for chunk in raw:
+            total += len(chunk)
+            if total > max_bytes:
+                raise _RefusedError("TooLarge", f"the answer is larger than {max_bytes} bytes")
+            yield chunk
+        return
+    if coding in ("gzip", "x-gzip"):
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    elif coding == "deflate":
+        inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS)
+    else:
+        raise _RefusedError(
+            "InvalidEncoding",
+            "the answer uses Content-Encoding "
+            f"{coding[:40]!r}; the probe asks for identity and accepts gzip or deflate",
+        )
+    produced = 0
+    received = 0
+    try:
+        for chunk in raw:
+            received += len(chunk)
+            if received > max_bytes:
+                raise _RefusedError("TooLarge", f"the compressed answer is larger than {max_bytes} bytes")
+            data = chunk
+            while data:
+                out = inflater.decompress(data, max_bytes + 1 - produced)
+                produced += len(out)
+                if produced > max_bytes:
+                    raise _RefusedError("TooLarge", f"the answer inflates to more than {max_bytes} bytes")
+                if out:
+                    yield out
+                data = inflater.unconsumed_tail
+                if inflater.eof:
+                    break
+        tail = inflater.flush(max_bytes + 1 - produced)
+    except zlib.error:
+        raise _RefusedError("InvalidEncoding", f"the {coding} body is corrupt") from None
+    produced += len(tail)
+    if produced > max_bytes:
+        raise _RefusedError("TooLarge", f"the answer inflates to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise _RefusedError("InvalidEncoding", f"the {coding} body is truncated")
+    if tail:
+        yield tail
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = _media_type(content_type)
+    return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
+
+
 def _get(
-    client: httpx.Client, url: str, token: str | None, timeout: float, max_bytes: int
+    client: httpx.Client,
+    url: str,
+    token: str | None,
+    timeout: float,
+    max_bytes: int,
+    *,
+    want_json: bool = False,
 ) -> tuple[ProbeResult, bytes]:
     """GET ``url`` within ``timeout`` seconds in total; returns a failed result or the 2xx body."""
     why = url_problem(url)
@@ -114,19 +236,28 @@ def _get(
                 return ProbeResult(
                     False, "HTTPStatus", f"GET {url} answered HTTP {code}", code, time.monotonic() - started
                 ), b""
+            if want_json and not _is_json(response.headers.get("content-type")):
+                media = _media_type(response.headers.get("content-type")) or "none"
+                return ProbeResult(
+                    False,
+                    "InvalidContentType",
+                    f"GET {url}: Content-Type is {media[:60]!r}, expected application/json",
+                    code,
+                    time.monotonic() - started,
+                ), b""
             body = bytearray()
-            for chunk in response.iter_bytes():
-                body.extend(chunk)
-                if len(body) > max_bytes:
-                    return ProbeResult(
-                        False,
-                        "TooLarge",
-                        f"GET {url}: the answer is larger than {max_bytes} bytes",
-                        code,
-                        time.monotonic() - started,
-                    ), b""
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout("total deadline exceeded")
+            coding = response.headers.get("content-encoding", "")
+            try:
+                for piece in _decoded(response.iter_raw(), coding, max_bytes):
+                    body.extend(piece)
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("total deadline exceeded")
+            except _RefusedError as refused:
+                return ProbeResult(
+                    False, refused.reason, f"GET {url}: {refused.message}", code, time.monotonic() - started
+                ), b""
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("total deadline exceeded")
             elapsed = time.monotonic() - started
             return ProbeResult(True, "OK", f"GET {url} answered HTTP {code}", code, elapsed), bytes(body)
     except httpx.TimeoutException:
@@ -137,27 +268,67 @@ def _get(
             None,
             time.monotonic() - started,
         ), b""
-    except httpx.ConnectError as exc:
-        reason = "TLSError" if "SSL" in str(exc) or "certificate" in str(exc).lower() else "Unreachable"
-        return ProbeResult(
-            False, reason, f"GET {url} failed: {_brief(exc)}", None, time.monotonic() - started
-        ), b""
     except httpx.HTTPError as exc:
-        return ProbeResult(
-            False, "Unreachable", f"GET {url} failed: {_brief(exc)}", None, time.monotonic() - started
-        ), b""
+        reason, what = classify(exc)
+        return ProbeResult(False, reason, f"GET {url} failed: {what}", None, time.monotonic() - started), b""
 
 
-def _brief(exc: Exception) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and not any(current is s for s in seen):
+        seen.append(current)
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+_ERRNO_TEXT = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.ECONNABORTED: "connection aborted",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "timed out",
+    errno.EPIPE: "connection closed",
+}
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """A failed request as (condition reason, fixed message): never the exception's own text.
+
+    The message comes from a small fixed vocabulary (plus, for certificate failures, OpenSSL's fixed
+    verification message such as ``certificate has expired``), so the status of a DynamicScorer
+    cannot be used to read errno strings, library internals or bytes the server sent.
+    """
+    for cause in _causes(exc):
+        if isinstance(cause, AddressNotAllowed):
+            return "AddressNotAllowed", (
+                f"address not allowed: the host resolves to a {cause.category} address, which the "
+                "probe does not connect to (the manager's --scorer-probe-allow-cidr can allow it)"
+            )
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            detail = str(cause.verify_message or "")[:80] if cause.verify_message else ""
+            return "TLSError", "TLS certificate verification failed" + (f" ({detail})" if detail else "")
+        if isinstance(cause, ssl.SSLError):
+            return "TLSError", "TLS handshake failed"
+        if isinstance(cause, socket.gaierror):
+            return "Unreachable", "host name does not resolve"
+        if isinstance(cause, OSError) and cause.errno in _ERRNO_TEXT:
+            return "Unreachable", _ERRNO_TEXT[cause.errno]
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "Unreachable", "the server broke the HTTP protocol or closed the connection early"
+    if isinstance(exc, httpx.ConnectError):
+        return "Unreachable", "connection failed"
+    if isinstance(exc, httpx.DecodingError):
+        return "InvalidEncoding", "the answer could not be decoded"
+    return "Unreachable", f"request failed ({type(exc).__name__})"
 
 
 def probe_health(
     client: httpx.Client, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
 ) -> ProbeResult:
     """``GET url`` (a ``/healthz``); any 2xx answer within ``timeout`` is healthy, the body is ignored."""
-    result, _ = _get(client, url, token, timeout, max_bytes=64 << 10)
+    result, _ = _get(client, url, token, timeout, max_bytes=MAX_HEALTH_BYTES)
     if not result.ok:
         return result
     return ProbeResult(True, "Healthy", result.message, result.status_code, result.elapsed)
@@ -168,9 +339,31 @@ def check_config(doc: ScorerConfig) -> tuple[ScorerConfig | None, list[str]]:
 
     ``source.type`` is read case-insensitively (the design document's own example says ``prometheus``,
     which upstream stored and the agent then silently skipped, W-11); any other type is an error.
-    Negative numbers and hosts that are not http(s) URLs are errors.
+    Negative numbers and hosts that are not http(s) URLs are errors.  Every string is bounded by the
+    DynamicScorer spec's own limit (``CONFIG_STRING_LIMITS``), and ``scoring.params`` (free-form by
+    the upstream contract: the scorer's own ``model``, ``horizon`` ...) by key count and JSON size, so
+    that a scorer cannot park a large document in the CR's status or in every cluster's ConfigMap.
     """
     problems: list[str] = []
+    for where, limit in CONFIG_STRING_LIMITS:
+        value: object = doc
+        for part in where.split("."):
+            value = getattr(value, part)
+        if isinstance(value, str) and len(value) > limit:
+            problems.append(f"{where}: {len(value)} characters, at most {limit}")
+    extra = doc.scoring.params.extra_params
+    if len(extra) > MAX_SCORING_PARAM_KEYS:
+        problems.append(f"scoring.params: {len(extra)} keys, at most {MAX_SCORING_PARAM_KEYS}")
+    else:
+        try:
+            size = params_size(extra)
+        except ValueError as exc:
+            problems.append(f"scoring.params: {exc}")
+        else:
+            if size > MAX_SCORING_PARAMS_BYTES:
+                problems.append(f"scoring.params: {size} bytes as JSON, at most {MAX_SCORING_PARAMS_BYTES}")
+    if problems:  # before the checks below, whose messages quote values that are bounded now
+        return None, problems
     source_type = doc.source.type
     if source_type:
         fixed = canonical("source.type", source_type)
@@ -205,15 +398,17 @@ def fetch_config(
     max_bytes: int = MAX_CONFIG_BYTES,
 ) -> ConfigResult:
     """``GET url`` (the scorer's ``configURL``) and validate the document."""
-    result, body = _get(client, url, token, timeout, max_bytes)
+    result, body = _get(client, url, token, timeout, max_bytes, want_json=True)
     if not result.ok:
         return ConfigResult(result)
     try:
         data = json.loads(body)
     except ValueError as exc:
+        # the position only: the decoder's message can quote the document
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         return ConfigResult(
             ProbeResult(
-                False, "InvalidJSON", f"GET {url}: not JSON ({exc})", result.status_code, result.elapsed
+                False, "InvalidJSON", f"GET {url}: not valid JSON{where}", result.status_code, result.elapsed
             )
         )
     if not isinstance(data, dict):
@@ -266,9 +461,12 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "HEALTH_PATH",
     "MAX_CONFIG_BYTES",
+    "MAX_HEALTH_BYTES",
+    "MAX_SCORING_PARAM_KEYS",
     "ConfigResult",
     "ProbeResult",
     "check_config",
+    "classify",
     "fetch_config",
     "health_url",
     "probe_health",

@@ -49,6 +49,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"{}")
         elif p == "/drip":
             self.send_response(200)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", "100000")
             self.end_headers()
             try:
@@ -159,7 +160,7 @@ def test_lowercase_source_type_is_stored_canonical(server: str, client: httpx.Cl
         ("/bad-types", "InvalidSchema", "source.params.range"),
         ("/unknown-type", "InvalidSchema", "source.type: 'OpenTelemetry'"),
         ("/negative", "InvalidSchema", "scoring.params.interval: -30 is negative"),
-        ("/html", "InvalidJSON", "not JSON"),
+        ("/html", "InvalidContentType", "expected application/json"),
         ("/list", "InvalidSchema", "expected a JSON object"),
         ("/huge", "TooLarge", "larger than"),
     ],

@@ -128,6 +128,7 @@ class Registry:
             "probe_jitter": JITTER,
             "probe_failure_threshold": THRESHOLD,
             "workers": 4,
+            "probe_allow_cidrs": "127.0.0.0/8",  # the test scorers listen on loopback
         }
         ctx = HubContext(
             api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, settings=settings

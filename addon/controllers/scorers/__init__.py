@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 import httpx
 
 from addon.controllers import HubContext
+from addon.scorers.addresses import STRICT, AddressPolicy
 from addon.scorers.health import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_JITTER,
@@ -47,6 +48,7 @@ from addon.scorers.probe import (
     probe_health,
 )
 from addon.scorers.round import evaluate_round
+from addon.scorers.transport import guarded_transport
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, JSON, SECRETS
@@ -66,10 +68,15 @@ class ProbeSettings:
 
     health: HealthSettings
     concurrency: int = DEFAULT_CONCURRENCY
+    addresses: AddressPolicy = STRICT
 
     @classmethod
     def of(cls, settings: dict[str, object]) -> ProbeSettings:
-        """Read ``probe_period``, ``probe_jitter``, ``probe_failure_threshold``, ``probe_concurrency``."""
+        """Read the ``probe_*`` settings, ``probe_allow_cidrs`` and ``probe_deny_private_networks`` included.
+
+        Raises:
+            ValueError: a setting is out of range or a CIDR does not parse.
+        """
         health = HealthSettings(
             period=float(str(settings.get("probe_period", DEFAULT_PERIOD))),
             jitter=float(str(settings.get("probe_jitter", DEFAULT_JITTER))),
@@ -78,7 +85,12 @@ class ProbeSettings:
         concurrency = int(str(settings.get("probe_concurrency", DEFAULT_CONCURRENCY)))
         if concurrency < 1:
             raise ValueError(f"probe concurrency must be at least 1, got {concurrency}")
-        return cls(health, concurrency)
+        cidrs = settings.get("probe_allow_cidrs")
+        addresses = AddressPolicy.parse(
+            [str(c) for c in cidrs] if isinstance(cidrs, list | tuple) else str(cidrs or ""),
+            deny_private=bool(settings.get("probe_deny_private_networks")),
+        )
+        return cls(health, concurrency, addresses)
 
 
 @dataclass
@@ -91,10 +103,13 @@ class _Clients:
     """One ``httpx.Client`` per trust store: the system one, and one per distinct ``caSecretRef`` PEM.
 
     Verification is always on; keep-alive connections make a steady probe cost about a millisecond.
+    Every client connects through the address check (``addon.scorers.transport``) and ignores proxy
+    variables, so the check applies to the scorer itself.
     """
 
-    def __init__(self, concurrency: int) -> None:
+    def __init__(self, concurrency: int, addresses: AddressPolicy | None = None) -> None:
         self._limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
+        self._addresses = addresses or STRICT
         self._lock = threading.Lock()
         self._clients: dict[str, httpx.Client] = {}
 
@@ -106,7 +121,8 @@ class _Clients:
                 verify: ssl.SSLContext | bool = True
                 if ca_pem:
                     verify = ssl.create_default_context(cadata=ca_pem)
-                client = httpx.Client(verify=verify, limits=self._limits, trust_env=False)
+                transport = guarded_transport(verify=verify, limits=self._limits, policy=self._addresses)
+                client = httpx.Client(transport=transport, trust_env=False)
                 self._clients[digest] = client
             return client
 
@@ -160,7 +176,7 @@ class ScorerProber:
         self.writer = writer
         self._get = cache_get
         self.settings = settings
-        self.clients = _Clients(settings.concurrency)
+        self.clients = _Clients(settings.concurrency, settings.addresses)
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._schedule: dict[str, _Schedule] = {}
@@ -188,10 +204,8 @@ class ScorerProber:
                 return bad, None
         try:
             client = self.clients.get(ca_pem)
-        except ssl.SSLError as exc:
-            return ProbeResult(
-                False, "InvalidCA", f"spec.probe.caSecretRef: not a PEM CA bundle ({exc})"
-            ), None
+        except ssl.SSLError:
+            return ProbeResult(False, "InvalidCA", "spec.probe.caSecretRef: not a PEM CA bundle"), None
         url = health_url(spec)
         if url is None:
             return None, None
@@ -266,6 +280,7 @@ class ScorerProber:
 def scorer_controller(ctx: HubContext) -> list[Controller]:
     """The scorer controller on the manager's shared DynamicScorer informer (a ``ControllerFactory``)."""
     settings = ProbeSettings.of(ctx.settings)
+    log.info(settings.addresses.describe())
     scorers = ctx.manager.informer(DYNAMIC_SCORERS, namespace=ctx.namespace)
     prober = ScorerProber(ctx.api, ctx.manager.writer(NAME), scorers.get, settings)
     controller = Controller(
