@@ -79,6 +79,24 @@ def _listing(names: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _over(
+    items: Sequence[ScorerSummary], costs: dict[PieceKey, int], total: int, work_limit: int
+) -> frozenset[str]:
+    """The scorers to leave out so that a ConfigMap of ``total`` bytes fits in ``work_limit``.
+
+    Largest first, then by name, so that the same registry always loses the same summaries.
+    """
+    gone: set[str] = set()
+    left = len(items)
+    for victim in sorted(items, key=lambda s: (-costs[_key(s)], s.name)):
+        if total <= work_limit:
+            break
+        gone.add(victim.name)
+        left -= 1
+        total -= costs[_key(victim)] + (1 if left > 0 else 0)  # and one comma while any remain
+    return frozenset(gone)
+
+
 def fit(
     result: Plan,
     clusters: Sequence[ClusterInput],
@@ -104,19 +122,22 @@ def fit(
     namespaces = {c.name: c.namespace for c in clusters}
     kept: dict[str, tuple[ScorerSummary, ...]] = {}
     dropped: dict[str, list[str]] = defaultdict(list)
+    # most clusters receive the same list: decide each distinct (namespace, list) once
+    decided: dict[tuple[str, tuple[PieceKey, ...]], frozenset[str]] = {}
     for cluster in sorted(result.clusters):
         items = [s for s in result.clusters[cluster] if s.name not in too_large]
         namespace = namespaces.get(cluster, "")
         if namespace:
-            # largest first, then by name: the same registry always loses the same summaries
-            gone: set[str] = set()
-            for victim in sorted(items, key=lambda s: (-costs[_key(s)], s.name)):
-                remaining = [costs[_key(s)] for s in items if s.name not in gone]
-                if configmap_size(namespace, remaining) <= work_limit:
-                    break
-                gone.add(victim.name)
-                dropped[victim.name].append(cluster)
-            items = [s for s in items if s.name not in gone]
+            memo = (namespace, tuple(_key(s) for s in items))
+            gone = decided.get(memo)
+            if gone is None:
+                gone = decided[memo] = _over(
+                    items, costs, configmap_size(namespace, [costs[k] for k in memo[1]]), work_limit
+                )
+            if gone:
+                for name in sorted(gone):
+                    dropped[name].append(cluster)
+                items = [s for s in items if s.name not in gone]
         kept[cluster] = tuple(items)
     if not too_large and not dropped:
         return result
@@ -133,7 +154,8 @@ def fit(
         problems.append(Problem(f"DynamicScorer {name}", message))
     for name, where in sorted(dropped.items()):
         old = outcomes[name]
-        sent = tuple(c for c in old.clusters if c not in set(where))
+        excluded = set(where)
+        sent = tuple(c for c in old.clusters if c not in excluded)
         size = largest[name]
         message = (
             f"left out on {len(where)} of the {len(old.clusters)} cluster(s) it is meant for "

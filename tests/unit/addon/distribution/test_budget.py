@@ -143,3 +143,25 @@ def test_a_masked_copy_is_encoded_as_itself() -> None:
     encoded = payloads(result)
     assert encoded == {c: dump_summaries(items) for c, items in result.clusters.items()}
     assert '"masked":true' in encoded["c1"] and '"masked"' not in encoded["c2"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), min_size=0, max_size=12))
+def test_what_is_kept_always_fits_and_only_the_largest_are_left_out(sizes: list[int]) -> None:
+    scorers = [
+        ScorerInput(f"s{i:02d}", "t", summary(f"s{i:02d}", source_query="q" * n), True)
+        for i, n in enumerate(sizes)
+    ]
+    cluster = [ClusterInput("c1", {}, NS)]
+    result = fit(plan(scorers, [], cluster), cluster, summary_limit=3_000, work_limit=6_000)
+    encoded = payloads(result)["c1"]
+    assert manifest_size(summaries_configmap(NS, (), payload=encoded)) <= 6_000
+    cost = {s.name: embedded_size(piece(s.summary)) for s in scorers}  # type: ignore[arg-type]
+    kept = set(names(result, "c1"))
+    fitting = {n for n, c in cost.items() if c <= 3_000}
+    left_out = fitting - kept
+    assert all(cost[a] >= cost[b] for a in left_out for b in kept)
+    for name in cost.keys() - fitting:
+        assert result.scorers[name].reason == "SummaryTooLarge"
+    for name in left_out:
+        assert result.scorers[name].reason == "WorkTooLarge"
