@@ -57,6 +57,8 @@ MAX_HEALTH_BYTES = 64 << 10
 HEALTH_PATH = "/healthz"
 MAX_SCORING_PARAM_KEYS = 64
 """Keys of ``scoring.params`` a ``/config`` document may carry besides ``name`` and ``interval``."""
+MAX_SCORING_PARAM_DEPTH = 16
+"""How deeply the values of ``scoring.params`` may nest (objects and arrays)."""
 CONFIG_STRING_LIMITS: tuple[tuple[str, int], ...] = (
     ("name", 253),
     ("description", 1024),
@@ -354,6 +356,8 @@ def check_config(doc: ScorerConfig) -> tuple[ScorerConfig | None, list[str]]:
     extra = doc.scoring.params.extra_params
     if len(extra) > MAX_SCORING_PARAM_KEYS:
         problems.append(f"scoring.params: {len(extra)} keys, at most {MAX_SCORING_PARAM_KEYS}")
+    elif _depth(extra) > MAX_SCORING_PARAM_DEPTH:
+        problems.append(f"scoring.params: nested more than {MAX_SCORING_PARAM_DEPTH} levels deep")
     else:
         try:
             size = params_size(extra)
@@ -389,6 +393,14 @@ def check_config(doc: ScorerConfig) -> tuple[ScorerConfig | None, list[str]]:
     return doc.model_copy(update={"source": source}), []
 
 
+def _depth(value: object, limit: int = MAX_SCORING_PARAM_DEPTH + 1) -> int:
+    """How deeply ``value`` nests, counted up to ``limit`` (so a hostile depth costs little)."""
+    if limit <= 0 or not isinstance(value, dict | list):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(c, limit - 1) for c in children), default=0)
+
+
 def fetch_config(
     client: httpx.Client,
     url: str,
@@ -403,6 +415,12 @@ def fetch_config(
         return ConfigResult(result)
     try:
         data = json.loads(body)
+    except RecursionError:  # a megabyte of "[[[[": the decoder recurses once per level
+        return ConfigResult(
+            ProbeResult(
+                False, "InvalidJSON", f"GET {url}: JSON nested too deeply", result.status_code, result.elapsed
+            )
+        )
     except ValueError as exc:
         # the position only: the decoder's message can quote the document
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
@@ -462,6 +480,7 @@ __all__ = [
     "HEALTH_PATH",
     "MAX_CONFIG_BYTES",
     "MAX_HEALTH_BYTES",
+    "MAX_SCORING_PARAM_DEPTH",
     "MAX_SCORING_PARAM_KEYS",
     "ConfigResult",
     "ProbeResult",

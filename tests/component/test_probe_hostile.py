@@ -119,6 +119,14 @@ class Hostile(BaseHTTPRequestHandler):
             params = {"name": "cpu", "blob": "x" * (20 << 10)}
             config["scoring"] = {**GOOD_CONFIG["scoring"], "params": params}  # type: ignore[dict-item]
             self._send(200, json.dumps(config).encode())
+        elif p == "/deep-json":
+            self._send(200, b"[" * 200_000 + b"]" * 200_000)
+        elif p == "/deep-params":
+            deep: Any = 1
+            for _ in range(40):
+                deep = {"d": deep}
+            config["scoring"] = {**GOOD_CONFIG["scoring"], "params": {"name": "cpu", "deep": deep}}  # type: ignore[dict-item]
+            self._send(200, json.dumps(config).encode())
         elif p == "/long-description":
             config["description"] = "d" * 5000
             self._send(200, json.dumps(config).encode())
@@ -305,6 +313,12 @@ def test_invalid_json_does_not_quote_the_body(server: ThreadingHTTPServer, dev: 
     assert "line 1 column" in res.result.message and "secret-internal-value" not in res.result.message
 
 
+def test_deeply_nested_json_is_refused_not_raised(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
+    res = fetch_config(dev, base(server) + "/deep-json")
+    assert (res.result.ok, res.result.reason) == (False, "InvalidJSON")
+    assert "nested too deeply" in res.result.message
+
+
 def test_json_with_a_charset_is_json(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
     res = fetch_config(dev, base(server) + "/config")
     assert res.result.ok and res.config is not None
@@ -324,6 +338,7 @@ def test_unknown_keys_do_not_travel(server: ThreadingHTTPServer, dev: httpx.Clie
         ("/many-params", "scoring.params: 100 keys, at most 64"),
         ("/big-params", "bytes as JSON, at most 16384"),
         ("/long-description", "description: 5000 characters, at most 1024"),
+        ("/deep-params", "scoring.params: nested more than 16 levels deep"),
     ],
 )
 def test_free_form_params_and_strings_are_bounded(
