@@ -30,8 +30,9 @@ from agent.metrics import AgentMetrics
 from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
 from agent.server import HealthServer, parse_bind_address
 from agent.settings import AgentSettings
+from agent.source.otlp.access import ReceiverAccess
 from agent.source.otlp.receiver import OtlpReceiver
-from agent.source.otlp.store import SeriesStore
+from agent.source.otlp.store import LabelLimits, SeriesStore
 from agent.source.otlp.telemetry import OtlpTelemetry
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI
@@ -161,14 +162,20 @@ def build_agent(
     owner_deployment: str | None = None,
     otlp_bind: tuple[str, int] | None = None,
     otlp_max_series: int = 20_000,
+    otlp_access: ReceiverAccess | None = None,
+    otlp_label_limits: LabelLimits | None = None,
 ) -> Agent:
     """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
     metrics = AgentMetrics()
     publisher = KubeScorePublisher(hub, cluster_name, addon_name=addon_name)
-    otlp_store = SeriesStore(max_series=otlp_max_series) if otlp_bind is not None else None
+    otlp_store = (
+        SeriesStore(max_series=otlp_max_series, label_limits=otlp_label_limits)
+        if otlp_bind is not None
+        else None
+    )
     otlp = None
     if otlp_store is not None and otlp_bind is not None:
-        otlp = OtlpReceiver(otlp_store, host=otlp_bind[0], port=otlp_bind[1])
+        otlp = OtlpReceiver(otlp_store, host=otlp_bind[0], port=otlp_bind[1], access=otlp_access)
         metrics.registry.register(OtlpTelemetry(otlp_store, otlp))
     supervisor = Supervisor(
         cluster_name=cluster_name,
@@ -250,6 +257,8 @@ async def run_agent(
     owner_deployment: str | None = None,
     otlp_bind: tuple[str, int] | None = None,
     otlp_max_series: int = 20_000,
+    otlp_access: ReceiverAccess | None = None,
+    otlp_label_limits: LabelLimits | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
     agent = build_agent(
@@ -267,12 +276,18 @@ async def run_agent(
         owner_deployment=owner_deployment,
         otlp_bind=otlp_bind,
         otlp_max_series=otlp_max_series,
+        otlp_access=otlp_access,
+        otlp_label_limits=otlp_label_limits,
     )
     if agent.otlp is not None:
+        access = agent.otlp.access
         log.info(
-            "OTLP/HTTP receiver on %s:%d (POST /v1/metrics)",
+            "OTLP/HTTP receiver on %s://%s:%d (POST /v1/metrics; bearer token: %s, client certificates: %s)",
+            agent.otlp.scheme,
             otlp_bind[0] if otlp_bind else "",
             agent.otlp.port,
+            "required" if access.bearer_token_file else "no",
+            "required" if access.client_ca_file else "no",
         )
     log.info(
         "agent for cluster %s started: watching configmap %s/%s, metrics on %s:%d",
@@ -351,6 +366,55 @@ async def run_agent(
     help="Most pushed series the OTLP receiver holds; new series beyond it are dropped and counted.",
 )
 @click.option(
+    "--otlp-bearer-token-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="File holding the token OTLP pushers must send as 'Authorization: Bearer <token>' (a mounted "
+    "Secret; re-read when it changes). While it is missing or empty every push is refused.",
+)
+@click.option(
+    "--otlp-tls-cert-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Server certificate (PEM) of the OTLP receiver: serve HTTPS. Needs --otlp-tls-key-file.",
+)
+@click.option(
+    "--otlp-tls-key-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Private key (PEM) of --otlp-tls-cert-file.",
+)
+@click.option(
+    "--otlp-client-ca-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="CA bundle (PEM) that signs OTLP pushers' client certificates: require one (mutual TLS).",
+)
+@click.option(
+    "--otlp-max-labels",
+    type=click.IntRange(min=1),
+    default=LabelLimits.max_labels,
+    help="Most labels one pushed series may have; points of a new series with more are refused.",
+)
+@click.option(
+    "--otlp-max-label-name-length",
+    type=click.IntRange(min=1),
+    default=LabelLimits.max_name_length,
+    help="Longest label name (characters) of a pushed series.",
+)
+@click.option(
+    "--otlp-max-label-value-length",
+    type=click.IntRange(min=1),
+    default=LabelLimits.max_value_length,
+    help="Longest label value (characters) of a pushed series.",
+)
+@click.option(
+    "--otlp-max-label-chars",
+    type=click.IntRange(min=1),
+    default=LabelLimits.max_total_chars,
+    help="Most characters of label names and values together in one pushed series.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -371,6 +435,14 @@ def main(
     owner_deployment: str | None,
     otlp_bind_address: str,
     otlp_max_series: int,
+    otlp_bearer_token_file: Path | None,
+    otlp_tls_cert_file: Path | None,
+    otlp_tls_key_file: Path | None,
+    otlp_client_ca_file: Path | None,
+    otlp_max_labels: int,
+    otlp_max_label_name_length: int,
+    otlp_max_label_value_length: int,
+    otlp_max_label_chars: int,
     log_level: str,
 ) -> None:
     """Score this managed cluster: feed metrics to every configured scoring API, publish the results.
@@ -404,6 +476,21 @@ def main(
             otlp_bind = parse_bind_address(otlp_bind_address)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--otlp-bind-address") from exc
+    try:
+        otlp_access = ReceiverAccess(
+            bearer_token_file=otlp_bearer_token_file,
+            tls_cert_file=otlp_tls_cert_file,
+            tls_key_file=otlp_tls_key_file,
+            client_ca_file=otlp_client_ca_file,
+        )
+    except ValueError as exc:
+        raise click.UsageError(f"OTLP receiver: {exc}") from exc
+    otlp_label_limits = LabelLimits(
+        max_labels=otlp_max_labels,
+        max_name_length=otlp_max_label_name_length,
+        max_value_length=otlp_max_label_value_length,
+        max_total_chars=otlp_max_label_chars,
+    )
     settings = AgentSettings(
         max_concurrent_cycles=max_concurrent_cycles,
         extra_ca_files=(*AgentSettings().extra_ca_files, *ca_bundle_from_env(os.environ)),
@@ -425,6 +512,8 @@ def main(
             owner_deployment=owner_deployment,
             otlp_bind=otlp_bind,
             otlp_max_series=otlp_max_series,
+            otlp_access=otlp_access,
+            otlp_label_limits=otlp_label_limits,
         )
     )
     sys.exit(code)

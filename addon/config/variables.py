@@ -18,6 +18,14 @@ from addon.errors import AddonConfigError
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(?P<port>[0-9]{1,5})$")
+# A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+DEFAULT_OTLP_NAMESPACE_SELECTOR: tuple[tuple[str, str], ...] = (
+    ("kubernetes.io/metadata.name", "observability"),
+)
+"""Who may reach the receiver when the NetworkPolicy is on and no selector is given: the namespace
+of the sample Collector (samples/opentelemetry/collector-configmap.yaml)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,12 @@ class Variables:
     max_concurrent_cycles: int = 8
     delete_install_namespace: bool = False
     otlp_receiver_port: int | None = None  # None: no OTLP receiver, no port, no Service
+    otlp_bearer_token_secret: str | None = None  # Secret (key "token") pushers' token is checked against
+    otlp_tls_secret: str | None = None  # kubernetes.io/tls Secret: the receiver serves HTTPS
+    otlp_client_ca_secret: str | None = None  # Secret (key "ca.crt"): client certificates required
+    otlp_network_policy: bool = False
+    otlp_network_policy_namespace_selector: tuple[tuple[str, str], ...] | None = None
+    otlp_network_policy_pod_selector: tuple[tuple[str, str], ...] | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -39,6 +53,31 @@ class Variables:
         match = _BIND.match(self.metrics_bind_address)
         assert match is not None  # validated on parse
         return int(match["port"])
+
+
+def _secret_name(value: str) -> object:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError("must be the name of a Secret in the agent's install namespace")
+    return value
+
+
+def _match_labels(value: str) -> object:
+    # A JSON object of label key -> value, as a LabelSelector's matchLabels.
+    hint = 'must be a JSON object of labels, e.g. {"kubernetes.io/metadata.name": "observability"}'
+    try:
+        labels = json.loads(value)
+    except json.JSONDecodeError:
+        raise ValueError(hint) from None
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise ValueError(hint)
+    for key, label in labels.items():
+        prefix, _, name = key.rpartition("/")
+        bad_prefix = bool(prefix) and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))
+        if bad_prefix or not _LABEL_NAME.match(name):
+            raise ValueError(f"{hint}; {key!r} is not a label key")
+        if not _LABEL_VALUE.match(label):
+            raise ValueError(f"{hint}; {label!r} is not a label value")
+    return tuple(sorted(labels.items()))
 
 
 def _image(value: str) -> object:
@@ -102,6 +141,22 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
     "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
     "OtlpReceiverPort": ("otlp_receiver_port", _port),
+    "OtlpBearerTokenSecret": ("otlp_bearer_token_secret", _secret_name),
+    "OtlpTlsSecret": ("otlp_tls_secret", _secret_name),
+    "OtlpClientCaSecret": ("otlp_client_ca_secret", _secret_name),
+    "OtlpNetworkPolicy": ("otlp_network_policy", _boolean),
+    "OtlpNetworkPolicyNamespaceSelector": ("otlp_network_policy_namespace_selector", _match_labels),
+    "OtlpNetworkPolicyPodSelector": ("otlp_network_policy_pod_selector", _match_labels),
+}
+
+# variable -> the variables it needs, and why (checked after every value is parsed).
+_REQUIRES: dict[str, tuple[str, str]] = {
+    "OtlpBearerTokenSecret": ("OtlpReceiverPort", "it configures the OTLP receiver"),
+    "OtlpTlsSecret": ("OtlpReceiverPort", "it configures the OTLP receiver"),
+    "OtlpClientCaSecret": ("OtlpTlsSecret", "client certificates are checked in the TLS handshake"),
+    "OtlpNetworkPolicy": ("OtlpReceiverPort", "the NetworkPolicy guards the OTLP receiver"),
+    "OtlpNetworkPolicyNamespaceSelector": ("OtlpNetworkPolicy", "it selects who the NetworkPolicy admits"),
+    "OtlpNetworkPolicyPodSelector": ("OtlpNetworkPolicy", "it selects who the NetworkPolicy admits"),
 }
 
 
@@ -124,4 +179,11 @@ def parse_variables(items: list[dict[str, str]] | None) -> Variables:
             values[field] = parse(value)
         except ValueError as exc:
             raise AddonConfigError(f"spec.customizedVariables[{name}]", f"{value!r} {exc}") from None
+    for name, (needed, why) in _REQUIRES.items():
+        field, needed_field = VARIABLES[name][0], VARIABLES[needed][0]
+        # OtlpNetworkPolicy=false counts as unset: selectors beside it would be silently unused.
+        if values.get(field) not in (None, False) and values.get(needed_field) in (None, False):
+            raise AddonConfigError(
+                f"spec.customizedVariables[{name}]", f"needs {needed} to be set as well: {why}"
+            )
     return Variables(**values)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from typing import Any
 
 from addon.config.deployment_config import DeploymentConfig, ResourceRule, parse_deployment_config
 from addon.config.install_namespace import NamespacePlan, plan_namespace, resolve_install_namespace
+from addon.config.variables import DEFAULT_OTLP_NAMESPACE_SELECTOR
 from addon.constants import (
     ADDON_NAME,
     AGENT_CONTAINER,
@@ -34,10 +35,14 @@ AGENT_TEMPLATES = (
     "agent/proxy-ca.yaml.j2",
     "agent/deployment.yaml.j2",
     "agent/otlp-service.yaml.j2",
+    "agent/otlp-networkpolicy.yaml.j2",
 )
 HUB_KUBECONFIG_DIR = "/var/run/hub"
 PROXY_CA_DIR = "/etc/dynamic-scoring/proxy-ca"
 PROXY_CA_CONFIG_MAP = f"{ADDON_NAME}-proxy-ca"
+OTLP_TOKEN_DIR = "/etc/dynamic-scoring/otlp-token"
+OTLP_TLS_DIR = "/etc/dynamic-scoring/otlp-tls"
+OTLP_CLIENT_CA_DIR = "/etc/dynamic-scoring/otlp-client-ca"
 
 # Sized from docs/agent.md: 61 MiB resident with 20 scorers; a 17 MB Prometheus result adds about
 # twice its size at peak.  The ADC's resourceRequirements replace these per container.
@@ -104,6 +109,23 @@ def template_values(
         "max_concurrent_cycles": v.max_concurrent_cycles,
         "otlp_port": v.otlp_receiver_port,
         "otlp_service": f"{AGENT_DEPLOYMENT}-otlp",
+        "otlp_token_secret": v.otlp_bearer_token_secret,
+        "otlp_token_dir": OTLP_TOKEN_DIR,
+        "otlp_tls_secret": v.otlp_tls_secret,
+        "otlp_tls_dir": OTLP_TLS_DIR,
+        "otlp_client_ca_secret": v.otlp_client_ca_secret,
+        "otlp_client_ca_dir": OTLP_CLIENT_CA_DIR,
+        "otlp_network_policy": v.otlp_network_policy,
+        "otlp_allowed_namespaces": dict(
+            v.otlp_network_policy_namespace_selector
+            if v.otlp_network_policy_namespace_selector is not None
+            else DEFAULT_OTLP_NAMESPACE_SELECTOR
+        ),
+        "otlp_allowed_pods": (
+            dict(v.otlp_network_policy_pod_selector)
+            if v.otlp_network_policy_pod_selector is not None
+            else None
+        ),
         "node_selector": config.node_selector or {},
         "tolerations": config.tolerations or [],
         "proxy_env": proxy_env,

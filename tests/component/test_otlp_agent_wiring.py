@@ -14,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli import build_agent, main
+from agent.source.otlp.access import ReceiverAccess
+from agent.source.otlp.store import LabelLimits
 from dynamic_scoring.kube.api import KubeAPI
 from tests.component.harness import summary
 
@@ -93,3 +95,64 @@ def test_a_bad_otlp_bind_address_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--otlp-bind-address" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--otlp-client-ca-file", "/x/ca.crt"], "client certificates need TLS"),
+        (["--otlp-tls-cert-file", "/x/tls.crt"], "a TLS certificate and its key go together"),
+    ],
+)
+def test_incomplete_otlp_tls_flags_are_a_usage_error(tmp_path: Path, flags: list[str], message: str) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    result = CliRunner().invoke(
+        main,
+        [
+            "--hub-kubeconfig",
+            str(config),
+            "--cluster-name",
+            "c1",
+            "--addon-namespace",
+            "x",
+            "--otlp-bind-address",
+            "127.0.0.1:0",
+            *flags,
+        ],
+    )
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+async def test_the_access_and_label_flags_reach_the_receiver_and_its_store(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    token = tmp_path / "token"
+    token.write_text("t0k3n")
+    api = KubeAPI(config)
+    agent = build_agent(
+        hub=api,
+        managed=api,
+        cluster_name="cluster1",
+        addon_namespace="ns",
+        addon_name="dynamic-scoring",
+        bind=("127.0.0.1", 0),
+        otlp_bind=("127.0.0.1", 0),
+        otlp_access=ReceiverAccess(bearer_token_file=token),
+        otlp_label_limits=LabelLimits(max_labels=3),
+    )
+    assert agent.otlp is not None
+    agent.otlp.start()
+    try:
+        url = f"http://127.0.0.1:{agent.otlp.port}/v1/metrics"
+        assert httpx.post(url, json={"resourceMetrics": []}, timeout=10).status_code == 401
+        ok = httpx.post(
+            url, json={"resourceMetrics": []}, headers={"Authorization": "Bearer t0k3n"}, timeout=10
+        )
+        assert ok.status_code == 200
+        assert agent.otlp.store.label_limits.max_labels == 3
+    finally:
+        await agent.supervisor.close()
+        agent.otlp.stop()
+        agent.server.stop()

@@ -11,15 +11,24 @@ Answers follow the OTLP/HTTP specification: 200 with an ``ExportMetricsServiceRe
 request's encoding, whose ``partial_success`` counts the data points the agent rejected (invalid
 points, or new series beyond the store's limit) and says why; points that no scorer selects are not
 rejected, just not kept.  Failures carry a ``google.rpc.Status`` body: 400 (malformed, not to be
-retried), 413 (too large), 415 (media type or content coding), 429 (busy, retry after the header's
-seconds), 404/405 for other paths and methods.
+retried), 401 (no or a wrong bearer token), 413 (too large), 415 (media type or content coding),
+429 (busy, retry after the header's seconds), 404/405 for other paths and methods.
+
+Access (``access``): with a bearer token configured, a request without the right
+``Authorization`` header is answered 401 before its body is read or a decoding slot is taken, so
+an unauthenticated pusher costs no decoding.  With TLS, each connection's handshake runs on its own
+thread; a failed one (with mutual TLS: no client certificate, or one the CA did not sign) closes the
+connection and is counted in ``tls_handshake_failures``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
+import ssl
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +39,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 
+from agent.source.otlp.access import BearerToken, ReceiverAccess, ThrottledLog, TlsFiles
 from agent.source.otlp.decoding import BodyError, Encoding, encoding_of, inflate, parse
 from agent.source.otlp.store import IngestResult, SeriesStore
 from agent.source.otlp.translation import flatten
@@ -37,10 +47,13 @@ from agent.source.otlp.translation import flatten
 logger = logging.getLogger("agent.otlp")
 
 MIB = 1024 * 1024
-STATUS_CODES: tuple[int, ...] = (200, 400, 404, 405, 408, 411, 413, 415, 429, 500)
+_DISCARD_LIMIT = MIB
+"""Most body bytes read and dropped after a 401, so the pusher gets the answer, not a reset."""
+STATUS_CODES: tuple[int, ...] = (200, 400, 401, 404, 405, 408, 411, 413, 415, 429, 500)
 """The only values of the ``code`` label of ``dynamic_scoring_otlp_requests_total``."""
 _RPC_CODE = {
     400: code_pb2.INVALID_ARGUMENT,
+    401: code_pb2.UNAUTHENTICATED,
     404: code_pb2.NOT_FOUND,
     405: code_pb2.UNIMPLEMENTED,
     408: code_pb2.DEADLINE_EXCEEDED,
@@ -53,6 +66,7 @@ _RPC_CODE = {
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
@@ -96,6 +110,43 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse one connection for every push
     server: _Server
+    discard_bytes = 0
+    """Body bytes to read and drop after a refusal, before closing (see ``finish``)."""
+
+    def setup(self) -> None:
+        tls = self.server.receiver._tls
+        if tls is not None:
+            # The handshake runs here, on this connection's thread, under the read timeout.
+            self.request.settimeout(self.timeout)
+            context = tls.context()
+            if context is None:
+                raise ConnectionAbortedError("no usable TLS certificate")
+            try:
+                self.request = context.wrap_socket(self.request, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                self.server.receiver._tls_failed(self.client_address[0], exc)
+                raise
+        super().setup()
+
+    def finish(self) -> None:
+        if self.discard_bytes:
+            # A refusal answered before the body was read: closing with the body still arriving
+            # would reset the connection and the pusher could lose the answer.  Read and drop a
+            # bounded amount first, for at most a second.
+            left, deadline = self.discard_bytes, time.monotonic() + 1.0
+            with contextlib.suppress(OSError, ValueError):
+                self.request.settimeout(1.0)
+                while left > 0 and time.monotonic() < deadline:  # a dripping pusher gets no more
+                    chunk = self.rfile.read1(min(left, 65536))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+        try:
+            super().finish()
+        finally:
+            if isinstance(self.request, ssl.SSLSocket):  # the server only knows the plain socket
+                with contextlib.suppress(OSError):
+                    self.request.close()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per push would drown the scorer logs; failures are logged by the receiver
@@ -114,7 +165,7 @@ class OtlpReceiver:
 
     Args:
         store: where the decoded points go.
-        host: bind host; loopback by default, ``0.0.0.0`` in the Deployment.
+        host: bind host; loopback by default, the pod's IP in the Deployment.
         port: bind port (4318, OTLP/HTTP's registered port, in the Deployment).
         max_body_bytes: largest body accepted, compressed and after inflation.
         max_concurrent: requests decoding at once.  One: decoding holds the GIL, so a second
@@ -123,6 +174,7 @@ class OtlpReceiver:
         max_connections: open connections; more are closed at once.
         read_timeout_seconds: a connection idle (or a body stalled) this long is closed.
         on_ingest: called after each accepted request (tests and the benchmark count them).
+        access: bearer token and TLS files; the default admits every pusher over plain HTTP.
     """
 
     def __init__(
@@ -137,8 +189,21 @@ class OtlpReceiver:
         max_connections: int = 64,
         read_timeout_seconds: float = 30.0,
         on_ingest: Callable[[IngestResult], None] | None = None,
+        access: ReceiverAccess | None = None,
     ) -> None:
         self.store = store
+        access = access or ReceiverAccess()
+        self.access = access
+        self._token = BearerToken(access.bearer_token_file) if access.bearer_token_file else None
+        self._tls = (
+            TlsFiles(access.tls_cert_file, access.tls_key_file, access.client_ca_file)
+            if access.tls_cert_file is not None and access.tls_key_file is not None
+            else None
+        )
+        self.tls_handshake_failures = 0
+        """TLS handshakes that failed since start (``telemetry`` exports them)."""
+        self._unauthorized_log = ThrottledLog()
+        self._tls_log = ThrottledLog()
         self.max_body_bytes = max_body_bytes
         self.max_connections = max_connections
         self.read_timeout_seconds = read_timeout_seconds
@@ -151,6 +216,11 @@ class OtlpReceiver:
         """Responses by status code since start (``telemetry`` exports them)."""
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self._tls is not None else "http"
 
     @property
     def port(self) -> int:
@@ -182,6 +252,12 @@ class OtlpReceiver:
     def _leave_connection(self) -> None:
         with self._count_lock:
             self._connections -= 1
+
+    def _tls_failed(self, peer: str, exc: BaseException) -> None:
+        with self._count_lock:
+            self.tls_handshake_failures += 1
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        self._tls_log.warning("OTLP TLS handshake from %s failed: %s", peer, reason)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -248,6 +324,20 @@ class OtlpReceiver:
         except BodyError as exc:
             logger.warning("OTLP push from %s refused (%d): %s", peer, exc.status, exc.message)
             self._error(handler, exc.status, exc.message, close=True)
+            return
+        if self._token is not None and not self._token.admits(handler.headers.get("Authorization")):
+            # Before the body is read or a decoding slot taken: an unauthenticated push costs nothing.
+            self._unauthorized_log.warning("OTLP push from %s refused (401): no or a wrong token", peer)
+            declared = handler.headers.get("Content-Length") or ""
+            handler.discard_bytes = min(int(declared), _DISCARD_LIMIT) if declared.isdigit() else 0
+            self._error(
+                handler,
+                401,
+                "a bearer token is required (Authorization: Bearer <token>)",
+                encoding,
+                {"WWW-Authenticate": 'Bearer realm="dynamic-scoring-otlp"'},
+                close=True,
+            )
             return
         length_header = handler.headers.get("Content-Length")
         if length_header is None or not length_header.isdigit():

@@ -7,7 +7,15 @@ forwards a whole cluster's metrics costs a decode and a dictionary lookup per po
 
 Bounds.  At most ``max_series`` series; a new series beyond that is dropped (counted once per
 series in ``series_dropped`` and per point in ``points_dropped["series_limit"]``) until room
-frees up.  Points per series are bounded by the range and step: time is cut into slots of
+frees up.  A new selected series whose labels exceed ``LabelLimits`` (count, name length, value
+length, total characters) is not stored: its points are rejected in the response's
+``partial_success`` and counted in ``points_dropped["label_limit"]``.  Rejecting only those points,
+rather than the whole push with a 400, keeps a Collector's honest series in the same batch flowing;
+the limits together bound what one series may hold, hence what ``max_series`` series may hold.
+Unselected series are not checked (they are not kept), and the sets remembering which series were
+ignored or refused hold hashes of the keys, not the pusher's strings.
+
+Points per series are bounded by the range and step: time is cut into slots of
 half the finest step, and a series' points in one slot are merged into one (the later value wins;
 deltas are added; a counter reset starts a new point), so a series holds at most
 ``2 * retention / finest_step + 2`` points, capped at ``max_points_per_series``.  Rendering holds
@@ -69,6 +77,36 @@ class _Series:
     values: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LabelLimits:
+    """Caps on one series' labels (after resource, scope and point attributes are merged).
+
+    The defaults leave room for a Collector's Kubernetes and resource-detection attributes while
+    bounding a series to ``max_total_chars`` characters of labels: 20,000 series at most about
+    160 MiB of label text.
+    """
+
+    max_labels: int = 64
+    max_name_length: int = 256
+    max_value_length: int = 2048
+    max_total_chars: int = 8192
+
+    def problem(self, labels: Labels) -> str | None:
+        """Why ``labels`` exceed the caps (no label value is quoted), or None when they fit."""
+        if len(labels) > self.max_labels:
+            return f"{len(labels)} labels, more than the limit of {self.max_labels}"
+        total = 0
+        for name, value in labels:
+            if len(name) > self.max_name_length:
+                return f"a label name of {len(name)} characters, limit {self.max_name_length}"
+            if len(value) > self.max_value_length:
+                return f"label {name[:64]}: a value of {len(value)} characters, limit {self.max_value_length}"
+            total += len(name) + len(value)
+        if total > self.max_total_chars:
+            return f"{total} characters of labels, limit {self.max_total_chars}"
+        return None
+
+
 @dataclass
 class StoreStats:
     """Counters since start (plain integers, read by ``telemetry``)."""
@@ -77,7 +115,13 @@ class StoreStats:
     points_stored: int = 0
     series_dropped: int = 0
     points_dropped: dict[str, int] = field(
-        default_factory=lambda: {"series_limit": 0, "out_of_order": 0, "too_old": 0, "invalid": 0}
+        default_factory=lambda: {
+            "series_limit": 0,
+            "label_limit": 0,
+            "out_of_order": 0,
+            "too_old": 0,
+            "invalid": 0,
+        }
     )
 
 
@@ -96,6 +140,7 @@ class SeriesStore:
     Args:
         max_series: hard bound on series held.
         max_points_per_series: hard bound on points per series, whatever range and step say.
+        label_limits: caps on a new series' labels.
         clock: seconds since the epoch (tests move it).
     """
 
@@ -104,17 +149,22 @@ class SeriesStore:
         *,
         max_series: int = 20_000,
         max_points_per_series: int = 2_000,
+        label_limits: LabelLimits | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.max_series = max_series
+        self.label_limits = label_limits or LabelLimits()
         self.max_points_per_series = max_points_per_series
         self._clock = clock
         self._lock = threading.Lock()
         self._renders = 0
         self._idle = threading.Condition()
         self._series: dict[tuple[str, Labels], _Series] = {}
-        self._ignored: set[tuple[str, Labels]] = set()
-        self._refused: set[tuple[str, Labels]] = set()
+        # Hashes, not keys: these remember up to 4 * max_series series that are not kept, and must
+        # not hold the pusher's strings.  str hashes are salted per process, so a pusher cannot
+        # craft a collision; a chance one only delays a series until the next ``configure``.
+        self._ignored: set[int] = set()
+        self._refused: set[int] = set()
         self._index: dict[str, list[Selector]] = {}
         self._retention = 0.0
         self._resolution = 1.0
@@ -170,6 +220,9 @@ class SeriesStore:
         rejected = flat.rejected
         message = flat.reason
         dropped_limit = 0
+        dropped_labels = 0
+        label_problem = ""
+        limits = self.label_limits
         with self._lock:
             stats = self.stats
             stats.points_received += len(flat.points) + flat.rejected
@@ -183,20 +236,26 @@ class SeriesStore:
                 key = (point.name, point.labels)
                 series = self._series.get(key)
                 if series is None:
-                    if key in self._ignored:
+                    hashed = hash(key)
+                    if hashed in self._ignored:
                         continue
-                    if key in self._refused:
+                    if hashed in self._refused:
                         dropped_limit += 1
                         continue
                     if not self._selected(point.name, point.base, point.labels):
                         if len(self._ignored) > 4 * self.max_series:
                             self._ignored.clear()
-                        self._ignored.add(key)
+                        self._ignored.add(hashed)
+                        continue
+                    problem = limits.problem(point.labels)
+                    if problem is not None:
+                        dropped_labels += 1
+                        label_problem = label_problem or f"a series of {point.name} has {problem}"
                         continue
                     if len(self._series) >= self.max_series:
                         if len(self._refused) > 4 * self.max_series:
                             self._refused.clear()
-                        self._refused.add(key)
+                        self._refused.add(hashed)
                         stats.series_dropped += 1
                         dropped_limit += 1
                         continue
@@ -210,13 +269,17 @@ class SeriesStore:
                 else:
                     stats.points_dropped["out_of_order"] += 1
             stats.points_dropped["series_limit"] += dropped_limit
+            stats.points_dropped["label_limit"] += dropped_labels
+        if dropped_labels:
+            rejected += dropped_labels
+            message = message or f"{dropped_labels} point(s) refused: {label_problem}"
         if dropped_limit:
             rejected += dropped_limit
             message = message or (
                 f"the agent holds its limit of {self.max_series} series; "
                 f"{dropped_limit} point(s) of new series were dropped"
             )
-        return IngestResult(len(flat.points) - dropped_limit, rejected, message)
+        return IngestResult(len(flat.points) - dropped_limit - dropped_labels, rejected, message)
 
     def _append(self, series: _Series, point: Point) -> bool:
         times, values = series.times, series.values
@@ -337,4 +400,4 @@ def _rate(
     return increase / span if span > 0 else None
 
 
-__all__ = ["LOOKBACK_SECONDS", "IngestResult", "SeriesStore", "StoreStats", "format_value"]
+__all__ = ["LOOKBACK_SECONDS", "IngestResult", "LabelLimits", "SeriesStore", "StoreStats", "format_value"]

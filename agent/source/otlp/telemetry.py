@@ -1,7 +1,8 @@
 """The receiver's and the store's own metrics, ``dynamic_scoring_otlp_*``, computed when scraped.
 
-Labels are bounded: ``reason`` takes the store's four drop reasons and ``code`` the receiver's ten
-status codes.  No metric or attribute name a pusher sends ever becomes a label value here.
+Labels are bounded: ``reason`` takes the store's drop reasons and ``code`` the receiver's status
+codes (``receiver.STATUS_CODES``).  No metric or attribute name a pusher sends ever becomes a
+label value here.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ class OtlpTelemetry(Collector):
             for code, count in sorted(self._receiver.responses.items()):
                 requests.add_metric([str(code)], count)
             yield requests
+            yield CounterMetricFamily(
+                "dynamic_scoring_otlp_tls_handshake_failures",
+                "TLS handshakes with the OTLP receiver that failed (with mutual TLS: no or an untrusted "
+                "client certificate)",
+                value=self._receiver.tls_handshake_failures,
+            )
 
 
 __all__ = ["OtlpTelemetry"]

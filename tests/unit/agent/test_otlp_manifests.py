@@ -1,6 +1,8 @@
-"""The agent's manifests expose the OTLP receiver only when the ADC asks for it."""
+"""The agent's manifests expose the OTLP receiver only when the ADC asks for it, and guard it as asked."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,9 @@ def test_otlp_receiver_port_adds_the_flag_the_container_port_and_a_service() -> 
     )
     deployment = by_kind(r.manifests, "Deployment")
     [c] = deployment["spec"]["template"]["spec"]["containers"]
-    assert "--otlp-bind-address=:14318" in c["args"]
+    # Bound to the pod's own IP (expanded by the kubelet from the downward API), not 0.0.0.0.
+    assert "--otlp-bind-address=[$(POD_IP)]:14318" in c["args"]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
     assert {"name": "otlp-http", "containerPort": 14318, "protocol": "TCP"} in c["ports"]
     service = by_kind(r.manifests, "Service")
     assert service["metadata"] == {
@@ -41,6 +45,8 @@ def test_without_the_variable_there_is_no_receiver_port_or_service() -> None:
     [c] = by_kind(r.manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert not [a for a in c["args"] if a.startswith("--otlp")]
     assert [p["name"] for p in c["ports"]] == ["metrics"]
+    assert [e["name"] for e in c["env"]] == ["POD_NAMESPACE"]
+    assert not [m for m in r.manifests if m["kind"] == "NetworkPolicy"]
 
 
 @pytest.mark.parametrize("value", ["0", "65536", "4318x", ""])
@@ -48,3 +54,157 @@ def test_a_bad_port_names_the_variable(value: str) -> None:
     with pytest.raises(AddonConfigError) as err:
         render_agent(mca=mca(), adc=adc(customizedVariables=variables(OtlpReceiverPort=value)))
     assert err.value.field == "spec.customizedVariables[OtlpReceiverPort]"
+
+
+def _agent(**values: str) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    r = render_agent(mca=mca(install_namespace="ds-agent"), adc=adc(customizedVariables=variables(**values)))
+    pod = by_kind(r.manifests, "Deployment")["spec"]["template"]["spec"]
+    [c] = pod["containers"]
+    return pod, c, r.manifests
+
+
+def test_token_and_tls_secrets_are_mounted_optionally_and_passed_as_files() -> None:
+    pod, c, _ = _agent(
+        OtlpReceiverPort="4318",
+        OtlpBearerTokenSecret="otlp-token",
+        OtlpTlsSecret="otlp-serving",
+        OtlpClientCaSecret="otlp-clients",
+    )
+    assert [a for a in c["args"] if a.startswith("--otlp")] == [
+        "--otlp-bind-address=[$(POD_IP)]:4318",
+        "--otlp-bearer-token-file=/etc/dynamic-scoring/otlp-token/token",
+        "--otlp-tls-cert-file=/etc/dynamic-scoring/otlp-tls/tls.crt",
+        "--otlp-tls-key-file=/etc/dynamic-scoring/otlp-tls/tls.key",
+        "--otlp-client-ca-file=/etc/dynamic-scoring/otlp-client-ca/ca.crt",
+    ]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # Only the named keys, and optional: a missing Secret leaves the receiver refusing, the agent running.
+    assert volumes["otlp-token"]["secret"] == {
+        "secretName": "otlp-token",
+        "optional": True,
+        "items": [{"key": "token", "path": "token"}],
+    }
+    assert volumes["otlp-tls"]["secret"]["items"] == [
+        {"key": "tls.crt", "path": "tls.crt"},
+        {"key": "tls.key", "path": "tls.key"},
+    ]
+    assert volumes["otlp-client-ca"]["secret"]["secretName"] == "otlp-clients"
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["otlp-token"] == {
+        "name": "otlp-token",
+        "mountPath": "/etc/dynamic-scoring/otlp-token",
+        "readOnly": True,
+    }
+    assert mounts["otlp-tls"]["mountPath"] == "/etc/dynamic-scoring/otlp-tls"
+
+
+def test_the_network_policy_admits_the_collector_namespace_by_default_and_keeps_metrics_open() -> None:
+    _, _, manifests = _agent(OtlpReceiverPort="14318", OtlpNetworkPolicy="true")
+    policy = by_kind(manifests, "NetworkPolicy")
+    assert policy["apiVersion"] == "networking.k8s.io/v1"
+    assert policy["metadata"]["name"] == "dynamic-scoring-agent-otlp"
+    assert policy["metadata"]["namespace"] == "ds-agent"
+    deployment = by_kind(manifests, "Deployment")
+    assert policy["spec"]["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {
+            "ports": [{"port": 14318, "protocol": "TCP"}],
+            "from": [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+            ],
+        },
+        {"ports": [{"port": 8080, "protocol": "TCP"}]},
+    ]
+
+
+def test_the_network_policy_selectors_come_from_the_variables() -> None:
+    _, _, manifests = _agent(
+        OtlpReceiverPort="4318",
+        OtlpNetworkPolicy="true",
+        OtlpNetworkPolicyNamespaceSelector='{"team": "obs", "example.com/tier": "collectors"}',
+        OtlpNetworkPolicyPodSelector='{"app.kubernetes.io/name": "otel-collector"}',
+        MetricsBindAddress=":9090",
+    )
+    policy = by_kind(manifests, "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [
+        {
+            "ports": [{"port": 4318, "protocol": "TCP"}],
+            "from": [
+                {
+                    "namespaceSelector": {"matchLabels": {"example.com/tier": "collectors", "team": "obs"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "otel-collector"}},
+                }
+            ],
+        },
+        {"ports": [{"port": 9090, "protocol": "TCP"}]},
+    ]
+
+
+def test_the_network_policy_is_off_unless_asked_for() -> None:
+    _, _, manifests = _agent(OtlpReceiverPort="4318", OtlpNetworkPolicy="false")
+    assert not [m for m in manifests if m["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize(
+    ("values", "variable", "message"),
+    [
+        ({"OtlpBearerTokenSecret": "t"}, "OtlpBearerTokenSecret", "needs OtlpReceiverPort"),
+        (
+            {"OtlpReceiverPort": "4318", "OtlpClientCaSecret": "ca"},
+            "OtlpClientCaSecret",
+            "needs OtlpTlsSecret",
+        ),
+        ({"OtlpNetworkPolicy": "true"}, "OtlpNetworkPolicy", "needs OtlpReceiverPort"),
+        (
+            {"OtlpReceiverPort": "4318", "OtlpNetworkPolicyPodSelector": '{"a": "b"}'},
+            "OtlpNetworkPolicyPodSelector",
+            "needs OtlpNetworkPolicy",
+        ),
+        ({"OtlpReceiverPort": "4318", "OtlpTlsSecret": "Not_A_Name"}, "OtlpTlsSecret", "name of a Secret"),
+        ({"OtlpReceiverPort": "4318", "OtlpNetworkPolicy": "yes"}, "OtlpNetworkPolicy", '"true" or "false"'),
+        (
+            {
+                "OtlpReceiverPort": "4318",
+                "OtlpNetworkPolicy": "true",
+                "OtlpNetworkPolicyNamespaceSelector": "x=y",
+            },
+            "OtlpNetworkPolicyNamespaceSelector",
+            "must be a JSON object of labels",
+        ),
+        (
+            {
+                "OtlpReceiverPort": "4318",
+                "OtlpNetworkPolicy": "true",
+                "OtlpNetworkPolicyNamespaceSelector": '{"bad key!": "x"}',
+            },
+            "OtlpNetworkPolicyNamespaceSelector",
+            "'bad key!' is not a label key",
+        ),
+        (
+            {
+                "OtlpReceiverPort": "4318",
+                "OtlpNetworkPolicy": "true",
+                "OtlpNetworkPolicyPodSelector": '{"app": "-x"}',
+            },
+            "OtlpNetworkPolicyPodSelector",
+            "'-x' is not a label value",
+        ),
+        (
+            {
+                "OtlpReceiverPort": "4318",
+                "OtlpNetworkPolicy": "true",
+                "OtlpNetworkPolicyPodSelector": '["a"]',
+            },
+            "OtlpNetworkPolicyPodSelector",
+            "must be a JSON object of labels",
+        ),
+    ],
+)
+def test_bad_or_incomplete_otlp_variables_name_the_variable(
+    values: dict[str, str], variable: str, message: str
+) -> None:
+    with pytest.raises(AddonConfigError) as err:
+        render_agent(mca=mca(), adc=adc(customizedVariables=variables(**values)))
+    assert err.value.field == f"spec.customizedVariables[{variable}]"
+    assert message in str(err.value)

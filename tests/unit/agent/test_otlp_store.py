@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.source.otlp.fetching import OtlpReceiverDisabled, OtlpResultTooLarge, read_selected
 from agent.source.otlp.selection import Selector, parse_selector
-from agent.source.otlp.store import LOOKBACK_SECONDS, SeriesStore, format_value
+from agent.source.otlp.store import LOOKBACK_SECONDS, LabelLimits, SeriesStore, format_value
 from agent.source.otlp.translation import Flattened, Kind, Point
 from agent.source.prometheus import RangeWindow
 
@@ -202,3 +202,32 @@ def test_a_cycle_reads_within_its_byte_budget_and_names_a_missing_receiver() -> 
         asyncio.run(read_selected(s, [parse_selector("g")], window, max_bytes=10))
     with pytest.raises(OtlpReceiverDisabled, match="OtlpReceiverPort"):
         asyncio.run(read_selected(None, [parse_selector("g")], window, max_bytes=1_000))
+
+
+@pytest.mark.parametrize(
+    ("labels", "why"),
+    [
+        ({f"l{i}": "v" for i in range(5)}, "5 labels, more than the limit of 4"),
+        ({"n" * 11: "v"}, "a label name of 11 characters, limit 10"),
+        ({"pod": "x" * 21}, "label pod: a value of 21 characters, limit 20"),
+        ({"a": "x" * 20, "b": "y" * 20}, "42 characters of labels, limit 30"),
+    ],
+)
+def test_a_selected_series_over_a_label_cap_is_refused_reported_and_counted(
+    labels: dict[str, str], why: str
+) -> None:
+    limits = LabelLimits(max_labels=4, max_name_length=10, max_value_length=20, max_total_chars=30)
+    s = store("load", label_limits=limits)
+    result = s.ingest(
+        Flattened(
+            [
+                Point("load", "load", tuple(sorted(labels.items())), NOW, 1.0, "gauge"),
+                Point("load", "load", (("pod", "ok"),), NOW, 2.0, "gauge"),
+                Point("other", "other", tuple(sorted(labels.items())), NOW, 3.0, "gauge"),  # not selected
+            ]
+        )
+    )
+    assert (result.accepted, result.rejected) == (2, 1)
+    assert result.message == f"1 point(s) refused: a series of load has {why}"
+    assert s.series_held == 1
+    assert s.stats.points_dropped["label_limit"] == 1
