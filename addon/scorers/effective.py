@@ -12,6 +12,13 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   earlier Full period is ignored (upstream's W-4 let it override the spec), and the controller clears it.
 * Fields ``/config`` cannot carry (auth, location, destination, dimension format, the extensions) come
   from the spec only.
+* Credentials stay with the host they were written for.  The spec's auth for an endpoint was written
+  for the spec's host (``source.host``; ``scoring.host``, else the origin of ``configURL``).  When the
+  synced document moves that endpoint to another scheme, host or port, the scorer's operator (who
+  answers ``/config``) would otherwise decide where every agent sends the spec's Secrets; so that
+  endpoint's auth is withheld from the summary (``Resolution.withheld`` says which and why) unless
+  ``spec.sendCredentialsToSyncedHosts`` is true.  Each agent still sends a Secret only to hosts listed
+  on the Secret itself (``dynamic_scoring.secret_binding``); this is the hub's half of that rule.
 * Scorer parameters (``scoring.params`` keys other than ``name`` and ``interval``): the spec's, each
   replaced by the synced document's value when ``/config`` publishes that key (Full mode only).
   They travel as ``scoringParams`` and reach the scorer as ``params``.
@@ -38,6 +45,7 @@ from pydantic import ValidationError
 from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth, describe_validation
 from addon.scorers.sources import resolve_sources, with_sources
 from addon.scorers.urls import has_path, join_url, origin, url_problem
+from dynamic_scoring.secret_binding import destination
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, params_size
 
 DEFAULT_INTERVAL = 30
@@ -73,12 +81,15 @@ class Resolution:
         problems: fields that make the scorer unusable, each naming the CRD field.
         notes: information for the user that does not block (spellings read, ignored blog fields).
         pending: why a valid scorer has no summary yet (Full mode without a synced ``/config``).
+        withheld: the spec's credentials left out of the summary because ``/config`` moved their
+            endpoint to another host, one sentence per endpoint (does not block distribution).
     """
 
     summary: ScorerSummary | None
     problems: tuple[FieldProblem, ...] = ()
     notes: tuple[str, ...] = ()
     pending: str | None = None
+    withheld: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -108,6 +119,31 @@ def _auth_pair(auth: SpecAuth | None) -> tuple[str, str]:
     if auth is None or auth.token_secret_ref is None:
         return "", ""
     return auth.token_secret_ref.name, auth.token_secret_ref.key
+
+
+def _same_destination(a: str, b: str) -> bool:
+    """True when both URLs reach the same scheme, host and port (paths do not matter)."""
+    try:
+        return destination(a) == destination(b)
+    except ValueError:
+        return False
+
+
+def _moved(what: str, field: str, spec_host: str, synced_host: str, auth: str) -> str:
+    """The sentence for a withheld endpoint: where it moved, what is kept back, how to opt in."""
+
+    def shown(url: str) -> str:
+        try:
+            return str(destination(url))  # scheme://host:port: no user info, path or query
+        except ValueError:
+            return "an unusable URL"
+
+    before = shown(spec_host) if spec_host else "no host in the spec"
+    return (
+        f"status.lastSyncedConfig.{field} moves the {what} endpoint from {before} to {shown(synced_host)}: "
+        f"{auth} is not sent there (set spec.sendCredentialsToSyncedHosts: true to let the scorer's "
+        f"/config choose where these credentials go)"
+    )
 
 
 def _check_url(value: str, where: str, problems: list[FieldProblem]) -> bool:
@@ -210,6 +246,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         s_src.params.step if s_src else None, src_params.step if src_params else None, DEFAULT_STEP
     )
     source_endpoint = ""
+    host, host_from = "", ""
     if source_type == "Prometheus":
         host, host_from = _text(s_src.host if s_src else None, src.host if src else None)
         path, _ = _text(s_src.path if s_src else None, src.path if src else None)
@@ -273,6 +310,25 @@ def resolve(scorer: DynamicScorer) -> Resolution:
 
     src_auth = src.auth if src else None
     sc_auth = sc.auth if sc else None
+    withheld: list[str] = []
+    if not spec.send_credentials_to_synced_hosts:
+        spec_src_host = (src.host if src else None) or ""
+        if (
+            source_type == "Prometheus"
+            and src_auth is not None
+            and host_from.startswith("status")
+            and not _same_destination(host, spec_src_host)
+        ):
+            withheld.append(_moved("source", "source.host", spec_src_host, host, "spec.source.auth"))
+            src_auth = None
+        spec_sc_host = (sc.host if sc else None) or (origin(spec.config_url) if spec.config_url else "")
+        if (
+            sc_auth is not None
+            and sc_host_from == "status.lastSyncedConfig"
+            and not _same_destination(sc_host, spec_sc_host)
+        ):
+            withheld.append(_moved("scoring", "scoring.host", spec_sc_host, sc_host, "spec.scoring.auth"))
+            sc_auth = None
     src_name, src_key = _auth_pair(src_auth) if source_type == "Prometheus" else ("", "")
     sc_name, sc_key = _auth_pair(sc_auth)
     try:
@@ -312,7 +368,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             "spec", "the agent would reject the summary: " + describe_validation(exc, "summary")
         )
         return Resolution(None, (problem,), tuple(notes))
-    return Resolution(summary, (), tuple(notes))
+    return Resolution(summary, (), tuple(notes), withheld=tuple(withheld))
 
 
 __all__ = [

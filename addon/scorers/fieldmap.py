@@ -51,6 +51,7 @@ HUB_ONLY: Final[dict[str, str]] = {
     "description": "free text for humans",
     "configURL": "fetched by the hub (Full mode), /healthz probed at its origin; the scoring host fallback",
     "configSyncMode": "decides whether the synced /config takes part in the precedence",
+    "sendCredentialsToSyncedHosts": "decides whether the spec's auth follows an endpoint /config moved",
     "clusterSelector": "decides which clusters receive the summary",
     "probe": "credentials, CA and timeout of the hub's own probes",
 }

@@ -182,6 +182,8 @@ class DynamicScorerSpec(_Spec):
     description: str = ""
     config_url: str | None = Field(default=None, alias="configURL")
     config_sync_mode: SyncMode = "None"
+    send_credentials_to_synced_hosts: bool = False
+    """Full mode: keep the spec's auth when ``/config`` moves an endpoint to another host."""
     location: Location = "Internal"
     score_destination: Destination = "AddOnPlacementScore"
     score_dimension_format: str = DEFAULT_DIMENSION_FORMAT

@@ -104,6 +104,10 @@ def valid_condition(resolution: Resolution | SpecProblem) -> ConditionSpec:
         return ConditionSpec(VALID, "False", "InvalidSpec", message)
     if resolution.pending is not None:
         return ConditionSpec(VALID, "Unknown", "WaitingForConfig", resolution.pending)
+    if resolution.withheld:
+        # Still valid and distributed, but not as the spec reads: say so with its own reason.
+        message = "; ".join(resolution.withheld) + (f" (notes: {notes})" if notes else "")
+        return ConditionSpec(VALID, "True", "CredentialsWithheld", message)
     return ConditionSpec(VALID, "True", "Resolved", notes or "the spec resolves to a summary")
 
 

@@ -94,6 +94,92 @@ def test_full_mode_gaps_in_the_synced_config_are_filled_from_the_spec_then_defau
     assert s.scoring_endpoint == "http://spec-scorer:2/score"
 
 
+SRC_AUTH = {
+    "tokenSecretRef": {"name": "prom-token", "key": "token"},
+    "headers": [{"name": "X-Scope-OrgID", "secretKeyRef": {"name": "tenant", "key": "id"}}],
+}
+SC_AUTH = {"tokenSecretRef": {"name": "scorer-token", "key": "token"}, "clientCertSecretRef": {"name": "cc"}}
+AUTHED = {
+    **SPEC,
+    "configSyncMode": "Full",
+    "source": {**PROM, "auth": SRC_AUTH},
+    "scoring": {**SPEC["scoring"], "auth": SC_AUTH},  # type: ignore[dict-item]
+}
+
+
+def test_a_host_moved_by_config_loses_the_spec_credentials() -> None:
+    """Before: ``/config`` answering another host got every agent to send the spec's Secrets there."""
+    res = resolve(scorer(AUTHED, SYNCED))
+    s = ok(res)
+    assert (
+        s.source_endpoint == "http://synced-prom:9090/p" and s.scoring_endpoint == "http://synced-scorer:1/s"
+    )
+    assert (s.source_endpoint_auth_name, s.source_endpoint_auth_key, s.source_auth) == ("", "", None)
+    assert (s.scoring_endpoint_auth_name, s.scoring_endpoint_auth_key, s.scoring_auth) == ("", "", None)
+    assert len(res.withheld) == 2
+    source, scoring = res.withheld
+    assert "status.lastSyncedConfig.source.host" in source and "spec.source.auth" in source
+    assert "http://prom:9090" in source and "http://synced-prom:9090" in source
+    assert "status.lastSyncedConfig.scoring.host" in scoring and "spec.scoring.auth" in scoring
+    assert "spec.sendCredentialsToSyncedHosts" in scoring
+
+
+def test_the_opt_in_keeps_the_credentials_on_a_moved_host() -> None:
+    res = resolve(scorer({**AUTHED, "sendCredentialsToSyncedHosts": True}, SYNCED))
+    s = ok(res)
+    assert res.withheld == ()
+    assert (s.source_endpoint_auth_name, s.scoring_endpoint_auth_name) == ("prom-token", "scorer-token")
+    assert s.source_auth is not None and s.source_auth.headers is not None
+    assert s.scoring_auth is not None and s.scoring_auth.client_cert_secret_ref is not None
+
+
+def test_only_the_moved_endpoint_loses_its_credentials() -> None:
+    synced = {"scoring": {"host": "http://evil.example:80"}}
+    res = resolve(scorer(AUTHED, synced))
+    s = ok(res)
+    assert s.source_endpoint_auth_name == "prom-token" and s.source_auth is not None
+    assert s.scoring_endpoint_auth_name == "" and s.scoring_auth is None
+    assert [w.split(" moves")[0] for w in res.withheld] == ["status.lastSyncedConfig.scoring.host"]
+    assert "http://evil.example:80" in res.withheld[0]
+
+
+def test_the_same_host_with_another_spelling_or_path_is_not_a_move() -> None:
+    synced = {
+        "source": {"host": "HTTP://Prom:9090/", "path": "/other"},
+        "scoring": {"host": "http://spec-scorer:2/v2"},
+    }
+    res = resolve(scorer(AUTHED, synced))
+    s = ok(res)
+    assert res.withheld == ()
+    assert s.source_endpoint_auth_name == "prom-token" and s.scoring_endpoint_auth_name == "scorer-token"
+
+
+def test_a_scoring_host_from_config_is_compared_with_the_config_url_origin_when_the_spec_has_none() -> None:
+    spec = {**AUTHED, "scoring": {"auth": SC_AUTH}}
+    same = resolve(scorer(spec, {"scoring": {"host": "http://scorer.ns.svc:8000"}}))
+    assert same.withheld == () and ok(same).scoring_endpoint_auth_name == "scorer-token"
+    moved = resolve(scorer(spec, {"scoring": {"host": "http://scorer.ns.svc:9000"}}))
+    assert ok(moved).scoring_auth is None and "from http://scorer.ns.svc:8000" in moved.withheld[0]
+
+
+def test_a_source_host_only_config_names_is_a_move() -> None:
+    spec = {**AUTHED, "source": {"type": "Prometheus", "params": {"query": "up"}, "auth": SRC_AUTH}}
+    res = resolve(scorer(spec, {"source": {"host": "http://collector.other:9090"}}))
+    assert ok(res).source_auth is None and "from no host in the spec" in res.withheld[0]
+
+
+def test_no_auth_no_withholding_and_none_mode_never_withholds() -> None:
+    assert resolve(scorer({**SPEC, "configSyncMode": "Full"}, SYNCED)).withheld == ()
+    res = resolve(scorer({**AUTHED, "configSyncMode": "None"}, SYNCED))
+    assert res.withheld == () and ok(res).scoring_endpoint_auth_name == "scorer-token"
+
+
+def test_a_withheld_url_shows_only_scheme_host_and_port() -> None:
+    res = resolve(scorer(AUTHED, {"scoring": {"host": "http://evil.example:81/x?token=abc"}}))
+    assert "abc" not in res.withheld[0] and "/x" not in res.withheld[0]
+    assert "http://evil.example:81" in res.withheld[0]
+
+
 def test_full_mode_before_the_first_sync_is_pending_not_invalid() -> None:
     res = resolve(scorer({**SPEC, "configSyncMode": "Full"}))
     assert res.summary is None and res.problems == ()

@@ -94,3 +94,13 @@ def test_valid_condition_names_fields_and_notes() -> None:
     assert valid_condition(resolve(scorer("Full"))).reason == "WaitingForConfig"
     assert valid_condition(SpecProblem("s", "hub", "spec.location: bad")).message == "spec.location: bad"
     assert valid_condition(resolve(scorer("None"))).status == "True"
+
+
+def test_valid_condition_says_when_config_moved_a_host_and_the_credentials_were_withheld() -> None:
+    auth = {"tokenSecretRef": {"name": "scorer-token", "key": "token"}}
+    moved = {"scoring": {"host": "https://collector.other", "params": {"name": "n"}}}
+    c = valid_condition(resolve(scorer("Full", moved, scoring={"auth": auth})))
+    assert (c.status, c.reason) == ("True", "CredentialsWithheld")
+    assert "spec.scoring.auth is not sent there" in c.message and "https://collector.other:443" in c.message
+    kept = resolve(scorer("Full", moved, scoring={"auth": auth}, sendCredentialsToSyncedHosts=True))
+    assert valid_condition(kept).reason == "Resolved"
