@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from addon.errors import AddonConfigError
 from addon.render.agent import render_agent
@@ -208,3 +210,15 @@ def test_bad_or_incomplete_otlp_variables_name_the_variable(
         render_agent(mca=mca(), adc=adc(customizedVariables=variables(**values)))
     assert err.value.field == f"spec.customizedVariables[{variable}]"
     assert message in str(err.value)
+
+
+def test_the_secured_sample_adc_renders_a_token_and_a_network_policy() -> None:
+    path = Path(__file__).resolve().parents[3] / "samples" / "opentelemetry" / "adc-otlp-secured.yaml"
+    [sample] = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    r = render_agent(mca=mca(), adc=sample)
+    [c] = by_kind(r.manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--otlp-bearer-token-file=/etc/dynamic-scoring/otlp-token/token" in c["args"]
+    policy = by_kind(r.manifests, "NetworkPolicy")
+    assert policy["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+    ]
