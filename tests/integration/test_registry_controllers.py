@@ -31,6 +31,7 @@ from addon.scorers.health import HealthSettings, worst_case_detection
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until
@@ -356,7 +357,12 @@ def test_full_mode_a_changed_config_reaches_the_configmaps(
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "probe-token", "namespace": namespace},
+            "metadata": {
+                "name": "probe-token",
+                "namespace": namespace,
+                # the hub sends the token only to hosts its owner listed on the Secret
+                "annotations": {ALLOWED_HOSTS_ANNOTATION: f"127.0.0.1:{scorer.port}"},
+            },
             "stringData": {"token": scorer.token},
         }
     )

@@ -22,7 +22,7 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -53,6 +53,7 @@ from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, JSON, SECRETS
 from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.secret_binding import binding_refusal
 from dynamic_scoring.wire import SecretKeyRef
 
 log = logging.getLogger(__name__)
@@ -134,9 +135,16 @@ class _Clients:
 
 
 def _read_secret(
-    api: KubeAPI, namespace: str, ref: SecretKeyRef, where: str
+    api: KubeAPI, namespace: str, ref: SecretKeyRef, where: str, *, send_to: Sequence[str] = ()
 ) -> tuple[str | None, ProbeResult | None]:
-    """The decoded value of a hub-side Secret key, or the failed result naming the field."""
+    """The decoded value of a hub-side Secret key, or the failed result naming the field.
+
+    ``send_to`` are the URLs the value will be sent to.  The DynamicScorer's author names both the
+    Secret and those URLs, and the manager may read every Secret in its namespace; so the value is
+    used only when the Secret's own ``allowed-hosts`` annotation lists each URL's host and port
+    (``dynamic_scoring.secret_binding``, the rule the agents apply too).  Otherwise the result is
+    ``SecretNotBound`` and no request is made.
+    """
     try:
         secret = api.request("GET", SECRETS.path(namespace, ref.name))
     except NotFound:
@@ -145,6 +153,11 @@ def _read_secret(
         return None, ProbeResult(
             False, "SecretForbidden", f"{where}: the manager may not read Secret {namespace}/{ref.name}"
         )
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    for url in send_to:
+        refusal = binding_refusal(annotations, url, secret=ref.name, namespace=namespace)
+        if refusal is not None:
+            return None, ProbeResult(False, "SecretNotBound", f"{where}: {refusal}")
     raw = (secret.get("data") or {}).get(ref.key)
     if raw is None:
         return None, ProbeResult(
@@ -190,9 +203,17 @@ class ScorerProber:
         timeout = probe.timeout_seconds if probe and probe.timeout_seconds else DEFAULT_TIMEOUT
         token: str | None = None
         ca_pem: str | None = None
-        if probe and probe.token_secret_ref:
+        url = health_url(spec)
+        full = spec.config_sync_mode == "Full" and bool(spec.config_url)
+        if probe and probe.token_secret_ref and url is not None:
+            # Every URL the token would go to this round; none is asked when one is not bound.
+            send_to = [url, spec.config_url] if full and spec.config_url else [url]
             token, bad = _read_secret(
-                self.api, scorer.namespace, probe.token_secret_ref, "spec.probe.tokenSecretRef"
+                self.api,
+                scorer.namespace,
+                probe.token_secret_ref,
+                "spec.probe.tokenSecretRef",
+                send_to=send_to,
             )
             if bad is not None:
                 return bad, None
@@ -206,12 +227,11 @@ class ScorerProber:
             client = self.clients.get(ca_pem)
         except ssl.SSLError:
             return ProbeResult(False, "InvalidCA", "spec.probe.caSecretRef: not a PEM CA bundle"), None
-        url = health_url(spec)
         if url is None:
             return None, None
         health = probe_health(client, url, token=token, timeout=timeout)
         config = None
-        if health.ok and spec.config_sync_mode == "Full" and spec.config_url:
+        if health.ok and full and spec.config_url:
             config = fetch_config(client, spec.config_url, token=token, timeout=timeout)
         return health, config
 

@@ -1,0 +1,318 @@
+"""A Secret goes only where its owner bound it: the agent, the hub's /config precedence and the hub probe.
+
+Issue 22, findings 2-4.  The person who writes a DynamicScorer names both Secrets and the URLs their
+values go to; before this, every agent (and the hub probe) sent any Secret it could read to any URL
+the author chose, and a scorer's ``/config`` could move a host while the spec's credentials stayed
+attached.  Here, on the real apiservers of the local control plane and against real HTTP servers on
+loopback that record what they receive:
+
+* the agent reads Secrets with its own delivered identity and RBAC, refuses an unbound one with
+  ``SecretNotBound`` on the AddOnPlacementScore on the hub, and no request reaches the scorer; the
+  documented ``kubectl annotate`` one-liner makes the next cycle send it;
+* the scorer and distribution controllers leave the spec's auth out of the summaries in the config
+  ManifestWorks when ``/config`` moves the scoring host, say so on the DynamicScorer, and keep it
+  with ``spec.sendCredentialsToSyncedHosts``;
+* the hub probe sends ``spec.probe.tokenSecretRef`` only when that hub Secret lists the probe's host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.k8s.scores import KubeScorePublisher
+from agent.k8s.secrets import KubeSecretReader
+from agent.supervisor import Supervisor
+from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client, Kubectl
+from tests.component.harness import ScorerProcess, summary
+from tests.integration.test_agent_kube import APS, delivered_identity
+from tests.integration.test_registry_controllers import (
+    DS_V1A1,
+    Registry,
+    Scorer,
+    _served,
+    add_cluster,
+    condition,
+    create_config,
+    health,
+    make_scorer,
+    remove_cluster,
+    scorer_obj,
+    summaries,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+TOKEN_PREFIX = "never-leaves-"
+
+
+# ------------------------------------------------------------------------------------------ the agent
+@pytest.fixture
+def recording_scorer(tmp_path: Path) -> Iterator[ScorerProcess]:
+    proc = ScorerProcess("binding-scorer", tmp_path).start()
+    yield proc
+    proc.stop()
+
+
+def _aps_condition(api: KubeAPI, name: str) -> dict[str, Any]:
+    try:
+        obj = api.request("GET", APS.format(ns="cluster1", name=name))
+    except NotFound:
+        return {}
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "ScoresUpToDate":
+            return dict(c)
+    return {}
+
+
+def test_the_agent_never_sends_an_unbound_secret_and_the_annotation_binds_it(
+    control_plane: ControlPlane, tmp_path: Path, recording_scorer: ScorerProcess
+) -> None:
+    assert (
+        control_plane.spoke2 is not None and control_plane.tools is not None and control_plane.hub is not None
+    )
+    spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
+    hub_api = KubeAPI(control_plane.hub.admin_kubeconfig)
+    ns = f"it-bind-{uuid.uuid4().hex[:5]}"
+    spoke.run("create", "namespace", ns)
+    tag = uuid.uuid4().hex[:6]
+    token = f"{TOKEN_PREFIX}{tag}"
+    # Another addon's Secret in the shared namespace: what a scorer author could name before.
+    spoke.run("create", "secret", "generic", "other-addon-token", "-n", ns, f"--from-literal=token={token}")
+    bound_token = f"bound-{tag}"
+    spoke.run("create", "secret", "generic", "scorer-token", "-n", ns, f"--from-literal=token={bound_token}")
+    host = f"127.0.0.1:{recording_scorer.port}"
+    spoke.run("annotate", "secret", "scorer-token", "-n", ns, f"{ALLOWED_HOSTS_ANNOTATION}={host}")
+    steal_key, honest_key = uuid.uuid4().hex, uuid.uuid4().hex
+    recording_scorer.expect(steal_key, {"Authorization": f"Bearer {token}"})
+    recording_scorer.expect(honest_key, {"Authorization": f"Bearer {bound_token}"})
+    steal, honest = f"steal_{tag}", f"honest_{tag}"
+    steal_aps, honest_aps = f"steal-{tag}", f"honest-{tag}"
+    summaries_ = [
+        summary(
+            steal,
+            recording_scorer.url(f"/auth/{steal_key}/scoring"),
+            scoringInterval=1,
+            scoringAuth={"bearerTokenSecretRef": {"name": "other-addon-token", "key": "token"}},
+        ),
+        summary(
+            honest,
+            recording_scorer.url(f"/auth/{honest_key}/scoring"),
+            scoringInterval=1,
+            scoringEndpointAuthName="scorer-token",
+            scoringEndpointAuthKey="token",
+        ),
+    ]
+
+    async def scenario() -> None:
+        reader = KubeSecretReader(delivered_identity(control_plane, ns, tmp_path), ns)
+        publisher = KubeScorePublisher(hub_api, "cluster1", addon_name="dynamic-scoring")
+        supervisor = Supervisor(cluster_name="cluster2", secrets=reader, publisher=publisher)
+        try:
+            await supervisor.apply(summaries_)
+
+            async def until(check: Any, what: str, timeout: float = 30) -> dict[str, Any]:
+                deadline = asyncio.get_running_loop().time() + timeout
+                while True:
+                    found = await asyncio.to_thread(check)
+                    if found:
+                        return dict(found)
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise AssertionError(f"timed out waiting for {what}")
+                    await asyncio.sleep(0.2)
+
+            refused = await until(
+                lambda: (c := _aps_condition(hub_api, steal_aps)).get("reason") == "SecretNotBound" and c,
+                "SecretNotBound on the hub's AddOnPlacementScore",
+            )
+            ok = await until(
+                lambda: (c := _aps_condition(hub_api, honest_aps)).get("status") == "True" and c,
+                "the bound Secret's scorer succeeding",
+            )
+            assert ok["reason"] != "SecretNotBound"
+            message = refused["message"]
+            assert refused["status"] == "False"
+            assert f"secret {ns}/other-addon-token" in message and host in message
+            assert f"kubectl -n {ns} annotate secret other-addon-token" in message
+            assert ALLOWED_HOSTS_ANNOTATION in message and token not in message
+            # Several cycles have run: none reached the scorer, with or without the value.
+            await asyncio.sleep(2.5)
+            assert recording_scorer.requests(f"/auth/{steal_key}/") == []
+            everything = str(recording_scorer.requests("/"))
+            assert token not in everything
+            assert f"Bearer {bound_token}" in everything
+
+            # The documented one-liner, run by whoever owns the Secret, binds it from the next cycle.
+            await asyncio.to_thread(
+                spoke.run,
+                "annotate",
+                "secret",
+                "other-addon-token",
+                "-n",
+                ns,
+                "--overwrite",
+                f"{ALLOWED_HOSTS_ANNOTATION}={host}",
+            )
+            await until(
+                lambda: (c := _aps_condition(hub_api, steal_aps)).get("status") == "True" and c,
+                "success once the owner bound the Secret",
+            )
+            sent = {
+                r["headers"].get("authorization") for r in recording_scorer.requests(f"/auth/{steal_key}/")
+            }
+            assert sent == {f"Bearer {token}"}
+        finally:
+            await supervisor.close()
+            for name in (steal_aps, honest_aps):
+                with contextlib.suppress(NotFound):
+                    await asyncio.to_thread(hub_api.request, "DELETE", APS.format(ns="cluster1", name=name))
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        spoke.run("delete", "namespace", ns, "--wait=false")
+
+
+# -------------------------------------------------------------------------------------------- the hub
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Client:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=30)
+    for name in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
+        client.apply_yaml((REPO / "manifests" / "crds" / name).read_text())
+    wait_for(lambda: _served(client), "the scorer CRDs served")
+    return client
+
+
+@pytest.fixture(scope="module")
+def namespace(hub: Client) -> Iterator[str]:
+    name = f"binding-{uuid.uuid4().hex[:6]}"
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    hub.delete("v1", "Namespace", name)
+
+
+@pytest.fixture(scope="module")
+def cluster(hub: Client) -> Iterator[str]:
+    name = f"binding-{uuid.uuid4().hex[:4]}"
+    add_cluster(hub, name)
+    yield name
+    remove_cluster(hub, name)
+
+
+@pytest.fixture(scope="module")
+def running(control_plane: ControlPlane, hub: Client, namespace: str, cluster: str) -> Iterator[Registry]:
+    assert control_plane.hub is not None
+    create_config(hub, namespace)
+    registry = Registry(KubeAPI(control_plane.hub.admin_kubeconfig), namespace)
+    yield registry
+    hub.delete(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
+    registry.close()
+
+
+@pytest.fixture
+def scorer() -> Iterator[Scorer]:
+    s = Scorer()
+    yield s
+    s.stop()
+
+
+def _summary(hub: Client, cluster: str, score: str) -> dict[str, Any] | None:
+    found = [s for s in summaries(hub, cluster) or [] if s["scoreName"] == score]
+    return found[0] if found else None
+
+
+def test_a_scoring_host_moved_by_config_reaches_the_agents_without_the_spec_credentials(
+    hub: Client, namespace: str, cluster: str, running: Registry, scorer: Scorer
+) -> None:
+    score = f"moved_{uuid.uuid4().hex[:4]}"
+    elsewhere = "http://collector.other.example:8443"
+    scorer.config = {"scoring": {"host": elsewhere, "params": {"name": score, "interval": 20}}}
+    auth = {
+        "tokenSecretRef": {"name": "scorer-token", "key": "token"},
+        "headers": [{"name": "X-Api-Key", "secretKeyRef": {"name": "api-key", "key": "key"}}],
+    }
+    spec: dict[str, Any] = {
+        "configURL": f"{scorer.url}/config",
+        "configSyncMode": "Full",
+        "scoring": {"host": scorer.url, "auth": auth},
+    }
+    make_scorer(hub, namespace, "moved", spec)
+    moved = wait_for(lambda: _summary(hub, cluster, score), "the moved scorer in the config work")
+    assert moved["scoringEndpoint"] == f"{elsewhere}/scoring"
+    assert (moved["scoringEndpointAuthName"], moved["scoringEndpointAuthKey"]) == ("", "")
+    assert "scoringAuth" not in moved
+    valid = condition(scorer_obj(hub, namespace, "moved"), "Valid")
+    assert (valid["status"], valid["reason"]) == ("True", "CredentialsWithheld"), valid
+    assert "status.lastSyncedConfig.scoring.host" in valid["message"]
+    assert f"from http://127.0.0.1:{scorer.port}" in valid["message"]
+    assert "to http://collector.other.example:8443" in valid["message"]
+    assert "spec.sendCredentialsToSyncedHosts" in valid["message"]
+
+    # The spec's author opts in: the credentials follow the synced host.
+    make_scorer(hub, namespace, "moved", {**spec, "sendCredentialsToSyncedHosts": True})
+    kept = wait_for(
+        lambda: (s := _summary(hub, cluster, score)) and s["scoringEndpointAuthName"] == "scorer-token" and s,
+        "the opted-in credentials in the config work",
+    )
+    assert kept["scoringAuth"]["headers"][0]["secretKeyRef"] == {"name": "api-key", "key": "key"}
+    assert condition(scorer_obj(hub, namespace, "moved"), "Valid")["reason"] == "Resolved"
+    hub.delete(DS_V1A1, "DynamicScorer", "moved", namespace)
+
+
+def test_the_hub_probe_sends_its_token_only_where_the_secret_allows(
+    hub: Client, namespace: str, running: Registry, scorer: Scorer
+) -> None:
+    scorer.token = f"probe-{uuid.uuid4().hex[:8]}"
+    secret: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "probe-token",
+            "namespace": namespace,
+            "annotations": {ALLOWED_HOSTS_ANNOTATION: "scorer.example.com"},
+        },
+        "stringData": {"token": scorer.token},
+    }
+    hub.apply(secret)
+    spec = {
+        "configURL": f"{scorer.url}/config",
+        "configSyncMode": "None",
+        "scoring": {"host": scorer.url, "params": {"name": f"probed_{uuid.uuid4().hex[:4]}"}},
+        "probe": {"tokenSecretRef": {"name": "probe-token", "key": "token"}},
+    }
+    make_scorer(hub, namespace, "probed", spec)
+    healthy = wait_for(
+        lambda: (
+            (c := condition(scorer_obj(hub, namespace, "probed"), "Healthy")).get("reason")
+            == "SecretNotBound"
+            and c
+        ),
+        "Healthy reason SecretNotBound",
+    )
+    assert healthy["status"] in ("False", "Unknown")
+    assert (
+        f"spec.probe.tokenSecretRef: secret {namespace}/probe-token is not bound to 127.0.0.1:"
+        in (healthy["message"])
+    )
+    assert f"kubectl -n {namespace} annotate secret probe-token" in healthy["message"]
+    assert scorer.seen_auth == []  # not asked at all: neither with nor without the token
+    assert scorer.token not in str(scorer_obj(hub, namespace, "probed"))
+
+    secret["metadata"]["annotations"] = {
+        ALLOWED_HOSTS_ANNOTATION: f"scorer.example.com, 127.0.0.1:{scorer.port}"
+    }
+    hub.apply(secret)
+    wait_for(lambda: health(hub, namespace, "probed") == "Active", "Active once the Secret is bound")
+    assert set(scorer.seen_auth) == {f"Bearer {scorer.token}"}
+    hub.delete(DS_V1A1, "DynamicScorer", "probed", namespace)
