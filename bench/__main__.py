@@ -10,7 +10,14 @@ from pathlib import Path
 
 from bench import REGISTRY, Row
 
-MODULES = ["bench.agent", "bench.hostile", "bench.hub", "bench.registry", "bench.scorer_library"]
+MODULES = [
+    "bench.agent",
+    "bench.hostile",
+    "bench.hub",
+    "bench.hub_probe",
+    "bench.registry",
+    "bench.scorer_library",
+]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
 

@@ -52,7 +52,10 @@ from addon.scorers.urls import origin, url_problem
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 
 DEFAULT_TIMEOUT = 5.0
-MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_BYTES = 256 << 10
+"""The largest ``/config`` body read.  A document that passes ``check_config`` is under 90 KiB (one
+64 KiB query, 16 KiB of parameters, bounded strings); parsing a body into Python objects costs about
+ten times its size, so the cap is kept near what a valid document can need."""
 MAX_HEALTH_BYTES = 64 << 10
 HEALTH_PATH = "/healthz"
 MAX_SCORING_PARAM_KEYS = 64
