@@ -37,20 +37,59 @@ def default_registration(cluster: str) -> JSON:
     }
 
 
+def token_user(cluster: str, addon: str = ADDON_NAME) -> str:
+    """`system:serviceaccount:<c>:<addon>-agent`, the user the klusterlet's token driver reports.
+
+    OCM's addon-manager creates that ServiceAccount in the cluster namespace, and the klusterlet asks
+    for its tokens; under token auth it writes this user, and only a user, into the MCA status.
+    """
+    return f"system:serviceaccount:{cluster}:{addon}-agent"
+
+
+def expected_users(cluster: str) -> frozenset[str]:
+    """The only users the agent's hub RoleBinding in `cluster`'s namespace may name."""
+    return frozenset({default_user(cluster), token_user(cluster)})
+
+
+def _shown(value: object) -> str:
+    """A subject value for a message: quoted, and short (it comes from a status others write)."""
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def subject_problem(subject: JSON, cluster: str) -> str | None:
+    """Why the registration subject may not be bound in `cluster`'s namespace; None when it may.
+
+    Under token auth the subject comes from the MCA status, which the klusterlet writes, that is,
+    whoever administers the managed cluster.  Binding any user found there would let that admin
+    hand the agent's score rights to an identity of their choosing (another cluster's agent, a hub
+    user).  So the user must be one of the two forms this cluster's agent can have.
+    """
+    user = subject.get("user")
+    if user in expected_users(cluster):
+        return None
+    return (
+        f"the registration subject user {_shown(user)} is not this cluster's agent identity "
+        f"({default_user(cluster)} or, under token auth, {token_user(cluster)}); it is not bound"
+    )
+
+
 def rbac_subjects(subject: JSON, cluster: str) -> list[JSON]:
-    """RoleBinding subjects for a registration subject: its user, and its groups scoped to `cluster`.
+    """RoleBinding subjects for a registration subject: its user and its cluster group, if expected.
 
     Binding the registration subject rather than a fixed group covers both drivers: under token
-    auth the klusterlet sets the subject to the agent's ServiceAccount on the hub.  Unlike the
-    framework's helper, groups that every cluster's agent carries are left out, not only
+    auth the klusterlet sets the subject to the agent's ServiceAccount on the hub.  Only the forms
+    this cluster's agent can have are kept (`subject_problem` says why the user is dropped): the
+    user `expected_users`, and of the groups only this cluster's group for this addon.  Unlike the
+    framework's helper, the group every cluster's agent carries is left out, not only
     `system:authenticated`: `system:open-cluster-management:addon:<addon>` bound in cluster1's
-    namespace would let cluster2's agent write cluster1's scores.
+    namespace would let cluster2's agent write cluster1's scores, and another addon's group of the
+    same cluster would let that addon's agent write ours.
     """
-    cluster_scope = f"system:open-cluster-management:cluster:{cluster}:"
     subjects: list[JSON] = []
-    if subject.get("user"):
+    if subject.get("user") in expected_users(cluster):
         subjects.append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": subject["user"]})
-    for group in subject.get("groups") or []:
-        if group != AUTHENTICATED_GROUP and (group + ":").startswith(cluster_scope):
-            subjects.append({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group})
+    cluster_group = default_groups(cluster)[0]
+    if cluster_group in (subject.get("groups") or []):
+        subjects.append({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_group})
     return subjects

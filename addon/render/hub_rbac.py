@@ -3,37 +3,105 @@
 The same template is what the integration tests prove the agent can (and cannot) do with, so the
 rules live in one file.  The objects carry a non-controller ownerReference to the MCA, so garbage
 collection removes them when the addon is disabled (the Go addon leaked them, contract §8.1).
+
+The AddOnPlacementScores of other addons live in the same cluster namespace.  So every rule that
+names a score is limited to `granted_score_names`: the scores the cluster's config work sends the
+agent, plus the ones its agent wrote that still exist (it must be able to remove the scores of a
+withdrawn scorer).  The manager re-renders the Role whenever either changes.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from addon.constants import ADDON_NAME
+from addon.constants import ADDON_NAME, SUMMARY_CONFIGMAP
 from addon.registration.identity import rbac_subjects
 from addon.render.templating import TEMPLATES_DIR, render_objects
 from addon.work.builder import owner_reference
+from dynamic_scoring.naming import aps_name
 
 JSON = dict[str, Any]
 
 HUB_RBAC_TEMPLATE = "hub/agent-rbac.yaml.j2"
+SUMMARIES_KEY = "summaries"
+"""The config ConfigMap's key holding the summaries (addon.distribution.configmap writes it)."""
+AGENT_MANAGED_BY = "dynamic-scoring-agent"
+"""The `app.kubernetes.io/managed-by` label the agent puts on every score it creates."""
+AGENT_ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
+
+
+def sent_score_names(config_work: JSON | None) -> set[str]:
+    """The AddOnPlacementScore names of the summaries in a cluster's config work.
+
+    Read from the work itself, which is exactly what the agent is sent.  Only each entry's
+    `scoreName` matters here: an entry the agent will reject costs one unused name, never a
+    missing one.  A work that cannot be read yields no names.
+    """
+    names: set[str] = set()
+    manifests = (((config_work or {}).get("spec") or {}).get("workload") or {}).get("manifests") or []
+    for manifest in manifests:
+        if not isinstance(manifest, dict) or manifest.get("kind") != "ConfigMap":
+            continue
+        if (manifest.get("metadata") or {}).get("name") != SUMMARY_CONFIGMAP:
+            continue
+        try:
+            entries = json.loads((manifest.get("data") or {}).get(SUMMARIES_KEY) or "[]")
+        except ValueError:
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            score = entry.get("scoreName") if isinstance(entry, dict) else None
+            if isinstance(score, str) and score:
+                names.add(aps_name(score))
+    return names
+
+
+def agent_written(score: JSON) -> bool:
+    """Whether this AddOnPlacementScore carries the labels our agent puts on the scores it creates."""
+    labels = (score.get("metadata") or {}).get("labels") or {}
+    return labels.get("app.kubernetes.io/managed-by") == AGENT_MANAGED_BY and (
+        labels.get(AGENT_ADDON_LABEL) == ADDON_NAME
+    )
+
+
+def granted_score_names(sent: Iterable[str], scores: Iterable[JSON]) -> list[str]:
+    """The score names the agent's hub Role allows, sorted: the sent ones and its own leftovers.
+
+    Args:
+        sent: `sent_score_names` of the cluster's config work.
+        scores: the AddOnPlacementScores in the cluster's namespace.
+    """
+    return sorted({*sent, *(str(s["metadata"]["name"]) for s in scores if agent_written(s))})
 
 
 def render_hub_rbac(
-    mca: JSON, subject: JSON | None = None, templates_dir: Path = TEMPLATES_DIR
+    mca: JSON,
+    subject: JSON | None = None,
+    templates_dir: Path = TEMPLATES_DIR,
+    *,
+    score_names: Iterable[str] = (),
 ) -> list[JSON]:
     """The Role and RoleBinding for the agent of `mca`'s cluster, owned by `mca`.
 
     Args:
         mca: the ManagedClusterAddOn (needs metadata.name, namespace, uid).
-        subject: the registration subject to bind (`registration.status.registration_subject`);
-            None binds the cluster's addon group, which every CSR-issued agent identity carries.
+        subject: the registration subject to bind (`registration.status.registration_subject`),
+            filtered by `identity.rbac_subjects`; None binds the cluster's addon group, which every
+            CSR-issued agent identity carries.
         templates_dir: where `hub/agent-rbac.yaml.j2` lives.
+        score_names: the AddOnPlacementScore names the agent may read, patch and delete
+            (`granted_score_names`); none leaves it only list and create.
     """
-    values: dict[str, Any] = {"cluster_name": mca["metadata"]["namespace"], "addon_name": ADDON_NAME}
+    cluster = mca["metadata"]["namespace"]
+    values: dict[str, Any] = {
+        "cluster_name": cluster,
+        "addon_name": ADDON_NAME,
+        "score_names": sorted(set(score_names)),
+    }
     if subject is not None:
-        values["subjects"] = rbac_subjects(subject, mca["metadata"]["namespace"])
+        values["subjects"] = rbac_subjects(subject, cluster)
     objects = render_objects(HUB_RBAC_TEMPLATE, values, templates_dir)
     for obj in objects:
         obj["metadata"]["ownerReferences"] = [owner_reference(mca, controller=False)]

@@ -145,7 +145,8 @@ def test_deploy_work_and_hub_rbac_pass_server_side_validation(control_plane: Con
             },
         }
         plan = build_deploy_works(mca, render_agent(mca=mca, adc=None).manifests)
-        objects = [*plan.works, *render_hub_rbac(mca, registration_subject(mca))]
+        hub_rbac = render_hub_rbac(mca, registration_subject(mca), score_names=["cpu", "mem"])
+        objects = [*plan.works, *hub_rbac]
         for obj in objects:  # ownerReferences to an MCA that does not exist would be collected: drop them
             obj["metadata"].pop("ownerReferences", None)
         kubectl.run(
@@ -300,7 +301,7 @@ def test_hub_rbac_lets_an_agent_write_only_its_own_clusters_scores(control_plane
         for name in clusters:
             kubectl.run("create", "namespace", name)
             mca = {"metadata": {"name": "dynamic-scoring", "namespace": name, "uid": str(uuid.uuid4())}}
-            objects = render_hub_rbac(mca, registration_subject(mca))
+            objects = render_hub_rbac(mca, registration_subject(mca), score_names=["cpu"])
             for obj in objects:
                 obj["metadata"].pop("ownerReferences")  # the MCA is not real here
             kubectl.run(
@@ -318,15 +319,19 @@ def test_hub_rbac_lets_an_agent_write_only_its_own_clusters_scores(control_plane
 
         aps = "addonplacementscores.cluster.open-cluster-management.io"
         a, b = clusters
-        for verb in ("get", "list", "create", "patch", "delete"):
+        for verb in ("list", "create"):
             assert can(a, verb, aps, a), verb
-        assert can(a, "patch", aps, a, "status") and can(a, "update", aps, a, "status")
-        assert not can(a, "patch", aps, b, "status")
+        for verb in ("get", "patch", "delete"):  # only the scores it is sent (score_names)
+            assert can(a, verb, f"{aps}/cpu", a), verb
+            assert not can(a, verb, f"{aps}/other-addons-score", a), verb
+        assert can(a, "patch", f"{aps}/cpu", a, "status") and can(a, "update", f"{aps}/cpu", a, "status")
+        assert not can(a, "patch", f"{aps}/other-addons-score", a, "status")
+        assert not can(a, "patch", f"{aps}/cpu", b, "status")
         assert can(a, "create", "events", a)
         for verb in ("get", "create", "patch", "delete"):
-            assert not can(a, verb, aps, b), f"cluster {a}'s agent may {verb} scores of {b}"
+            assert not can(a, verb, f"{aps}/cpu", b), f"cluster {a}'s agent may {verb} scores of {b}"
         assert not can(b, "create", aps, a)
-        assert not can(a, "update", aps, a)  # updates go through /status
+        assert not can(a, "update", f"{aps}/cpu", a)  # updates go through /status
         assert not can(a, "get", "secrets", a)
         assert not can(a, "get", "managedclusters.cluster.open-cluster-management.io", None)
         mcas = "managedclusteraddons.addon.open-cluster-management.io"

@@ -127,7 +127,9 @@ def test_agent_hub_rbac_allows_own_cluster_only(control_plane: ControlPlane, tmp
     assert control_plane.tools is not None and control_plane.hub is not None
     admin = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
     template = jinja2.Template((REPO / "templates/hub/agent-rbac.yaml.j2").read_text())
-    admin.apply(template.render(cluster_name="cluster1", addon_name="dynamic-scoring"))
+    admin.apply(
+        template.render(cluster_name="cluster1", addon_name="dynamic-scoring", score_names=["rbac-probe"])
+    )
     agent_api = KubeAPI(_agent_identity(control_plane, "cluster1", tmp_path))
     own = KubeScorePublisher(agent_api, "cluster1", addon_name="dynamic-scoring")
     asyncio.run(own.publish(PublishRequest("s", "rbac-probe", [ScoreItem("a", 5)], None, ok(), 30)))
@@ -142,6 +144,26 @@ def test_agent_hub_rbac_allows_own_cluster_only(control_plane: ControlPlane, tmp
     with pytest.raises(Forbidden) as no_secrets:
         agent_api.request("GET", "/api/v1/namespaces/cluster1/secrets")
     assert no_secrets.value.status == 403
+    # another addon's score in the agent's own namespace: not among the names it is sent
+    admin.apply(
+        json.dumps(
+            {
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": "other-addon-score", "namespace": "cluster1"},
+            }
+        )
+    )
+    with pytest.raises(PublishError) as not_ours:
+        asyncio.run(
+            own.publish(PublishRequest("s", "other-addon-score", [ScoreItem("a", 5)], None, ok(), 30))
+        )
+    assert "403" in str(not_ours.value)
+    with pytest.raises(PublishError):
+        asyncio.run(own.remove("other-addon-score"))
+    untouched = hub_api(control_plane).request("GET", APS.format(ns="cluster1", name="other-addon-score"))
+    assert not (untouched.get("status") or {}).get("scores")
+    hub_api(control_plane).request("DELETE", APS.format(ns="cluster1", name="other-addon-score"))
     asyncio.run(own.remove("rbac-probe"))
 
 

@@ -38,7 +38,9 @@ def _hub_identity(cp: ControlPlane, tmp: Path) -> Path:
     assert cp.hub is not None and cp.tools is not None
     template = jinja2.Template((REPO / "templates/hub/agent-rbac.yaml.j2").read_text())
     Kubectl(cp.tools.kubectl, cp.hub.admin_kubeconfig).apply(
-        template.render(cluster_name="cluster2", addon_name="dynamic-scoring")
+        template.render(
+            cluster_name="cluster2", addon_name="dynamic-scoring", score_names=["cpu-load", "cpu-count"]
+        )
     )
     group = "system:open-cluster-management:cluster:cluster2:addon:dynamic-scoring"
     cert = cp.hub.ca.issue(

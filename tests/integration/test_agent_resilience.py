@@ -189,12 +189,19 @@ def setup(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Setup]:
                     hub.request("DELETE", f"{APS}/{item['metadata']['name']}")
 
 
+SCORE_NAMES = [
+    f"res-{n}" for n in ("one", "two", "cut", "after", "rotate", "hup", "left-behind", "still-wanted")
+]
+
+
 def agent_identity(cp: ControlPlane, tmp: Path, extra_group: str = "") -> tuple[Issued, Path]:
     """The least-privilege hub identity from the addon's RBAC template (plus `extra_group`)."""
     assert cp.hub is not None
     template = jinja2.Template((REPO / "templates/hub/agent-rbac.yaml.j2").read_text())
     hub = KubeAPI(cp.hub.admin_kubeconfig)
-    for doc in yaml.safe_load_all(template.render(cluster_name="cluster2", addon_name="dynamic-scoring")):
+    # the hub Role names the scores the agent may write: every score these tests use
+    rendered = template.render(cluster_name="cluster2", addon_name="dynamic-scoring", score_names=SCORE_NAMES)
+    for doc in yaml.safe_load_all(rendered):
         kind = "roles" if doc["kind"] == "Role" else "rolebindings"
         try:
             hub.request("POST", f"{RBAC}/{kind}", body=doc)

@@ -3,8 +3,10 @@
 The watches are the framework's (contract §9.2): the ManagedClusterAddOns named after the addon,
 the ClusterManagementAddOn, the addon's ManifestWorks and CSRs (by label), every ManagedCluster
 and every AddOnDeploymentConfig, plus the agent's hub Role/RoleBinding (by our managed-by label,
-so an edit or a deletion is seen and reverted).  `ControllerManager.informer` shares one watch per
-argument set, so five controllers asking for the MCAs open one watch.
+so an edit or a deletion is seen and reverted), and every AddOnPlacementScore (the agent's hub Role
+names the scores its agent wrote; the same watch as the distribution's and the score expiry's).
+`ControllerManager.informer` shares one watch per argument set, so five controllers asking for the
+MCAs open one watch.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
     ADDON_DEPLOYMENT_CONFIGS,
+    ADDON_PLACEMENT_SCORES,
     CLUSTER_MANAGEMENT_ADDONS,
     CSRS,
     JSON,
@@ -41,6 +44,7 @@ class Caches:
     configs: Informer
     roles: Informer
     role_bindings: Informer
+    scores: Informer
 
     @classmethod
     def of(cls, manager: ControllerManager, addon_name: str = ADDON_NAME) -> Caches:
@@ -57,6 +61,7 @@ class Caches:
             configs=manager.informer(ADDON_DEPLOYMENT_CONFIGS),
             roles=manager.informer(ROLES, label_selector=managed),
             role_bindings=manager.informer(ROLE_BINDINGS, label_selector=managed),
+            scores=manager.informer(ADDON_PLACEMENT_SCORES),
         )
 
 

@@ -7,14 +7,24 @@ every reconcile, so an edit is reverted and a deletion recreated), then `registr
 subject the klusterlet asks for), `namespace` (where the klusterlet writes the hub kubeconfig and
 reads the Lease), `healthCheck.mode: Lease` (the klusterlet then owns `Available`) and
 `RegistrationApplied`.  Nothing is written where the cache shows it right already.
+
+The hub Role names the AddOnPlacementScores the agent may touch (`render.hub_rbac`): those in the
+cluster's config work and those its agent wrote.  So a change of the config work's spec, or a score
+of our agent appearing or going, wakes the cluster's key too; score status writes (every interval,
+on every cluster) do not.
+
+The RoleBinding names only the forms this cluster's agent identity can take
+(`identity.rbac_subjects`).  A token-auth subject of any other form, which the klusterlet writes
+into the MCA status, is not bound: `RegistrationApplied=False` and one Warning Event say so.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from addon.config.install_namespace import install_namespace_for
-from addon.constants import ADDON_NAME, DEFAULT_INSTALL_NAMESPACE
+from addon.constants import ADDON_NAME, CONFIG_WORK_NAME, DEFAULT_INSTALL_NAMESPACE
 from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
     Caches,
@@ -24,21 +34,24 @@ from addon.controllers.lifecycle.inputs import (
     referencing,
 )
 from addon.errors import AddonConfigError
+from addon.registration.identity import subject_problem
 from addon.registration.status import (
     owned_by_cma,
     registration_patch,
     registration_subject,
     supported_configs_patch,
 )
-from addon.render.hub_rbac import render_hub_rbac
+from addon.render.hub_rbac import agent_written, granted_score_names, render_hub_rbac, sent_score_names
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.informer import WatchEvent
 from dynamic_scoring.kube.resources import JSON, MANAGED_CLUSTER_ADDONS, ROLE_BINDINGS, ROLES, object_key
 from dynamic_scoring.kube.writes import Writer
 
 log = logging.getLogger(__name__)
 
 NAME = "registration"
+SUBJECT_REFUSED = "RegistrationSubjectRefused"
 
 
 def install_namespace(mca: JSON, adc: JSON | None) -> str:
@@ -63,15 +76,32 @@ def registration_controller(
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
     notices = Notices(writer)
+    subject_notices = Notices(writer)  # its own memory: `notices.clear` runs on every reconcile
     rbac_caches = {
         ROLES.kind: (ROLES, caches.roles),
         ROLE_BINDINGS.kind: (ROLE_BINDINGS, caches.role_bindings),
     }
 
+    sent: dict[str, tuple[str, list[str]]] = {}  # cluster -> (work resourceVersion, its score names)
+    sent_lock = threading.Lock()
+
+    def score_names(cluster: str) -> list[str]:
+        """`granted_score_names`, decoding each config work version once (it may hold ~400 KB)."""
+        work = caches.works.get(f"{cluster}/{CONFIG_WORK_NAME}")
+        version = str(((work or {}).get("metadata") or {}).get("resourceVersion") or "")
+        with sent_lock:
+            known = sent.get(cluster)
+        if known is None or known[0] != version:
+            known = (version, sorted(sent_score_names(work)))
+            with sent_lock:
+                sent[cluster] = known
+        return granted_score_names(known[1], caches.scores.list(cluster))
+
     def ensure_rbac(mca: JSON, subject: JSON) -> str | None:
         """Make the hub Role/RoleBinding agree; the error text when the apiserver refused."""
+        scores = score_names(mca["metadata"]["namespace"])
         try:
-            for obj in render_hub_rbac(mca, subject):
+            for obj in render_hub_rbac(mca, subject, score_names=scores):
                 resource, cache = rbac_caches[obj["kind"]]
                 writer.ensure(resource, obj, cache.get(object_key(obj)))
         except KubeError as exc:
@@ -81,6 +111,8 @@ def registration_controller(
     def reconcile(key: str) -> Result | None:
         mca = caches.addons.get(key)
         if mca is None:
+            with sent_lock:
+                sent.pop(key.partition("/")[0], None)
             return None  # disabled: garbage collection removes what it owned
         cluster = mca["metadata"]["namespace"]
         if caches.clusters.get(cluster) is None:
@@ -104,13 +136,19 @@ def registration_controller(
             return None
         namespace = install_namespace(mca, lookup.adc)
         subject = registration_subject(mca)
+        refused = subject_problem(subject, cluster) if subject is not None else None
+        if refused is not None:
+            subject_notices.warn(key, mca, SUBJECT_REFUSED, f"ManagedClusterAddOn {key}: {refused}")
+        else:
+            subject_notices.clear(key)
+        # with a refused subject the binding is still written, naming only what may be bound
         error = ensure_rbac(mca, subject) if subject is not None else None
 
         def compute(fresh: JSON) -> JSON | None:
             """The supportedConfigs and registration fields in one write (the framework sends two)."""
             patch = {
                 **(supported_configs_patch(fresh) or {}),
-                **(registration_patch(fresh, namespace=namespace, permission_error=error) or {}),
+                **(registration_patch(fresh, namespace=namespace, permission_error=error or refused) or {}),
             }
             return patch or None
 
@@ -128,4 +166,31 @@ def registration_controller(
     controller.watch(caches.roles, keys=in_cluster_namespace)
     controller.watch(caches.role_bindings, keys=in_cluster_namespace)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
+    controller.watch(caches.works, keys=lambda _work: ())  # waits for it; `on_work` picks what wakes
+    controller.watch(caches.scores, keys=lambda _score: ())  # likewise, `on_score`
+
+    def on_work(event: WatchEvent) -> None:
+        """A config work created, deleted or with a new spec: the score names it sends changed."""
+        if event.obj.get("metadata", {}).get("name") != CONFIG_WORK_NAME:
+            return
+        if event.type == "MODIFIED" and _generation(event.obj) == _generation(event.old):
+            return  # status only (the work agent reporting)
+        for key in in_cluster_namespace(event.obj):
+            controller.enqueue(key)
+
+    def on_score(event: WatchEvent) -> None:
+        """A score of our agent created or deleted (or relabelled); not its status writes."""
+        ours = agent_written(event.obj)
+        if event.type == "MODIFIED" and ours == agent_written(event.old or {}):
+            return
+        if ours or (event.old is not None and agent_written(event.old)):
+            for key in in_cluster_namespace(event.obj):
+                controller.enqueue(key)
+
+    caches.works.add_handler(on_work)
+    caches.scores.add_handler(on_score)
     return controller
+
+
+def _generation(obj: JSON | None) -> object:
+    return ((obj or {}).get("metadata") or {}).get("generation")

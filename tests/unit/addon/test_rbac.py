@@ -8,9 +8,10 @@ from typing import Any
 
 import yaml
 
+from addon.registration.identity import rbac_subjects, subject_problem
 from addon.registration.status import registration_subject
 from addon.render.agent import render_agent
-from addon.render.hub_rbac import render_hub_rbac
+from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
 from tests.unit.addon.helpers import by_kind, mca
 
 JSON = dict[str, Any]
@@ -69,24 +70,26 @@ def test_agent_managed_cluster_role_is_exactly_what_the_agent_uses() -> None:
 
 def test_hub_rbac_is_scores_events_and_reading_its_addon_in_the_cluster_namespace_only() -> None:
     addon = mca("cluster3")
-    role, binding = render_hub_rbac(addon, registration_subject(addon))
+    role, binding = render_hub_rbac(addon, registration_subject(addon), score_names=["mem", "cpu", "cpu"])
     assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "cluster3"
     assert_no_wildcards(role["rules"])
-    assert {(g, r) for g, r, _, _ in rules_as_set(role["rules"])} == {
-        ("cluster.open-cluster-management.io", "addonplacementscores"),
-        ("cluster.open-cluster-management.io", "addonplacementscores/status"),
-        ("", "events"),
-        ("events.k8s.io", "events"),
-        ("addon.open-cluster-management.io", "managedclusteraddons"),
+    aps, status = "addonplacementscores", "addonplacementscores/status"
+    group = "cluster.open-cluster-management.io"
+    assert rules_as_set(role["rules"]) == {
+        # list finds its leftovers by label; create cannot be limited by name
+        (group, aps, "list", ""),
+        (group, aps, "create", ""),
+        # everything that names a score: only the scores it is sent
+        *((group, aps, verb, "cpu,mem") for verb in ("get", "patch", "delete")),
+        *((group, status, verb, "cpu,mem") for verb in ("patch", "update")),
+        ("", "events", "create", ""),
+        ("", "events", "patch", ""),
+        ("events.k8s.io", "events", "create", ""),
+        ("events.k8s.io", "events", "patch", ""),
+        # the scores' owner is read by name, and nothing else of the addon API
+        ("addon.open-cluster-management.io", "managedclusteraddons", "get", "dynamic-scoring"),
     }
-    # the scores' owner is read by name, and nothing else of the addon API
-    assert ("addon.open-cluster-management.io", "managedclusteraddons", "get", "dynamic-scoring") in (
-        rules_as_set(role["rules"])
-    )
-    assert [r for r in rules_as_set(role["rules"]) if r[1] == "managedclusteraddons"] == [
-        ("addon.open-cluster-management.io", "managedclusteraddons", "get", "dynamic-scoring")
-    ]
     for obj in (role, binding):
         assert obj["metadata"]["ownerReferences"] == [
             {
@@ -142,7 +145,7 @@ def test_manager_cluster_role_has_no_wildcards_and_only_contract_resources() -> 
     verbs = {v for _, _, v, _ in rules_as_set(cluster_role["rules"])}
     assert not verbs & {"escalate", "bind", "impersonate", "deletecollection"}
     # The manager holds every rule it grants the agent (RBAC escalation prevention).
-    hub_role, _ = render_hub_rbac(mca())
+    hub_role, _ = render_hub_rbac(mca(), score_names=["cpu", "mem"])
     held = rules_as_set(cluster_role["rules"])
     # a rule held for every name covers the same rule limited to one name
     uncovered = {r for r in rules_as_set(hub_role["rules"]) if r not in held and (*r[:3], "") not in held}
@@ -157,3 +160,140 @@ def test_manager_cluster_role_has_no_wildcards_and_only_contract_resources() -> 
     }
     # Secrets: get one by name in this namespace only, never list (the registry reads spec.probe's)
     assert {v for _, r, v, _ in rules_as_set(lease_role["rules"]) if r == "secrets"} == {"get"}
+
+
+def test_hub_rbac_without_score_names_grants_no_score_by_name() -> None:
+    """An empty resourceNames would mean every name: with no scores the named rules are left out."""
+    role, _ = render_hub_rbac(mca("cluster3"), score_names=[])
+    assert not [r for r in role["rules"] if "resourceNames" in r and not r["resourceNames"]]
+    named = {(r, v) for _, r, v, n in rules_as_set(role["rules"]) if r.startswith("addonplacementscores")}
+    assert named == {("addonplacementscores", "list"), ("addonplacementscores", "create")}
+
+
+def test_hub_rbac_values_stay_literal_strings() -> None:
+    """Every value goes through tojson: a hostile name is one string, never YAML structure."""
+    hostile = 'x"]\n- apiGroups: ["*"]\n  resources: ["*"]\n  verbs: ["*"]'
+    role, _ = render_hub_rbac(mca("cluster3"), score_names=[hostile])
+    assert_no_wildcards(role["rules"])
+    assert [r["resourceNames"] for r in role["rules"] if "resourceNames" in r][:1] == [[hostile]]
+
+
+def _work(*score_names: object, payload: str | None = None) -> JSON:
+    import json
+
+    summaries = payload if payload is not None else json.dumps([{"scoreName": n} for n in score_names])
+    return {
+        "metadata": {"name": "addon-dynamic-scoring-config", "namespace": "cluster3"},
+        "spec": {
+            "workload": {
+                "manifests": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "dynamic-scoring-config", "namespace": "agent-ns"},
+                        "data": {"summaries": summaries},
+                    }
+                ]
+            }
+        },
+    }
+
+
+def _score(name: str, **labels: str) -> JSON:
+    return {"metadata": {"name": name, "namespace": "cluster3", "labels": labels}}
+
+
+OUR_LABELS = {
+    "app.kubernetes.io/managed-by": "dynamic-scoring-agent",
+    "dynamic-scoring.open-cluster-management.io/addon": "dynamic-scoring",
+}
+
+
+def test_granted_score_names_are_the_sent_scores_and_the_agents_leftovers() -> None:
+    scores = [
+        _score("gone", **OUR_LABELS),  # a withdrawn scorer's score: the agent must remove it
+        _score("resource-usage-score"),  # another addon's, in the same namespace
+        _score("looks-ours", **{"app.kubernetes.io/managed-by": "dynamic-scoring-agent"}),
+    ]
+    # score names become AddOnPlacementScore names exactly as the agent derives them
+    sent = sent_score_names(_work("cpu_load", "mem", 7, None))
+    assert granted_score_names(sent, scores) == ["cpu-load", "gone", "mem"]
+    assert granted_score_names(sent_score_names(None), []) == []
+    # an unreadable payload grants nothing of its own; the leftovers stay removable
+    assert granted_score_names(sent_score_names(_work(payload="{not json")), scores) == ["gone"]
+    assert not sent_score_names(_work(payload='{"scoreName": "x"}'))
+    other_configmap = _work("cpu")
+    other_configmap["spec"]["workload"]["manifests"][0]["metadata"]["name"] = "dynamic-scoring-proxy-ca"
+    assert not sent_score_names(other_configmap)
+
+
+def test_config_work_name_is_the_distributions() -> None:
+    from addon.constants import CONFIG_WORK_NAME
+    from addon.controllers.distribution import WORK_NAME
+
+    assert CONFIG_WORK_NAME == WORK_NAME
+
+
+def test_binding_names_only_the_forms_this_clusters_agent_can_have() -> None:
+    group = "system:open-cluster-management:cluster:cluster3:addon:dynamic-scoring"
+    token_user = "system:serviceaccount:cluster3:dynamic-scoring-agent"
+    assert subject_problem({"user": token_user}, "cluster3") is None
+    assert rbac_subjects({"user": token_user, "groups": [group]}, "cluster3") == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": token_user},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group},
+    ]
+    # what a klusterlet could write into the MCA status instead: none of it is bound
+    for user in (
+        "system:serviceaccount:cluster4:dynamic-scoring-agent",  # another cluster's agent
+        "system:open-cluster-management:cluster:cluster4:addon:dynamic-scoring:agent:dynamic-scoring",
+        "system:serviceaccount:cluster3:other-addon-agent",
+        "system:serviceaccount:open-cluster-management-hub:cluster-manager",
+        "kubernetes-admin",
+        None,
+    ):
+        problem = subject_problem({"user": user}, "cluster3")
+        assert problem is not None and repr(user) in problem and token_user in problem
+        assert rbac_subjects({"user": user}, "cluster3") == []
+    other_groups = [
+        "system:open-cluster-management:cluster:cluster3:addon:other-addon",  # another addon's agents
+        "system:open-cluster-management:cluster:cluster4:addon:dynamic-scoring",
+        "system:open-cluster-management:addon:dynamic-scoring",  # every cluster's agent
+        "system:authenticated",
+        "system:masters",
+    ]
+    assert rbac_subjects({"user": None, "groups": other_groups}, "cluster3") == []
+    assert len(subject_problem({"user": "u" * 10_000}, "cluster3") or "") < 600  # status stays short
+
+
+def test_manager_may_write_only_its_own_addon_objects_and_the_agents_rbac() -> None:
+    """resourceNames wherever the name is fixed: another addon's MCA, CMA or Role is out of reach."""
+    docs = list(yaml.safe_load_all((REPO / "manifests/rbac.yaml").read_text()))
+    held = rules_as_set(next(d for d in docs if d["kind"] == "ClusterRole")["rules"])
+    addon = "addon.open-cluster-management.io"
+    for resource in (
+        "managedclusteraddons",
+        "managedclusteraddons/status",
+        "managedclusteraddons/finalizers",
+        "clustermanagementaddons",
+        "clustermanagementaddons/status",
+    ):
+        rules = {(v, n) for g, r, v, n in held if (g, r) == (addon, resource)}
+        assert rules and all(n == "dynamic-scoring" for _, n in rules), (resource, rules)
+    # no write to an MCA itself: the status fields we own go through /status
+    assert not {v for g, r, v, _ in held if (g, r) == (addon, "managedclusteraddons")} & {
+        "update",
+        "patch",
+        "delete",
+        "create",
+    }
+    for resource in ("roles", "rolebindings"):
+        by_verb = {v: n for g, r, v, n in held if (g, r) == ("rbac.authorization.k8s.io", resource)}
+        assert by_verb == {
+            "get": "",
+            "list": "",
+            "watch": "",
+            "create": "",  # cannot be limited by name
+            "update": "open-cluster-management:dynamic-scoring:agent",
+            "patch": "open-cluster-management:dynamic-scoring:agent",
+            "delete": "open-cluster-management:dynamic-scoring:agent",
+        }
