@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import time
 import tracemalloc
 import zlib
@@ -27,7 +28,7 @@ import pytest
 from addon.scorers.addresses import STRICT, AddressPolicy
 from addon.scorers.probe import MAX_CONFIG_BYTES, fetch_config, probe_health
 from addon.scorers.transport import guarded_transport
-from tests.component.harness import ScorerProcess
+from tests.component.harness import ScorerPKI, ScorerProcess
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
 BOMB_MIB = 200
@@ -371,3 +372,20 @@ def test_tls_failures_are_classified(tls_scorer: ScorerProcess) -> None:
     assert (r.ok, r.reason) == (False, "TLSError")
     assert "TLS certificate verification failed" in r.message
     assert "_ssl.c" not in r.message and "SSL:" not in r.message
+
+
+def test_tls_verifies_the_name_of_the_url_not_the_address_connected_to(
+    tls_scorer: ScorerProcess, pki: ScorerPKI
+) -> None:
+    # the certificate names localhost and 127.0.0.1; 2130706433 is 127.0.0.1 too, but not a name the
+    # certificate carries: connecting to the checked address must not turn hostname verification
+    # into address verification
+    trusting = ssl.create_default_context(cafile=str(pki.ca.cert_path))
+    limits = httpx.Limits(max_connections=2)
+    policy = AddressPolicy.parse("127.0.0.0/8")
+    with httpx.Client(transport=guarded_transport(verify=trusting, limits=limits, policy=policy)) as c:
+        by_name = probe_health(c, tls_scorer.url("/healthz").replace("127.0.0.1", "localhost"))
+        assert (by_name.ok, by_name.reason) == (True, "Healthy"), by_name.message
+        other = probe_health(c, tls_scorer.url("/healthz").replace("127.0.0.1", "2130706433"), timeout=2)
+    assert (other.ok, other.reason) == (False, "TLSError")
+    assert "TLS certificate verification failed" in other.message
