@@ -1,12 +1,15 @@
-"""The process runner's reading of a pod spec: `$(VAR)` expansion, probe ports, downward API."""
+"""The process runner's reading of a pod spec: `$(VAR)` expansion, probe ports, downward API, extra env."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from e2e.runner import ConfigError, expand_references, field_value, resolve_port
+from e2e.runner import Cluster, ConfigError, Replica, expand_references, field_value, resolve_port
 
 ENV = {"NS": "open-cluster-management", "PORT": "8443", "EMPTY": ""}
 
@@ -67,3 +70,34 @@ def test_downward_api_fields() -> None:
     assert field_value("metadata.annotations['missing']", pod) == ""
     with pytest.raises(ConfigError, match=r"status\.phase"):
         field_value("status.phase", pod)
+
+
+def test_extra_env_reaches_every_replica_and_the_container_env_wins(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    deploy = {
+        "metadata": {"name": "manager", "namespace": "dynamic-scoring"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "m", "image": "x", "env": [{"name": "MODE", "value": "pod"}]}]
+                }
+            }
+        },
+    }
+    extra = {"DYNAMIC_SCORING_PROBE_ALLOW_CIDRS": "127.0.0.0/8", "MODE": "runner"}
+    replica = Replica(Cluster("hub", kubeconfig), deploy, 0, tmp_path, "/usr/bin", extra)
+    env = replica._env()
+    assert env["DYNAMIC_SCORING_PROBE_ALLOW_CIDRS"] == "127.0.0.0/8"
+    assert env["MODE"] == "pod"  # a manifest's own value is never overridden
