@@ -15,7 +15,11 @@ fails loudly (``RuntimeError`` at manager start) rather than silently probing un
 httpx changes that attribute.  Proxies are never used (the client has ``trust_env=False``): through a
 proxy the address check would apply to the proxy, not to the scorer.
 
-The system resolver's own timeout bounds the look-up (it is not under the probe's deadline).
+The look-up runs on a small shared thread pool so that it is under the request's connect timeout:
+a name whose DNS server never answers fails the probe with a timeout instead of holding a controller
+worker for the system resolver's own (much longer) timeout.  The abandoned look-up finishes in the
+background; at most ``RESOLVER_THREADS`` run at once, and further ones wait for a free thread within
+their own timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import httpcore
 import httpx
@@ -40,14 +47,32 @@ class AddressNotAllowed(httpcore.ConnectError):
         self.category = category
 
 
-def resolve(host: str, port: int) -> list[IPAddress]:
+RESOLVER_THREADS = 8
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _resolver_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="probe-resolver")
+        return _pool
+
+
+def resolve(host: str, port: int, timeout: float | None = None) -> list[IPAddress]:
     """Every distinct address ``host`` resolves to for TCP, in the resolver's order.
 
     Raises:
         httpcore.ConnectError: the name does not resolve (wrapping the ``socket.gaierror``).
+        httpcore.ConnectTimeout: no answer within ``timeout`` seconds.
     """
+    lookup = _resolver_pool().submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = lookup.result(timeout)
+    except FutureTimeout:
+        lookup.cancel()
+        raise httpcore.ConnectTimeout(f"resolving {host} took longer than {timeout}s") from None
     except (socket.gaierror, UnicodeError) as exc:
         raise httpcore.ConnectError(str(exc)) from exc
     found: list[IPAddress] = []
@@ -74,7 +99,7 @@ class GuardedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         """Resolve ``host``, refuse it if any address is refused, else connect to the first that answers."""
-        addresses = resolve(host, port)
+        addresses = resolve(host, port, timeout)
         for address in addresses:
             refused = self.policy.refusal(address)
             if refused is not None:
@@ -123,4 +148,4 @@ def guarded_transport(
     return transport
 
 
-__all__ = ["AddressNotAllowed", "GuardedBackend", "guarded_transport", "resolve"]
+__all__ = ["RESOLVER_THREADS", "AddressNotAllowed", "GuardedBackend", "guarded_transport", "resolve"]

@@ -240,6 +240,22 @@ def test_the_checked_address_is_the_one_connected_to(
     assert seen(server)[-1][1]["host"] == f"scorer.test:{server.server_address[1]}"
 
 
+def test_a_resolver_that_never_answers_is_under_the_probe_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = socket.getaddrinfo
+
+    def blackhole(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        if host == "blackhole.test":
+            time.sleep(3)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", blackhole)
+    started = time.monotonic()
+    with client(STRICT) as strict:
+        r = probe_health(strict, "http://blackhole.test/healthz", timeout=0.5)
+    assert (r.ok, r.reason) == (False, "Timeout")
+    assert time.monotonic() - started < 1.5
+
+
 # -------------------------------------------------------------------------------- what it reads
 def test_the_probe_asks_for_identity_encoding(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
     assert probe_health(dev, base(server) + "/healthz").ok
