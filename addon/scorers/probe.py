@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import socket
 import ssl
 import time
@@ -164,8 +165,8 @@ def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[byte
     else:
         raise _RefusedError(
             "InvalidEncoding",
-            "the answer uses Content-Encoding "
-            f"{coding[:40]!r}; the probe asks for identity and accepts gzip or deflate",
+            f"the answer uses Content-Encoding {_shown(coding)}; the probe asks for identity and "
+            "accepts gzip or deflate",
         )
     produced = 0
     received = 0
@@ -195,6 +196,18 @@ def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[byte
         raise _RefusedError("InvalidEncoding", f"the {coding} body is truncated")
     if tail:
         yield tail
+
+
+_TOKEN = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}(/[a-z0-9][a-z0-9.+-]{0,59})?$")
+
+
+def _shown(value: str) -> str:
+    """A header value for a message: quoted when it is a short media type or coding, else withheld.
+
+    The probe may have reached any service on the hub's network; its header values are not echoed
+    into a status the DynamicScorer's author reads unless they look like what the header should hold.
+    """
+    return repr(value) if _TOKEN.match(value) else "(an unexpected value)"
 
 
 def _media_type(content_type: str | None) -> str:
@@ -242,11 +255,12 @@ def _get(
                     False, "HTTPStatus", f"GET {url} answered HTTP {code}", code, time.monotonic() - started
                 ), b""
             if want_json and not _is_json(response.headers.get("content-type")):
-                media = _media_type(response.headers.get("content-type")) or "none"
+                media = _media_type(response.headers.get("content-type"))
+                shown = _shown(media) if media else "missing"
                 return ProbeResult(
                     False,
                     "InvalidContentType",
-                    f"GET {url}: Content-Type is {media[:60]!r}, expected application/json",
+                    f"GET {url}: Content-Type is {shown}, expected application/json",
                     code,
                     time.monotonic() - started,
                 ), b""

@@ -104,6 +104,10 @@ class Hostile(BaseHTTPRequestHandler):
             self._send(200, b"{}")
         elif p == "/html":
             self._send(200, b"<html><title>internal admin</title></html>", "text/html")
+        elif p == "/odd-content-type":
+            self._send(200, b"{}", "text/x-internal; build=9f3e secret-ish")
+        elif p == "/odd-encoding":
+            self._send(200, b"{}", Content_Encoding="x-internal-build 9f3e")
         elif p == "/no-content-type":
             self._send(200, json.dumps(GOOD_CONFIG).encode(), "")
         elif p == "/invalid-json":
@@ -322,6 +326,15 @@ def test_config_must_be_declared_json(server: ThreadingHTTPServer, dev: httpx.Cl
     assert (res.result.ok, res.result.reason) == (False, "InvalidContentType")
     assert "expected application/json" in res.result.message
     assert "internal admin" not in res.result.message
+
+
+def test_odd_header_values_are_not_echoed(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
+    typed = fetch_config(dev, base(server) + "/odd-content-type").result
+    assert typed.reason == "InvalidContentType" and "'text/x-internal'" in typed.message
+    assert "secret-ish" not in typed.message
+    coded = fetch_config(dev, base(server) + "/odd-encoding").result
+    assert coded.reason == "InvalidEncoding" and "(an unexpected value)" in coded.message
+    assert "9f3e" not in coded.message
 
 
 def test_invalid_json_does_not_quote_the_body(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
