@@ -266,7 +266,11 @@ def test_a_scoring_host_moved_by_config_reaches_the_agents_without_the_spec_cred
         "the opted-in credentials in the config work",
     )
     assert kept["scoringAuth"]["headers"][0]["secretKeyRef"] == {"name": "api-key", "key": "key"}
-    assert condition(scorer_obj(hub, namespace, "moved"), "Valid")["reason"] == "Resolved"
+    # The scorer controller writes Valid at its next round (the distribution controller resolves alone).
+    wait_for(
+        lambda: condition(scorer_obj(hub, namespace, "moved"), "Valid").get("reason") == "Resolved",
+        "Valid=True/Resolved once opted in",
+    )
     hub.delete(DS_V1A1, "DynamicScorer", "moved", namespace)
 
 
