@@ -10,6 +10,7 @@ import yaml
 
 from addon.errors import AddonConfigError
 from addon.render.agent import render_agent
+from agent.server import parse_bind_address
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
 pytestmark = pytest.mark.unit
@@ -222,3 +223,14 @@ def test_the_secured_sample_adc_renders_a_token_and_a_network_policy() -> None:
     assert policy["spec"]["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
     ]
+
+
+@pytest.mark.parametrize(
+    ("pod_ip", "host"), [("10.244.1.7", "10.244.1.7"), ("fd00:10:244::7", "fd00:10:244::7")]
+)
+def test_the_rendered_bind_address_parses_for_ipv4_and_ipv6_pod_ips(pod_ip: str, host: str) -> None:
+    _, c, _ = _agent(OtlpReceiverPort="4318")
+    [arg] = [a for a in c["args"] if a.startswith("--otlp-bind-address=")]
+    # The kubelet expands $(POD_IP) from the env var; the agent then parses what it got.
+    expanded = arg.removeprefix("--otlp-bind-address=").replace("$(POD_IP)", pod_ip)
+    assert parse_bind_address(expanded) == (host, 4318)
