@@ -50,10 +50,11 @@ def _has_bad_header_chars(value: str) -> bool:
 class _Secrets:
     """The Secrets of one endpoint's credentials, each read once and checked against the URL."""
 
-    def __init__(self, reader: SecretReader, url: str, stage: Stage) -> None:
+    def __init__(self, reader: SecretReader, url: str, stage: Stage, scorer: str) -> None:
         self._reader = reader
         self._url = url
         self._stage = stage
+        self._scorer = scorer
         self._seen: dict[str, SecretContents] = {}
 
     async def contents(self, name: str) -> SecretContents:
@@ -77,7 +78,9 @@ class _Secrets:
         """The value of ``key``; when it is ``sent`` to the URL, only if the Secret is bound to it."""
         secret = await self.contents(name)
         if sent and not secret.operator_supplied:
-            refusal = binding_refusal(secret.annotations, self._url, secret=name, namespace=secret.namespace)
+            refusal = binding_refusal(
+                secret.annotations, self._url, secret=name, namespace=secret.namespace, scorer=self._scorer
+            )
             if refusal is not None:
                 raise SecretNotBound(refusal, stage=self._stage)
         try:
@@ -114,6 +117,7 @@ async def resolve_credentials(
     *,
     url: str,
     stage: Stage,
+    scorer: str = "",
 ) -> EndpointCredentials:
     """Read what the endpoint's auth settings reference and turn it into headers and TLS material.
 
@@ -127,6 +131,8 @@ async def resolve_credentials(
         secrets: where Secrets are read from.
         url: the URL the request goes to (not a proxy's): the destination every Secret is checked
             against.
+        scorer: the DynamicScorer's name (the summary's ``name``), checked against a Secret's
+            optional allowed-scorers annotation.
         stage: the cycle stage these credentials are for, carried by any error.
 
     Raises:
@@ -135,7 +141,7 @@ async def resolve_credentials(
         SecretInvalid: a value cannot be used.
         AuthError: the Secret could not be read for another reason.
     """
-    read = _Secrets(secrets, url, stage)
+    read = _Secrets(secrets, url, stage, scorer)
     headers: dict[str, str] = {}
     bearer_ref: SecretKeyRef | None = None
     if auth is not None and auth.bearer_token_secret_ref is not None:

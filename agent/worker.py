@@ -276,7 +276,12 @@ class ScorerWorker:
     async def _credentials(self, plan: ScorerPlan, stage: Stage) -> EndpointCredentials:
         s = plan.summary
         return await resolve_credentials(
-            s.scoring_auth, scoring_secret(plan), self._ctx.secrets, url=s.scoring_endpoint, stage=stage
+            s.scoring_auth,
+            scoring_secret(plan),
+            self._ctx.secrets,
+            url=s.scoring_endpoint,
+            stage=stage,
+            scorer=s.name,
         )
 
     @contextlib.contextmanager
@@ -404,7 +409,12 @@ class ScorerWorker:
         except PlaceholderError as exc:
             raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
         creds = await resolve_credentials(
-            source.auth, source.legacy_secret, ctx.secrets, url=source.endpoint, stage="fetch"
+            source.auth,
+            source.legacy_secret,
+            ctx.secrets,
+            url=source.endpoint,
+            stage="fetch",
+            scorer=plan.summary.name,
         )
         try:
             client = ctx.clients.client_for(creds.tls)

@@ -202,7 +202,7 @@ async def _fetch(
             raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
         endpoint = prometheus or source.endpoint
         creds = await resolve_credentials(
-            source.auth, source.legacy_secret, secrets, url=endpoint, stage="fetch"
+            source.auth, source.legacy_secret, secrets, url=endpoint, stage="fetch", scorer=plan.summary.name
         )
         client = clients.client_for(creds.tls)
         window = RangeWindow.ending_at(now, source.range, source.step)
@@ -295,6 +295,7 @@ async def run_cycle(
                 secrets,
                 url=summary.scoring_endpoint,
                 stage="score",
+                scorer=summary.name,
             )
             began = time.monotonic()
             trace.response = await call_scorer(

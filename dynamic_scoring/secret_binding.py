@@ -29,6 +29,16 @@ Hosts compare case-insensitively, without a trailing dot, and IP addresses in th
 ``2130706433`` matches only itself.  Non-ASCII names must be written in their ``xn--`` form.  An
 entry that cannot be read allows nothing and is named in the refusal, so a typo never widens access.
 
+Binding a Secret to a host protects its value, not what it unlocks: a DynamicScorer may name a
+Prometheus token bound to Prometheus and send the query results to a scoring host of its own.  An
+owner who wants to rule that out also lists the DynamicScorers that may use the Secret::
+
+    dynamic-scoring.open-cluster-management.io/allowed-scorers: "cpu-headroom, cpu-forecast"
+
+When that annotation is present, only the named DynamicScorers (``metadata.name``, exact match) may
+use the Secret, and only towards its allowed hosts; when it is absent, any DynamicScorer may, towards
+those hosts.  A present but empty list allows none.
+
 Pure functions only; no I/O.  ``httpx.URL`` parses the destination, as it is what sends the request.
 """
 
@@ -44,6 +54,9 @@ import httpx
 
 ALLOWED_HOSTS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed-hosts"
 """The annotation on a Secret listing the destinations its values may be sent to."""
+
+ALLOWED_SCORERS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed-scorers"
+"""The optional annotation on a Secret listing the DynamicScorers that may use it."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
@@ -194,22 +207,46 @@ def parse_allowed_hosts(value: str | None) -> tuple[tuple[HostEntry, ...], tuple
     return tuple(entries), tuple(bad)
 
 
-def binding_refusal(
-    annotations: Mapping[str, str] | None, url: str, *, secret: str, namespace: str
-) -> str | None:
-    """Why the Secret ``namespace/secret`` may not be sent to ``url``, or None when it may.
+def _scorer_refusal(value: str, scorer: str, *, secret: str, namespace: str) -> str | None:
+    names = [n for n in _SPLIT.split(value) if n]
+    if scorer and scorer in names:
+        return None
+    who = f"DynamicScorer {scorer}" if scorer else "a summary without a DynamicScorer name"
+    wanted = ", ".join([*names, scorer]) if scorer else ", ".join(names)
+    return (
+        f"secret {namespace}/{secret} may not be used by {who}: its allowed-scorers annotation lists "
+        f"{value.strip()!r}; if that scorer is meant to use it, the Secret's owner runs: kubectl -n "
+        f"{namespace} annotate secret {secret} --overwrite {ALLOWED_SCORERS_ANNOTATION}='{wanted}'"
+    )
 
-    The sentence names the Secret, the destination and the annotation, and ends with the
-    ``kubectl annotate`` command that would bind it; it never contains a Secret value.
+
+def binding_refusal(
+    annotations: Mapping[str, str] | None,
+    url: str,
+    *,
+    secret: str,
+    namespace: str,
+    scorer: str = "",
+) -> str | None:
+    """Why the Secret ``namespace/secret`` may not be sent to ``url`` for ``scorer``, or None when it may.
+
+    ``scorer`` is the DynamicScorer's ``metadata.name`` (``""`` when unknown, which only matters when
+    the Secret lists allowed scorers).  The sentence names the Secret, the destination (or scorer)
+    and the annotation, and ends with the ``kubectl annotate`` command that would bind it; it never
+    contains a Secret value.
     """
     try:
         dest = destination(url)
     except ValueError as exc:
         return f"secret {namespace}/{secret} is not sent to {url!r}: {exc}"
-    value = (annotations or {}).get(ALLOWED_HOSTS_ANNOTATION)
+    annotations = annotations or {}
+    value = annotations.get(ALLOWED_HOSTS_ANNOTATION)
     entries, bad = parse_allowed_hosts(value)
     if any(entry.allows(dest) for entry in entries):
-        return None
+        scorers = annotations.get(ALLOWED_SCORERS_ANNOTATION)
+        if scorers is None:
+            return None
+        return _scorer_refusal(scorers, scorer, secret=secret, namespace=namespace)
     if not value or not value.strip():
         why = "it has no allowed-hosts annotation"
         wanted = dest.entry
@@ -228,6 +265,7 @@ def binding_refusal(
 
 __all__ = [
     "ALLOWED_HOSTS_ANNOTATION",
+    "ALLOWED_SCORERS_ANNOTATION",
     "Destination",
     "HostEntry",
     "binding_refusal",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from typing import Any
 
 import pytest
 
 from agent.memory import MemoryPublisher, MemorySecrets
 from agent.supervisor import Supervisor
+from dynamic_scoring.secret_binding import ALLOWED_SCORERS_ANNOTATION
 from tests.component.harness import ScorerPKI, ScorerProcess, eventually, published, summary
 
 pytestmark = [pytest.mark.component, pytest.mark.anyio]
@@ -314,3 +316,43 @@ async def test_an_unbound_source_secret_stops_the_cycle_before_the_source_is_ask
     assert "fetch" in first.condition.message
     assert scorer.requests(f"/prom/{key}/") == []
     assert [r for r in scorer.requests("/count/scoring") if key in r["query"]] == []
+
+
+async def test_a_secret_that_names_its_scorers_is_refused_to_any_other_scorer(
+    supervisor: Supervisor, publisher: MemoryPublisher, secrets: MemorySecrets, scorer: ScorerProcess
+) -> None:
+    """The host binding keeps the token at Prometheus; the scorer list keeps its results from others.
+
+    Without the list, a scorer author could name a Prometheus token bound to Prometheus and have the
+    query results it unlocks POSTed to a scoring host of their own.
+    """
+    key = uuid.uuid4().hex
+    secrets.set("team-prom", "token", "team-token", allowed_hosts=bound(scorer))
+    secrets.annotations["team-prom"][ALLOWED_SCORERS_ANNOTATION] = "team-scorer"
+    scorer.expect(key, {"Authorization": "Bearer team-token"})
+
+    def entry(name: str, scoring_path: str) -> Any:
+        return summary(
+            name,
+            scorer.url(scoring_path),
+            name=name.replace("_", "-"),
+            sourceType="Prometheus",
+            sourceEndpoint=scorer.url(f"/prom/{key}/api/v1/query_range"),
+            sourceQuery="up",
+            sourceRange=60,
+            sourceStep=30,
+            sourceEndpointAuthName="team-prom",
+            sourceEndpointAuthKey="token",
+        )
+
+    stranger = f"stranger_{key[:6]}"
+    await supervisor.apply(
+        [entry(stranger, f"/count/scoring?stranger={key}"), entry("team_scorer", "/count/scoring")]
+    )
+    refused = (await published(publisher, stranger))[0]
+    assert refused.condition.reason == "SecretNotBound", refused.condition
+    assert f"may not be used by DynamicScorer {stranger.replace('_', '-')}" in refused.condition.message
+    assert (await published(publisher, "team_scorer"))[0].condition.status == "True"
+    assert [r for r in scorer.requests("/count/scoring") if f"stranger={key}" in r["query"]] == []
+    prom = scorer.requests(f"/prom/{key}/")
+    assert len(prom) >= 1 and all(r["headers"]["authorization"] == "Bearer team-token" for r in prom)

@@ -135,7 +135,13 @@ class _Clients:
 
 
 def _read_secret(
-    api: KubeAPI, namespace: str, ref: SecretKeyRef, where: str, *, send_to: Sequence[str] = ()
+    api: KubeAPI,
+    namespace: str,
+    ref: SecretKeyRef,
+    where: str,
+    *,
+    send_to: Sequence[str] = (),
+    scorer: str = "",
 ) -> tuple[str | None, ProbeResult | None]:
     """The decoded value of a hub-side Secret key, or the failed result naming the field.
 
@@ -143,7 +149,8 @@ def _read_secret(
     Secret and those URLs, and the manager may read every Secret in its namespace; so the value is
     used only when the Secret's own ``allowed-hosts`` annotation lists each URL's host and port
     (``dynamic_scoring.secret_binding``, the rule the agents apply too).  Otherwise the result is
-    ``SecretNotBound`` and no request is made.
+    ``SecretNotBound`` and no request is made.  An allowed-scorers annotation on the Secret, when
+    present, must also name ``scorer``.
     """
     try:
         secret = api.request("GET", SECRETS.path(namespace, ref.name))
@@ -155,7 +162,7 @@ def _read_secret(
         )
     annotations = (secret.get("metadata") or {}).get("annotations") or {}
     for url in send_to:
-        refusal = binding_refusal(annotations, url, secret=ref.name, namespace=namespace)
+        refusal = binding_refusal(annotations, url, secret=ref.name, namespace=namespace, scorer=scorer)
         if refusal is not None:
             return None, ProbeResult(False, "SecretNotBound", f"{where}: {refusal}")
     raw = (secret.get("data") or {}).get(ref.key)
@@ -214,6 +221,7 @@ class ScorerProber:
                 probe.token_secret_ref,
                 "spec.probe.tokenSecretRef",
                 send_to=send_to,
+                scorer=scorer.name,
             )
             if bad is not None:
                 return bad, None

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.secret_binding import (
     ALLOWED_HOSTS_ANNOTATION,
+    ALLOWED_SCORERS_ANNOTATION,
     binding_refusal,
     destination,
     parse_allowed_hosts,
@@ -141,3 +142,31 @@ def test_a_host_entry_allows_exactly_its_host(listed: str, target: str, port: in
     url = f"{scheme}://{target}:{port}/scoring"
     assert allowed(f"{listed}:{port}", url) == (listed == target)
     assert allowed(f"*.{listed}:{port}", url) == target.endswith("." + listed)
+
+
+def test_an_allowed_scorers_list_limits_which_dynamic_scorers_may_use_a_bound_secret() -> None:
+    """A host binding protects the value, not what it unlocks; the owner may also name the scorers."""
+    url = "http://prometheus.monitoring.svc:9090/api/v1/query_range"
+    hosts = {ALLOWED_HOSTS_ANNOTATION: "prometheus.monitoring.svc:9090"}
+
+    def refusal(scorers: str | None, scorer: str) -> str | None:
+        annotations = dict(hosts) if scorers is None else {**hosts, ALLOWED_SCORERS_ANNOTATION: scorers}
+        return binding_refusal(annotations, url, secret="prom", namespace="agents", scorer=scorer)
+
+    assert refusal(None, "anyone") is None  # no list: any scorer, towards the allowed hosts
+    assert refusal("cpu-headroom, cpu-forecast", "cpu-forecast") is None
+    why = refusal("cpu-headroom,cpu-forecast", "exfiltrate")
+    assert why is not None and "may not be used by DynamicScorer exfiltrate" in why
+    assert f"{ALLOWED_SCORERS_ANNOTATION}='cpu-headroom, cpu-forecast, exfiltrate'" in why
+    assert refusal("", "cpu-headroom") is not None  # present and empty: none
+    assert refusal("cpu-headroom", "") is not None  # a summary without a name cannot match a list
+    assert refusal("cpu-headroom", "cpu-headroom-2") is not None  # exact names only
+    # The host binding still comes first: a listed scorer cannot send it elsewhere.
+    other = binding_refusal(
+        {**hosts, ALLOWED_SCORERS_ANNOTATION: "cpu-headroom"},
+        "https://evil.example.com/",
+        secret="prom",
+        namespace="agents",
+        scorer="cpu-headroom",
+    )
+    assert other is not None and "not bound to evil.example.com" in other
