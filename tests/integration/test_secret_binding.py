@@ -320,3 +320,75 @@ def test_the_hub_probe_sends_its_token_only_where_the_secret_allows(
     wait_for(lambda: health(hub, namespace, "probed") == "Active", "Active once the Secret is bound")
     assert set(scorer.seen_auth) == {f"Bearer {scorer.token}"}
     hub.delete(DS_V1A1, "DynamicScorer", "probed", namespace)
+
+
+def test_an_unbound_secret_shows_on_the_dynamic_scorer_per_cluster(
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    hub: Client,
+    namespace: str,
+    cluster: str,
+    running: Registry,
+    recording_scorer: ScorerProcess,
+) -> None:
+    """The whole path: the hub's summary, a real agent reading it, its APS, the scorer's status.clusters[]."""
+    assert control_plane.spoke2 is not None and control_plane.tools is not None
+    assert control_plane.hub is not None
+    spoke = Kubectl(control_plane.tools.kubectl, control_plane.spoke2.admin_kubeconfig)
+    agent_ns = f"it-bind-sc-{uuid.uuid4().hex[:5]}"
+    spoke.run("create", "namespace", agent_ns)
+    token = f"{TOKEN_PREFIX}{uuid.uuid4().hex[:6]}"
+    spoke.run("create", "secret", "generic", "scorer-token", "-n", agent_ns, f"--from-literal=token={token}")
+    key = uuid.uuid4().hex
+    recording_scorer.expect(key, {"Authorization": f"Bearer {token}"})
+    score = f"unbound_{key[:4]}"
+    spec = {
+        "configSyncMode": "None",
+        "scoring": {
+            "host": recording_scorer.base,
+            "path": f"/auth/{key}/scoring",
+            "params": {"name": score, "interval": 1},
+            "auth": {"tokenSecretRef": {"name": "scorer-token", "key": "token"}},
+        },
+    }
+    make_scorer(hub, namespace, "unbound", spec)
+    wait_for(lambda: _summary(hub, cluster, score), "the scorer in the cluster's config work", timeout=60)
+    work = hub.get(
+        "work.open-cluster-management.io/v1", "ManifestWork", "addon-dynamic-scoring-config", cluster
+    )
+    payload = work["spec"]["workload"]["manifests"][0]["data"]["summaries"]
+    hub_api = KubeAPI(control_plane.hub.admin_kubeconfig)
+
+    def entry() -> dict[str, Any]:
+        found = (scorer_obj(hub, namespace, "unbound").get("status") or {}).get("clusters") or []
+        return next((dict(e) for e in found if e["clusterName"] == cluster), {})
+
+    async def scenario() -> dict[str, Any]:
+        reader = KubeSecretReader(delivered_identity(control_plane, agent_ns, tmp_path), agent_ns)
+        publisher = KubeScorePublisher(hub_api, cluster, addon_name="dynamic-scoring")
+        supervisor = Supervisor(cluster_name=cluster, secrets=reader, publisher=publisher)
+        try:
+            await supervisor.apply_payload(payload)
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                got = await asyncio.to_thread(entry)
+                if got.get("reason") == "SecretNotBound":
+                    return got
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"status.clusters[] never said SecretNotBound: {got}")
+                await asyncio.sleep(0.3)
+        finally:
+            await supervisor.close()
+
+    try:
+        got = asyncio.run(scenario())
+        assert got["status"] == "False"
+        assert (
+            f"secret {agent_ns}/scorer-token is not bound to 127.0.0.1:{recording_scorer.port}"
+            in got["message"]
+        )
+        assert token not in str(scorer_obj(hub, namespace, "unbound"))
+        assert recording_scorer.requests(f"/auth/{key}/") == []
+    finally:
+        hub.delete(DS_V1A1, "DynamicScorer", "unbound", namespace)
+        spoke.run("delete", "namespace", agent_ns, "--wait=false")
