@@ -10,6 +10,7 @@ Denials are shown three ways: a SubjectAccessReview, `kubectl auth can-i --as`, 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,9 +311,16 @@ def test_the_agent_cannot_touch_another_addons_score_in_its_own_namespace(
     """The hub Role the manager (running as its ServiceAccount) writes names the agent's scores only."""
     cluster = clusters[0]
     wait_until(lambda: _agent_role(hub, cluster), timeout=60, what="the agent's hub Role")
+    started = time.monotonic()
     hub.apply(_config_work(cluster, "cpu_load"))
     wait_until(
-        lambda: _named(_agent_role(hub, cluster)) == {"cpu-load"}, timeout=30, what="Role names cpu-load"
+        lambda: _named(_agent_role(hub, cluster)) == {"cpu-load"},
+        timeout=30,
+        interval=0.02,
+        what="Role names cpu-load",
+    )
+    print(
+        f"[rbac] config work written -> agent's hub Role names its score: {time.monotonic() - started:.3f} s"
     )
     user, groups = default_user(cluster), default_groups(cluster)
     agent = agent_api(control_plane, cluster, tmp_path)
