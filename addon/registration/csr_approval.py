@@ -1,11 +1,14 @@
 """Which CertificateSigningRequests the manager approves: the agent's, for a real cluster, only.
 
-The rules of addon-framework's default approver (contract §4.3), plus three explicit checks the
+The rules of addon-framework's default approver, plus three explicit checks the
 framework leaves to other components, all of which a legitimate klusterlet request passes:
 
 * the signer is `kubernetes.io/kube-apiserver-client` (the only one our registration declares);
 * the usages are client-certificate usages only (the klusterlet asks for digital signature, key
   encipherment and client auth);
+* the subject's Organizations are exactly the agent's groups (optionally plus
+  `system:authenticated`), as addon-framework v1.3's approver requires: every Organization becomes
+  a group of the certificate, so an extra one is an extra identity (see `organizations_problem`);
 * the requester is the cluster's own agent, `system:open-cluster-management:<cluster>:<agent>`:
   the framework tests a bare prefix, which would let cluster `c10`'s klusterlet obtain an identity
   for cluster `c1`; we require the `:` after the cluster name.
@@ -28,7 +31,7 @@ from addon.constants import (
     CSR_USER_ANNOTATION,
     KUBE_APISERVER_CLIENT_SIGNER,
 )
-from addon.registration.identity import default_groups, default_user
+from addon.registration.identity import AUTHENTICATED_GROUP, default_groups, default_user
 
 JSON = dict[str, Any]
 
@@ -67,8 +70,8 @@ def is_ours(csr: JSON, addon_name: str = ADDON_NAME) -> bool:
     )
 
 
-def _subject(pem: bytes) -> tuple[list[str], set[str]]:
-    """The CNs and the set of Os of a PEM CSR.
+def _subject(pem: bytes) -> tuple[list[str], list[str]]:
+    """The CNs and the Os of a PEM CSR, in request order.
 
     The framework's CN is longer than X.509's 64-character upper bound, which Go ignores and
     `cryptography` warns about on every access; that one warning is silenced here (briefly and
@@ -78,8 +81,31 @@ def _subject(pem: bytes) -> tuple[list[str], set[str]]:
         warnings.filterwarnings("ignore", message="Attribute's length must be", category=UserWarning)
         subject = x509.load_pem_x509_csr(pem).subject
         common_names = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-        organizations = {str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)}
+        organizations = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
     return common_names, organizations
+
+
+def organizations_problem(organizations: list[str], expected: list[str]) -> str:
+    """Why a subject's Organizations are not exactly `expected` (optionally plus `system:authenticated`).
+
+    Every Organization becomes a group of the certificate's user, so one extra Organization is
+    an extra identity: `system:open-cluster-management:<other cluster>` would make the holder
+    that cluster's klusterlet, `system:masters` or `system:cluster-admins` a hub admin.  A
+    subset check ("both expected groups are present") lets any such third group through, so the
+    set must match exactly.  `system:authenticated` is tolerated because addon-framework v1.2 and
+    older put it in the default subject and every authenticated user carries it anyway.
+    Duplicates are refused too: the klusterlet never sends them, so a request that has them was
+    not built by it.
+    """
+    if len(organizations) != len(set(organizations)):
+        return "subject organizations repeat a value"
+    extra = sorted(set(organizations) - set(expected) - {AUTHENTICATED_GROUP})
+    if extra:
+        return f"subject organizations include {extra[0]!r}, which is not a group of this agent"
+    missing = [g for g in expected if g not in organizations]
+    if missing:
+        return f"subject organizations lack {missing[0]}"
+    return ""
 
 
 def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: str = ADDON_NAME) -> Decision:
@@ -118,11 +144,9 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
     expected_user = default_user(cluster_name, addon_name)
     if common_names != [expected_user]:
         return _no(f"subject CN is not {expected_user}")
-    if len(organizations) not in (2, 3):
-        return _no(f"subject has {len(organizations)} organizations, expected 2 or 3")
-    missing = [g for g in default_groups(cluster_name, addon_name) if g not in organizations]
-    if missing:
-        return _no(f"subject organizations lack {missing[0]}")
+    problem = organizations_problem(organizations, default_groups(cluster_name, addon_name))
+    if problem:
+        return _no(problem)
 
     requester = spec.get("username", "")
     if requester == GRPC_SERVER_USER:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -581,13 +582,13 @@ def test_an_addon_for_a_cluster_that_does_not_exist_is_reported_and_not_deployed
         env.hub.delete("v1", "Namespace", ghost)
 
 
-def _bad_csr(cluster: str) -> dict[str, Any]:
-    """An agent CSR for `cluster` whose subject lacks the cluster-wide addon group."""
-    key = ec.generate_private_key(ec.SECP256R1())
+def _agent_csr(cluster: str, organizations: list[str], key: Any = None) -> dict[str, Any]:
+    """An agent CSR for `cluster` with the agent's CN and the given Organizations."""
+    key = key or ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [
             x509.NameAttribute(NameOID.COMMON_NAME, default_user(cluster), _validate=False),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, default_groups(cluster)[0]),
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
         ]
     )
     csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
@@ -609,6 +610,11 @@ def _bad_csr(cluster: str) -> dict[str, Any]:
     }
 
 
+def _bad_csr(cluster: str) -> dict[str, Any]:
+    """An agent CSR for `cluster` whose subject lacks the cluster-wide addon group."""
+    return _agent_csr(cluster, default_groups(cluster)[:1])
+
+
 def test_a_csr_that_must_not_be_approved_stays_pending_with_an_event(env: Env) -> None:
     csr = _bad_csr("cluster2")
     name = csr["metadata"]["name"]
@@ -625,6 +631,103 @@ def test_a_csr_that_must_not_be_approved_stays_pending_with_an_event(env: Env) -
         )
     finally:
         env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+
+
+# A third Organization is a third group of the issued certificate; each of these was approved and
+# issued before the approver required the exact set.
+FORGED_EXTRA_ORGANIZATIONS = (
+    "system:open-cluster-management:cluster2",  # cluster2's klusterlet: its ManifestWorks
+    "system:cluster-admins",  # cluster-admin on OpenShift-based hubs
+    "system:open-cluster-management:cluster:cluster2:addon:dynamic-scoring",  # cluster2's agent
+)
+# (`system:masters` is refused by the kube-apiserver itself for this signer, before any approver.)
+
+
+def _hub_signed_agent_certificate(env: Env, cluster: str) -> x509.Certificate | None:
+    secret = env.spokes[cluster].find("v1", "Secret", f"{ADDON}-hub-kubeconfig", INSTALL_NS)
+    if not secret or "tls.crt" not in (secret.get("data") or {}):
+        return None
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    return cert if cert.issuer != cert.subject else None
+
+
+def test_forged_csrs_from_a_klusterlet_stay_unapproved_and_the_agent_still_rotates(env: Env) -> None:
+    """cluster1's klusterlet identity, which any admin of cluster1 can read, asks for more than its agent.
+
+    Each forged CSR has the agent's CN and the right label, requester and usages; only the
+    Organizations differ.  None may be approved.  With those CSRs still pending, the klusterlet's
+    own rotation of the agent certificate must still go through.
+    """
+    cluster = "cluster1"
+    own = default_groups(cluster)
+    klusterlet = KubeAPI(env.cp.run_dir / f"klusterlet-{cluster}" / "hub-kubeconfig" / "kubeconfig")
+    forged = [_agent_csr(cluster, [*own, extra]) for extra in FORGED_EXTRA_ORGANIZATIONS]
+    forged.append(_agent_csr(cluster, [own[0], default_groups("cluster2")[0]]))  # one group swapped
+    names = [c["metadata"]["name"] for c in forged]
+    csr_path = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+    try:
+        for csr in forged:
+            created = klusterlet.request("POST", csr_path, body=csr)
+            assert created["spec"]["username"].startswith(f"system:open-cluster-management:{cluster}:")
+
+        def refused() -> bool:
+            messages = [e["message"] for e in env.events(cluster, "CSRNotApproved")]
+            return all(any(n in m and "not a group of this agent" in m for m in messages) for n in names)
+
+        wait_until(refused, timeout=30, what="a CSRNotApproved Event naming each forged CSR")
+        for name in names:
+            csr = env.hub.get("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+            assert "Approved" not in conditions(csr), name
+            assert not (csr.get("status") or {}).get("certificate"), name
+
+        # Rotation, as the klusterlet does it at 75-80 % of a certificate's life: put a certificate with
+        # the agent's subject and 5 % of its life left in the Secret; the klusterlet must ask for a new
+        # one, and we must approve it while the forged CSRs are still there.
+        issued = _hub_signed_agent_certificate(env, cluster)
+        assert issued is not None
+        secret = env.spokes[cluster].get("v1", "Secret", f"{ADDON}-hub-kubeconfig", INSTALL_NS)
+        key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), None)
+        now = datetime.datetime.now(datetime.UTC)
+        expiring = (
+            x509.CertificateBuilder()
+            .subject_name(issued.subject)
+            .issuer_name(issued.subject)
+            .public_key(key.public_key())  # type: ignore[arg-type]
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1, minutes=54))
+            .not_valid_after(now + datetime.timedelta(minutes=6))
+            .sign(key, hashes.SHA256())  # type: ignore[arg-type]
+        )
+        secret["data"]["tls.crt"] = base64.b64encode(
+            expiring.public_bytes(serialization.Encoding.PEM)
+        ).decode()
+        env.spokes[cluster].api.request(
+            "PUT",
+            f"/api/v1/namespaces/{INSTALL_NS}/secrets/{ADDON}-hub-kubeconfig",
+            body=secret,
+        )
+
+        def renewed() -> x509.Certificate | None:
+            cert = _hub_signed_agent_certificate(env, cluster)
+            return cert if cert is not None and cert.serial_number != issued.serial_number else None
+
+        rotated = wait_until(
+            renewed,
+            timeout=90,
+            what=f"a new hub-signed agent certificate for {cluster} after the old one neared expiry",
+        )
+        assert rotated.subject == issued.subject
+        organizations = [
+            str(o.value) for o in rotated.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+        ]
+        assert sorted(organizations) == sorted(own)
+        for name in names:  # still not approved, after the manager approved the real one
+            assert "Approved" not in conditions(
+                env.hub.get("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+            )
+    finally:
+        for name in names:
+            env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)
 
 
 def test_killing_the_leader_hands_over_to_the_standby_within_30s(env: Env) -> None:

@@ -91,6 +91,39 @@ def test_three_orgs_including_system_authenticated_are_accepted() -> None:
     assert decide(make_csr(orgs=orgs), cluster=cluster(), addon=mca()).approve
 
 
+OWN_GROUPS = [g.format(c="cluster1", a="dynamic-scoring") for g in GROUPS]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "system:open-cluster-management:cluster2",  # cluster2's klusterlet
+        "system:open-cluster-management:cluster:cluster2:addon:dynamic-scoring",  # cluster2's agent
+        "system:open-cluster-management:managed-clusters",
+        "system:cluster-admins",  # cluster-admin on OpenShift-based hubs
+        "system:masters",
+        "",
+    ],
+)
+def test_any_organization_beyond_the_agents_groups_is_refused(extra: str) -> None:
+    """Each Organization is a group of the issued certificate: a third one is a stolen identity."""
+    for orgs in ([*OWN_GROUPS, extra], [extra, *OWN_GROUPS], [*OWN_GROUPS, "system:authenticated", extra]):
+        d = decide(make_csr(orgs=orgs), cluster=cluster(), addon=mca())
+        assert not d.approve
+        assert repr(extra) in d.reason and "not a group of this agent" in d.reason
+
+
+def test_one_own_group_swapped_for_another_is_refused() -> None:
+    orgs = [OWN_GROUPS[0], "system:open-cluster-management:cluster:cluster2:addon:dynamic-scoring"]
+    d = decide(make_csr(orgs=orgs), cluster=cluster(), addon=mca())
+    assert not d.approve and "not a group of this agent" in d.reason
+
+
+def test_repeated_organizations_are_refused() -> None:
+    d = decide(make_csr(orgs=[*OWN_GROUPS, OWN_GROUPS[0]]), cluster=cluster(), addon=mca())
+    assert not d.approve and "repeat" in d.reason
+
+
 def test_grpc_requester_is_taken_from_the_annotation() -> None:
     csr = make_csr(username="system:serviceaccount:open-cluster-management-hub:grpc-server-sa")
     assert not decide(csr, cluster=cluster(), addon=mca()).approve
@@ -109,12 +142,13 @@ def test_grpc_requester_is_taken_from_the_annotation() -> None:
         (make_csr(signer="kubernetes.io/kubelet-serving"), "signer"),
         (
             make_csr(orgs=["system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring", "wrong"]),
-            "lack",
+            "'wrong', which is not a group of this agent",
         ),
         (
             make_csr(orgs=["system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring"]),
-            "1 organizations",
+            "lack system:open-cluster-management:addon:dynamic-scoring",
         ),
+        (make_csr(orgs=[]), "lack"),
         (make_csr(cn="system:open-cluster-management:cluster:cluster1:addon:dynamic-scoring:agent:x"), "CN"),
         (make_csr(omit_cn=True), "CN"),
         (make_csr(username="system:open-cluster-management:cluster2:agent"), "requester"),
