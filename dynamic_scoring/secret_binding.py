@@ -237,8 +237,9 @@ def binding_refusal(
     """
     try:
         dest = destination(url)
-    except ValueError as exc:
-        return f"secret {namespace}/{secret} is not sent to {url!r}: {exc}"
+    except ValueError:
+        # The URL itself is not quoted: its query could carry a credential of its own.
+        return f"secret {namespace}/{secret} is not sent: the destination is not an http(s) URL with a host"
     annotations = annotations or {}
     value = annotations.get(ALLOWED_HOSTS_ANNOTATION)
     entries, bad = parse_allowed_hosts(value)

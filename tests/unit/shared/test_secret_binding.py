@@ -94,6 +94,8 @@ def test_anything_else_is_refused(annotation: str | None, url: str) -> None:
 def test_urls_that_are_not_http_destinations_are_refused() -> None:
     for url in ("file:///etc/passwd", "scorer.example.com", "https:///nohost", "ftp://scorer.example.com/"):
         assert not allowed("scorer.example.com", url)
+    why = binding_refusal({}, "ftp://scorer.example.com/?api_key=k3y", secret="s", namespace="ns")
+    assert why is not None and "k3y" not in why and "not an http(s) URL" in why
 
 
 def test_the_refusal_names_secret_destination_and_annotation_and_how_to_bind() -> None:
