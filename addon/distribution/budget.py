@@ -15,8 +15,10 @@ scorer caused it.  So the plan is trimmed before it is written:
    (``WorkTooLarge``).  Ordinary scorers (a few KiB each) therefore always get through.
 
 Sizes are measured as the work measures them: the bytes the summary adds to the ConfigMap's compact
-JSON, i.e. after the summary list is escaped into the ``summaries`` string.  The result depends only
-on the plan, so the same registry always trims the same way and nothing flaps.
+JSON, i.e. after the summary list is escaped into the ``summaries`` string, written as the apiserver
+writes it (Go's encoder turns ``<``, ``>`` and ``&`` into six bytes each, and U+2028 and U+2029 too,
+so a PromQL comparison costs more there than in Python's JSON).  The result depends only on the
+plan, so the same registry always trims the same way and nothing flaps.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from typing import Final
 from addon.constants import WORK_SIZE_LIMIT
 from addon.distribution.configmap import summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, Problem, ScorerOutcome
-from addon.work.builder import manifest_size
 from dynamic_scoring.wire import ScorerSummary
 
 CONFIGMAP_DATA_LIMIT: Final = 1_048_576
@@ -50,9 +51,21 @@ def piece(summary: ScorerSummary) -> str:
     return json.dumps(summary.to_wire(), separators=(",", ":"), ensure_ascii=False)
 
 
+def go_size(encoded: str) -> int:
+    """The bytes of JSON text ``encoded`` (Python's, ``ensure_ascii=False``) as Go's encoder writes it.
+
+    Go escapes ``<``, ``>`` and ``&`` as six-byte unicode escapes (1 byte -> 6), and U+2028 and
+    U+2029 too (3 bytes -> 6); everything else is the same bytes.
+    """
+    size = len(encoded.encode("utf-8"))
+    html = encoded.count("<") + encoded.count(">") + encoded.count("&")
+    separators = encoded.count("\u2028") + encoded.count("\u2029")
+    return size + 5 * html + 3 * separators
+
+
 def embedded_size(text: str) -> int:
-    """The bytes ``text`` takes once escaped into a JSON string (without the quotes)."""
-    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+    """The bytes ``text`` takes once escaped into a JSON string (without the quotes), as Go writes it."""
+    return go_size(json.dumps(text, ensure_ascii=False)) - 2
 
 
 def _key(summary: ScorerSummary) -> PieceKey:
@@ -62,7 +75,8 @@ def _key(summary: ScorerSummary) -> PieceKey:
 @lru_cache(maxsize=64)
 def base_size(namespace: str) -> int:
     """The ConfigMap manifest's size with an empty summary list ``[]``."""
-    return manifest_size(summaries_configmap(namespace, (), payload="[]"))
+    configmap = summaries_configmap(namespace, (), payload="[]")
+    return go_size(json.dumps(configmap, separators=(",", ":"), ensure_ascii=False))
 
 
 def configmap_size(namespace: str, costs: Sequence[int]) -> int:
@@ -178,5 +192,6 @@ __all__ = [
     "configmap_size",
     "embedded_size",
     "fit",
+    "go_size",
     "piece",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 from hypothesis import given, settings
@@ -13,12 +14,12 @@ from addon.distribution.budget import (
     configmap_size,
     embedded_size,
     fit,
+    go_size,
     piece,
 )
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, ScorerInput, plan
 from addon.scorers.models import LabelSelector, Mask
-from addon.work.builder import manifest_size
 from dynamic_scoring.wire import ScorerSummary, dump_summaries
 
 NS = "open-cluster-management-agent-addon"
@@ -54,12 +55,29 @@ def names(result: object, cluster: str) -> list[str]:
     return [s.name for s in result.clusters[cluster]]  # type: ignore[attr-defined]
 
 
+def work_bytes(configmap: dict[str, object]) -> int:
+    """The ConfigMap manifest as the apiserver (Go's encoder) writes it into the work."""
+    return go_size(json.dumps(configmap, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_go_writes_html_characters_and_line_separators_as_six_bytes() -> None:
+    assert go_size(json.dumps("a>b", ensure_ascii=False)) == len('"a\\u003eb"')
+    assert go_size(json.dumps("<&>", ensure_ascii=False)) == 2 + 18
+    assert go_size(json.dumps("x\u2028", ensure_ascii=False)) == 2 + 1 + 6
+    assert go_size(json.dumps("é", ensure_ascii=False)) == 2 + 2  # other UTF-8 stays as it is
+
+
+def test_a_comparison_in_promql_costs_what_go_makes_of_it() -> None:
+    plain, compared = summary("a", source_query="up"), summary("a", source_query="u>")
+    assert embedded_size(piece(compared)) - embedded_size(piece(plain)) == 5
+
+
 def test_the_size_is_measured_as_the_work_measures_it() -> None:
     items = [summary("a"), summary("b", queries=2, query_bytes=3000)]
     payload = dump_summaries(items)
     configmap = summaries_configmap(NS, items, payload=payload)
-    assert configmap_size(NS, [embedded_size(piece(s)) for s in items]) == manifest_size(configmap)
-    assert configmap_size(NS, []) == manifest_size(summaries_configmap(NS, (), payload="[]"))
+    assert configmap_size(NS, [embedded_size(piece(s)) for s in items]) == work_bytes(configmap)
+    assert configmap_size(NS, []) == work_bytes(summaries_configmap(NS, (), payload="[]"))
 
 
 @settings(max_examples=50, deadline=None)
@@ -67,7 +85,7 @@ def test_the_size_is_measured_as_the_work_measures_it() -> None:
 def test_escaping_is_counted_exactly_for_any_query_text(queries: list[str]) -> None:
     items = [summary(f"s{i}", source_query=q) for i, q in enumerate(queries)]
     configmap = summaries_configmap(NS, items, payload=dump_summaries(items))
-    assert configmap_size(NS, [embedded_size(piece(s)) for s in items]) == manifest_size(configmap)
+    assert configmap_size(NS, [embedded_size(piece(s)) for s in items]) == work_bytes(configmap)
 
 
 def test_nothing_changes_under_the_limits() -> None:
@@ -89,7 +107,7 @@ def test_a_scorer_too_large_on_its_own_goes_nowhere_and_the_others_everywhere() 
     assert any(p.field == "DynamicScorer huge" for p in result.problems)
     for cluster in ("c1", "c2"):
         encoded = payloads(result)[cluster]
-        assert manifest_size(summaries_configmap(NS, (), payload=encoded)) <= CONFIG_WORK_LIMIT
+        assert work_bytes(summaries_configmap(NS, (), payload=encoded)) <= CONFIG_WORK_LIMIT
 
 
 def test_too_many_large_scorers_lose_the_largest_first_and_only_where_they_do_not_fit() -> None:
@@ -113,7 +131,7 @@ def test_too_many_large_scorers_lose_the_largest_first_and_only_where_they_do_no
     assert result.scorers["small"].reason == "Distributed"
     for cluster in ("c1", "c2"):
         encoded = payloads(result)[cluster]
-        assert manifest_size(summaries_configmap(NS, (), payload=encoded)) <= CONFIG_WORK_LIMIT
+        assert work_bytes(summaries_configmap(NS, (), payload=encoded)) <= CONFIG_WORK_LIMIT
 
 
 def test_the_same_registry_always_trims_the_same_way() -> None:
@@ -155,7 +173,7 @@ def test_what_is_kept_always_fits_and_only_the_largest_are_left_out(sizes: list[
     cluster = [ClusterInput("c1", {}, NS)]
     result = fit(plan(scorers, [], cluster), cluster, summary_limit=3_000, work_limit=6_000)
     encoded = payloads(result)["c1"]
-    assert manifest_size(summaries_configmap(NS, (), payload=encoded)) <= 6_000
+    assert work_bytes(summaries_configmap(NS, (), payload=encoded)) <= 6_000
     cost = {s.name: embedded_size(piece(s.summary)) for s in scorers}  # type: ignore[arg-type]
     kept = set(names(result, "c1"))
     fitting = {n for n, c in cost.items() if c <= 3_000}
