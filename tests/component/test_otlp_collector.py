@@ -22,7 +22,11 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from e2e.procs import Proc, free_port
+from agent.source.otlp.access import ReceiverAccess
+from agent.source.otlp.receiver import OtlpReceiver
+from agent.source.otlp.selection import parse_selector
+from agent.source.otlp.store import SeriesStore
+from e2e.procs import Proc, free_port, wait_until
 from tests.component.harness import ScorerProcess, eventually, summary
 from tests.component.test_otlp_receiver import Agent, close_agent, make_agent, scored
 
@@ -50,8 +54,9 @@ async def agent() -> AsyncIterator[Agent]:
         await close_agent(running)
 
 
-@pytest.fixture
-def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
+def start_collector(
+    receiver_port: int, tmp_path: Path, headers: dict[str, str] | None = None
+) -> tuple[Proc, int]:
     """A Collector listening for OTLP/HTTP on a loopback port, exporting to the agent's receiver."""
     binary = collector_binary()
     if binary is None:
@@ -60,11 +65,19 @@ def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     port = free_port()
     config["receivers"]["otlp"]["protocols"] = {"http": {"endpoint": f"127.0.0.1:{port}"}}
-    config["exporters"]["otlphttp/dynamic-scoring"]["endpoint"] = f"http://127.0.0.1:{agent.receiver.port}"
+    exporter = config["exporters"]["otlphttp/dynamic-scoring"]
+    exporter["endpoint"] = f"http://127.0.0.1:{receiver_port}"
+    if headers is not None:
+        exporter["headers"] = headers  # what the sample's commented "headers:" block turns on
     config["service"]["telemetry"] = {"metrics": {"level": "none"}}  # no :8888 listener
     path = tmp_path / "collector.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = Proc("otelcol", [str(binary), f"--config={path}"], tmp_path / "otelcol.log").start()
+    return Proc("otelcol", [str(binary), f"--config={path}"], tmp_path / "otelcol.log").start(), port
+
+
+@pytest.fixture
+def collector(agent: Agent, tmp_path: Path) -> Iterator[int]:
+    proc, port = start_collector(agent.receiver.port, tmp_path)
     try:
         yield port
     finally:
@@ -108,3 +121,32 @@ async def test_a_collector_forwards_sdk_pushes_to_the_agent(
         provider.shutdown()
     assert sorted((i.name, i.value) for i in first.items or []) == [("q1", 12), ("q2", 30)]
     assert agent.receiver.responses[200] >= 1
+
+
+def test_a_collector_sending_the_token_header_is_admitted_by_a_receiver_that_requires_it(
+    tmp_path: Path,
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("collector-token")
+    store = SeriesStore(max_series=10)
+    store.configure([parse_selector("queue.depth")], 600, 10)
+    receiver = OtlpReceiver(store, port=0, access=ReceiverAccess(bearer_token_file=token))
+    receiver.start()
+    proc, port = start_collector(receiver.port, tmp_path, {"Authorization": "Bearer collector-token"})
+
+    def observe(_: CallbackOptions) -> list[Observation]:
+        return [Observation(7, {"pod": "q1"})]
+
+    exporter = OTLPMetricExporter(endpoint=f"http://127.0.0.1:{port}/v1/metrics")
+    provider = MeterProvider(
+        resource=Resource.create({"service.name": "via-collector"}),
+        metric_readers=[PeriodicExportingMetricReader(exporter, export_interval_millis=500)],
+    )
+    provider.get_meter("test").create_observable_gauge("queue.depth", callbacks=[observe])
+    try:
+        wait_until(lambda: store.series_held == 1, timeout=60, what="a series via the Collector", proc=proc)
+    finally:
+        provider.shutdown()
+        proc.stop()
+        receiver.stop()
+    assert receiver.responses[200] >= 1 and receiver.responses[401] == 0
