@@ -28,44 +28,22 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Final
 
-from addon.constants import WORK_SIZE_LIMIT
 from addon.distribution.configmap import summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, Problem, ScorerOutcome
+from addon.scorers.summary_size import (
+    CONFIG_WORK_LIMIT,
+    CONFIGMAP_DATA_LIMIT,
+    SUMMARY_LIMIT,
+    embedded_size,
+    go_size,
+    piece,
+    too_large_message,
+)
 from dynamic_scoring.wire import ScorerSummary
-
-CONFIGMAP_DATA_LIMIT: Final = 1_048_576
-"""The apiserver's limit on a ConfigMap's data (``data`` and ``binaryData`` together)."""
-CONFIG_WORK_LIMIT: Final = min(WORK_SIZE_LIMIT, CONFIGMAP_DATA_LIMIT)
-"""The most the ConfigMap manifest of one cluster's config work may take (bytes of compact JSON)."""
-SUMMARY_LIMIT: Final = 131_072
-"""The most one scorer's summary may take in that ConfigMap manifest."""
 
 PieceKey = tuple[str, bool]
 """(scorer name, masked): a summary's identity in the plan (a masked copy encodes differently)."""
-
-
-def piece(summary: ScorerSummary) -> str:
-    """The summary's compact JSON, as it appears in the ``summaries`` list."""
-    return json.dumps(summary.to_wire(), separators=(",", ":"), ensure_ascii=False)
-
-
-def go_size(encoded: str) -> int:
-    """The bytes of JSON text ``encoded`` (Python's, ``ensure_ascii=False``) as Go's encoder writes it.
-
-    Go escapes ``<``, ``>`` and ``&`` as six-byte unicode escapes (1 byte -> 6), and U+2028 and
-    U+2029 too (3 bytes -> 6); everything else is the same bytes.
-    """
-    size = len(encoded.encode("utf-8"))
-    html = encoded.count("<") + encoded.count(">") + encoded.count("&")
-    separators = encoded.count("\u2028") + encoded.count("\u2029")
-    return size + 5 * html + 3 * separators
-
-
-def embedded_size(text: str) -> int:
-    """The bytes ``text`` takes once escaped into a JSON string (without the quotes), as Go writes it."""
-    return go_size(json.dumps(text, ensure_ascii=False)) - 2
 
 
 def _key(summary: ScorerSummary) -> PieceKey:
@@ -159,11 +137,7 @@ def fit(
     outcomes = dict(result.scorers)
     problems = list(result.problems)
     for name, size in sorted(too_large.items()):
-        message = (
-            f"the summary takes {size:,} bytes in the agent's ConfigMap; one DynamicScorer may take at "
-            f"most {summary_limit:,} (a cluster's ConfigMap holds every scorer's summary in "
-            f"{work_limit:,}): shorten spec.source.params.query(ies) or split the scorer"
-        )
+        message = too_large_message(size, summary_limit, work_limit)
         outcomes[name] = ScorerOutcome("SummaryTooLarge", message)
         problems.append(Problem(f"DynamicScorer {name}", message))
     for name, where in sorted(dropped.items()):

@@ -17,6 +17,7 @@ from addon.scorers.effective import Resolution
 from addon.scorers.health import HealthState
 from addon.scorers.models import DynamicScorer, SpecProblem
 from addon.scorers.probe import ConfigResult, ProbeResult
+from addon.scorers.summary_size import SUMMARY_LIMIT, summary_size, too_large_message
 from dynamic_scoring.kube.conditions import set_condition
 from dynamic_scoring.wire import ScorerConfig
 
@@ -95,7 +96,11 @@ def config_synced_condition(scorer: DynamicScorer, fetch: ConfigResult | None) -
 
 
 def valid_condition(resolution: Resolution | SpecProblem) -> ConditionSpec:
-    """``Valid``: whether the spec (with the synced /config) resolves to a summary, and why not."""
+    """``Valid``: whether the spec (with the synced /config) resolves to a summary, and why not.
+
+    A summary larger than one scorer may take in a cluster's config work (``SUMMARY_LIMIT``) is not
+    valid either (``SummaryTooLarge``, naming the size and the limit).
+    """
     if isinstance(resolution, SpecProblem):
         return ConditionSpec(VALID, "False", "InvalidSpec", resolution.message)
     notes = "; ".join(resolution.notes)
@@ -104,6 +109,11 @@ def valid_condition(resolution: Resolution | SpecProblem) -> ConditionSpec:
         return ConditionSpec(VALID, "False", "InvalidSpec", message)
     if resolution.pending is not None:
         return ConditionSpec(VALID, "Unknown", "WaitingForConfig", resolution.pending)
+    if resolution.summary is not None:
+        # no cluster's config work could carry it: the distribution leaves it out (same measure)
+        size = summary_size(resolution.summary)
+        if size > SUMMARY_LIMIT:
+            return ConditionSpec(VALID, "False", "SummaryTooLarge", too_large_message(size))
     if resolution.withheld:
         # Still valid and distributed, but not as the spec reads: say so with its own reason.
         message = "; ".join(resolution.withheld) + (f" (notes: {notes})" if notes else "")

@@ -152,6 +152,13 @@ def test_an_oversized_scorer_is_left_out_and_a_normal_one_still_reaches_every_cl
     assert f"{SUMMARY_LIMIT:,}" in distributed["message"]
     wait_for(lambda: "SummaryTooLarge" in events(hub, namespace, "huge"), "the Warning Event")
 
+    def invalid() -> dict[str, Any] | None:
+        got = condition(scorer_obj(hub, namespace, "huge"), "Valid")
+        return got if got.get("reason") == "SummaryTooLarge" else None
+
+    valid = wait_for(invalid, "Valid=False/SummaryTooLarge from the scorer controller")
+    assert valid["status"] == "False" and f"{size:,} bytes" in valid["message"]
+
     wait_for(
         lambda: condition(scorer_obj(hub, namespace, "normal"), "Distributed").get("reason") == "Distributed",
         "the normal scorer Distributed",

@@ -19,7 +19,9 @@ from addon.distribution.budget import (
 )
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, ScorerInput, plan
+from addon.scorers.effective import Resolution
 from addon.scorers.models import LabelSelector, Mask
+from addon.scorers.status import valid_condition
 from dynamic_scoring.wire import ScorerSummary, dump_summaries
 
 NS = "open-cluster-management-agent-addon"
@@ -183,3 +185,12 @@ def test_what_is_kept_always_fits_and_only_the_largest_are_left_out(sizes: list[
         assert result.scorers[name].reason == "SummaryTooLarge"
     for name in left_out:
         assert result.scorers[name].reason == "WorkTooLarge"
+
+
+def test_the_scorer_controller_marks_the_same_summary_invalid() -> None:
+    """`Valid` and the distribution measure alike: one says invalid exactly where the other leaves out."""
+    huge = summary("huge", queries=20, query_bytes=60_000)
+    valid = valid_condition(Resolution(huge))
+    assert (valid.status, valid.reason) == ("False", "SummaryTooLarge")
+    assert f"{embedded_size(piece(huge)):,} bytes" in valid.message and f"{SUMMARY_LIMIT:,}" in valid.message
+    assert valid_condition(Resolution(summary("small"))).reason == "Resolved"
