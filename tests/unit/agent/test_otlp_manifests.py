@@ -24,7 +24,7 @@ def test_otlp_receiver_port_adds_the_flag_the_container_port_and_a_service() -> 
     deployment = by_kind(r.manifests, "Deployment")
     [c] = deployment["spec"]["template"]["spec"]["containers"]
     # Bound to the pod's own IP (expanded by the kubelet from the downward API), not 0.0.0.0.
-    assert "--otlp-bind-address=[$(POD_IP)]:14318" in c["args"]
+    assert "--otlp-bind-address=$(POD_IP):14318" in c["args"]
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
     assert {"name": "otlp-http", "containerPort": 14318, "protocol": "TCP"} in c["ports"]
     service = by_kind(r.manifests, "Service")
@@ -74,7 +74,7 @@ def test_token_and_tls_secrets_are_mounted_optionally_and_passed_as_files() -> N
         OtlpClientCaSecret="otlp-clients",
     )
     assert [a for a in c["args"] if a.startswith("--otlp")] == [
-        "--otlp-bind-address=[$(POD_IP)]:4318",
+        "--otlp-bind-address=$(POD_IP):4318",
         "--otlp-bearer-token-file=/etc/dynamic-scoring/otlp-token/token",
         "--otlp-tls-cert-file=/etc/dynamic-scoring/otlp-tls/tls.crt",
         "--otlp-tls-key-file=/etc/dynamic-scoring/otlp-tls/tls.key",
