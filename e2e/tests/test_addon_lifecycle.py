@@ -51,6 +51,7 @@ MANAGER = "dynamic-scoring-addon-manager"
 INSTALL_NS = "open-cluster-management-agent-addon"
 WORK = f"addon-{ADDON}-deploy-0"
 HUB_RBAC = f"open-cluster-management:{ADDON}:agent"
+MERGE = "application/merge-patch+json"
 AGENT = "dynamic-scoring-agent"
 CLUSTERS = ("cluster1", "cluster2")
 RUNNER_CLUSTER = {"cluster1": "hub", "cluster2": "cluster2"}  # the runner's names for them
@@ -408,26 +409,49 @@ def test_agent_identity_on_the_hub_writes_only_its_own_clusters_scores(env: Env,
         (tmp_path / name).write_bytes(base64.b64decode(value))
     hub_as_agent = KubeAPI(tmp_path / "kubeconfig")
     name = f"e2e-identity-{uuid.uuid4().hex[:6]}"
+    ours = {
+        "app.kubernetes.io/managed-by": "dynamic-scoring-agent",
+        "dynamic-scoring.open-cluster-management.io/addon": ADDON,
+    }
 
-    def score(namespace: str) -> dict[str, Any]:
+    def score(namespace: str, score_name: str = name, labels: dict[str, str] | None = None) -> dict[str, Any]:
         return {
             "apiVersion": CLUSTER_V1A1,
             "kind": "AddOnPlacementScore",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": score_name, "namespace": namespace, "labels": labels or {}},
         }
 
     aps = f"/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/{cluster}/addonplacementscores"
-    hub_as_agent.request("POST", aps, body=score(cluster))
-    hub_as_agent.request(
-        "PATCH",
-        f"{aps}/{name}/status",
-        body={"status": {"scores": [{"name": "e2e", "value": 7}]}},
-        content_type="application/merge-patch+json",
-    )
+    status = {"status": {"scores": [{"name": "e2e", "value": 7}]}}
+    # create is not limited by name; the manager then names a score our agent wrote in its hub Role
+    hub_as_agent.request("POST", aps, body=score(cluster, labels=ours))
+
+    def written() -> bool:
+        try:
+            hub_as_agent.request("PATCH", f"{aps}/{name}/status", body=status, content_type=MERGE)
+        except Forbidden:
+            return False
+        return True
+
+    wait_until(written, timeout=30, what="the agent's hub Role names its new score")
     assert (
         env.hub.get(CLUSTER_V1A1, "AddOnPlacementScore", name, cluster)["status"]["scores"][0]["value"] == 7
     )
     hub_as_agent.request("DELETE", f"{aps}/{name}")
+    # another addon's score in the same cluster namespace: out of reach
+    foreign = f"e2e-other-addon-{uuid.uuid4().hex[:6]}"
+    env.hub.apply(score(cluster, foreign))
+    try:
+        for method, path, body in (
+            ("PATCH", f"{aps}/{foreign}/status", status),
+            ("PATCH", f"{aps}/{foreign}", {"metadata": {"labels": ours}}),
+            ("DELETE", f"{aps}/{foreign}", None),
+            ("GET", f"{aps}/{foreign}", None),
+        ):
+            with pytest.raises(Forbidden):
+                hub_as_agent.request(method, path, body=body, content_type=MERGE)
+    finally:
+        env.hub.delete(CLUSTER_V1A1, "AddOnPlacementScore", foreign, cluster)
     with pytest.raises(Forbidden):
         hub_as_agent.request("POST", aps.replace(f"/{cluster}/", f"/{other}/"), body=score(other))
     with pytest.raises(Forbidden):
