@@ -1,4 +1,4 @@
-"""Names, labels and defaults that OCM and this addon agree on (ocm-addon-contract, appendix D).
+"""Names, labels and defaults that OCM and this addon agree on.
 
 Every derived name follows from `ADDON_NAME`, exactly as addon-framework derives it, so that OCM's
 own controllers, the klusterlet and `clusteradm` find our objects where they look for a Go addon's.
@@ -32,7 +32,7 @@ INSTALL_NAMESPACE_ANNOTATION: Final = "addon.open-cluster-management.io/v1alpha1
 CSR_USER_ANNOTATION: Final = "open-cluster-management.io/csr-user"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 
-# API groups and versions we write (v1alpha1 for the addon group: contract §0).
+# API groups and versions we write (v1alpha1 for the addon group, as addon-framework writes them).
 ADDON_GROUP: Final = "addon.open-cluster-management.io"
 ADDON_API_VERSION: Final = f"{ADDON_GROUP}/v1alpha1"
 ADC_RESOURCE: Final = "addondeploymentconfigs"
@@ -41,9 +41,7 @@ RESERVED_NO_DEFAULT: Final = "__reserved_no_default__"
 # Derived names.
 DEPLOY_WORK_PREFIX: Final = f"addon-{ADDON_NAME}-deploy"
 HUB_KUBECONFIG_SECRET: Final = f"{ADDON_NAME}-hub-kubeconfig"
-AGENT_NAME: Final = (
-    ADDON_NAME  # stable agentName of the registration subject: the framework's fallback (contract §4.1)
-)
+AGENT_NAME: Final = ADDON_NAME  # stable agentName of the registration subject: the framework's fallback
 AGENT_DEPLOYMENT: Final = f"{ADDON_NAME}-agent"
 AGENT_SERVICE_ACCOUNT: Final = f"{ADDON_NAME}-agent"
 AGENT_CONTAINER: Final = f"{ADDON_NAME}-agent"  # upstream's name: its containerIDs keep matching
@@ -52,7 +50,7 @@ HUB_RBAC_NAME: Final = f"open-cluster-management:{ADDON_NAME}:agent"
 CONFIG_WORK_NAME: Final = f"addon-{ADDON_NAME}-config"
 """The ManifestWork carrying a cluster's summaries; the agent's hub Role grants the score names in it."""
 
-# The framework packs manifests into works of at most 500 KiB x 0.8 (contract §3.4).
+# The framework packs manifests into works of at most 500 KiB x 0.8.
 WORK_SIZE_LIMIT: Final = 409_600
 
 KUBE_APISERVER_CLIENT_SIGNER: Final = "kubernetes.io/kube-apiserver-client"

@@ -19,7 +19,7 @@ class AddonConfigError(ValueError):
 class ConfigPendingError(Exception):
     """A referenced config has no spec hash yet; OCM and the hash filler have not caught up.
 
-    Not an error to report: the framework refuses to render in this state too (contract §3.1), and
+    Not an error to report: the framework refuses to render in this state too, and
     the next MCA update re-queues the reconcile.
     """
 

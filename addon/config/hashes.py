@@ -1,4 +1,4 @@
-"""The config spec hashes the addon's own manager must fill in (contract §9.2 A and B, §6.5).
+"""The config spec hashes the addon's own manager must fill in (manager duties A and B).
 
 OCM builds the config references but leaves the hashes to the addon, because only the addon knows
 which config kinds it supports.  Until a hash is filled, OCM cannot mark a cluster `Configured`, the
@@ -60,7 +60,7 @@ def mca_config_hash_patch(mca: JSON, lookup: ConfigLookup) -> JSON | None:
     """`lastObservedGeneration` of every supported reference, and hashes of those from MCA `spec.configs`.
 
     Hashes of default and placement configs are OCM's to copy from the CMA status; writing them
-    here would race OCM's rollout batching (§6.5 step 2).
+    here would race OCM's rollout batching.
     """
     status = mca.get("status") or {}
     refs = copy.deepcopy(status.get("configReferences") or [])

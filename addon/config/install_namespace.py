@@ -1,6 +1,6 @@
 """Where the agent is installed on the managed cluster, and whether that namespace is ours.
 
-The same name must reach three places (contract §6.3): the rendered manifests, MCA
+The same name must reach three places: the rendered manifests, MCA
 `status.namespace` (where the klusterlet writes the hub-kubeconfig Secret and reads the Lease) and
 the agent's `--addon-namespace`.  Computing it once, here, is what keeps them equal.
 """

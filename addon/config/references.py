@@ -2,7 +2,7 @@
 
 OCM's addon-manager resolves MCA `spec.configs` > placement configs > CMA defaults into
 `status.configReferences`, with `desiredConfig` naming the winner; the framework then takes the
-first entry for addondeploymentconfigs (contract §6.2).  Reading the resolved list, rather than
+first entry for addondeploymentconfigs.  Reading the resolved list, rather than
 re-deriving precedence here, keeps us in step with OCM's rollout batching: a cluster not yet in
 the current batch keeps rendering from its old config.
 """
@@ -53,7 +53,7 @@ def desired_deployment_config(mca: JSON) -> ConfigRef | None:
 
 
 def config_references(mca: JSON) -> list[JSON]:
-    """`status.configReferences` without the reserved placeholder OCM v1.3.0 could leak (contract §1.1)."""
+    """`status.configReferences` without the reserved placeholder OCM v1.3.0 could leak."""
     refs = (mca.get("status") or {}).get("configReferences") or []
     return [
         r

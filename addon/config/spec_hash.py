@@ -1,4 +1,4 @@
-"""The config spec hash, byte for byte as addon-framework computes it (contract §6.4).
+"""The config spec hash, byte for byte as addon-framework computes it.
 
 OCM compares these hashes between the CMA status, the MCA status and the work annotation to decide
 whether a config change has rolled out, so the value must match what a Go addon would write for

@@ -1,4 +1,4 @@
-"""The agent's hub identity, as addon-framework's defaults define it (contract §4.1).
+"""The agent's hub identity, as addon-framework's defaults define it.
 
 The subject is a pure function of the cluster and addon names and a fixed agent name, so it is the
 same across manager restarts: a restart never makes the klusterlet re-register the agent (the Go

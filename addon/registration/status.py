@@ -1,6 +1,6 @@
 """The ManagedClusterAddOn status fields this manager owns, computed as merge patches.
 
-OCM's addon-manager and the klusterlet write the same status (contract §2.2, §2.3), and a merge
+OCM's addon-manager and the klusterlet write the same status, and a merge
 patch replaces arrays whole.  So each function here takes the MCA as just read and returns only
 the fields whose content we own and that differ, with `conditions` carrying every other writer's
 entries unchanged; None means "nothing to write".  `Writer.patch_status` adds the
@@ -28,7 +28,7 @@ OWNED_CONDITIONS = frozenset({REGISTRATION_APPLIED, MANIFEST_APPLIED})
 
 
 def owned_by_cma(mca: JSON, addon_name: str) -> bool:
-    """Whether OCM has set the MCA's ownerReference to our CMA; the framework waits for it (§4.1)."""
+    """Whether OCM has set the MCA's ownerReference to our CMA; the framework waits for it."""
     return any(
         ref.get("kind") == "ClusterManagementAddOn" and ref.get("name") == addon_name
         for ref in mca.get("metadata", {}).get("ownerReferences") or []

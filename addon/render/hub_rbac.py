@@ -2,7 +2,7 @@
 
 The same template is what the integration tests prove the agent can (and cannot) do with, so the
 rules live in one file.  The objects carry a non-controller ownerReference to the MCA, so garbage
-collection removes them when the addon is disabled (the Go addon leaked them, contract §8.1).
+collection removes them when the addon is disabled (the Go addon leaked them).
 
 The AddOnPlacementScores of other addons live in the same cluster namespace.  So every rule that
 names a score is limited to `granted_score_names`: the scores the cluster's config work sends the

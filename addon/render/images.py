@@ -1,4 +1,4 @@
-"""Image mirror rules, applied the way addon-framework applies them (contract §6.2).
+"""Image mirror rules, applied the way addon-framework applies them.
 
 Rules come from the ADC's `spec.registries`; only when none of them changes the image are the
 ManagedCluster's `open-cluster-management.io/image-registries` annotation rules tried.  Each rule is

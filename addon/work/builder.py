@@ -1,6 +1,6 @@
 """Rendered manifests in, the deploy ManifestWorks out: names, metadata, feedback rules, packing.
 
-Everything OCM reads off a framework addon's works is reproduced here (contract §3.2 to §3.4): the
+Everything OCM reads off a framework addon's works is reproduced here: the
 `addon-name` label (OCM's progressing controller and `clusteradm get addon` select on it), the
 config-spec-hash annotation (OCM's `Progressing` compares it with the MCA's config references),
 the controller ownerReference to the MCA (garbage collection on disable), status feedback for
@@ -169,7 +169,7 @@ def pack(
 ) -> dict[int, list[JSON]]:
     """Assign manifests to work indexes, each work's manifests totalling at most `limit` bytes.
 
-    The framework's rules (contract §3.4): a manifest stays in the existing work that already holds
+    The framework's rules: a manifest stays in the existing work that already holds
     it while it fits (so a change rewrites as few works as possible); the rest, largest first, go
     to the existing work with the most room, then to new works numbered after the existing ones.
     Works left empty are dropped.  Under the limit this is always just index 0.

@@ -1,6 +1,8 @@
-"""The addon's lifecycle controllers: what addon-framework's manager does for a Go addon (contract §9.2).
+"""The addon's lifecycle controllers: what addon-framework's manager does for a Go addon.
 
-| controller | contract | keyed by | writes |
+The letters name the manager's duties, as in docs/addon-manager.md ("What the manager writes").
+
+| controller | duty | keyed by | writes |
 |---|---|---|---|
 | `cma-config` | A | the CMA | CMA status: ADC spec hashes |
 | `addon-config` | B | MCA | MCA status: `configReferences` generations, own-config hashes |

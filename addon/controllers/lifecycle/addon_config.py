@@ -1,4 +1,4 @@
-"""B. Config generations and per-cluster spec hashes in each MCA's status (contract §6.5 step 2).
+"""B. Config generations and per-cluster spec hashes in each MCA's status.
 
 For every AddOnDeploymentConfig reference OCM put in `status.configReferences`, the addon's
 manager records `lastObservedGeneration`, and, only for references that come from the MCA's own

@@ -1,4 +1,4 @@
-"""A. The spec hashes in the ClusterManagementAddOn's status (contract §1.3, §6.5 step 2).
+"""A. The spec hashes in the ClusterManagementAddOn's status.
 
 OCM's addon-manager writes the skeleton of `status.defaultconfigReferences` and
 `status.installProgressions[].configReferences` (which configs, with which names) but leaves

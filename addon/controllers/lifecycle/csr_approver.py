@@ -1,4 +1,4 @@
-"""D. Approval of the agents' client-certificate CSRs (contract §4.3).
+"""D. Approval of the agents' client-certificate CSRs.
 
 The klusterlet of each cluster asks for the agent's hub identity with a CSR labelled with our
 addon and its cluster; `registration.csr_approval.decide` says whether the framework's default

@@ -1,6 +1,6 @@
 """E. Agent delivery: render the agent for each MCA and keep its deploy ManifestWork(s) equal to it.
 
-Preconditions are the framework's (contract §3.1): the MCA has a `RegistrationApplied`
+Preconditions are the framework's: the MCA has a `RegistrationApplied`
 condition (any status), its ManagedCluster exists, neither is being deleted, and a referenced
 AddOnDeploymentConfig has its spec hash.  Then: render (templates + ADC), build the works
 (`addon-dynamic-scoring-deploy-<i>`, one unless over 409,600 bytes), create or merge-patch them

@@ -1,6 +1,6 @@
 """What every lifecycle controller reads: the shared watch caches and the config lookups on them.
 
-The watches are the framework's (contract §9.2): the ManagedClusterAddOns named after the addon,
+The watches are the framework's: the ManagedClusterAddOns named after the addon,
 the ClusterManagementAddOn, the addon's ManifestWorks and CSRs (by label), every ManagedCluster
 and every AddOnDeploymentConfig, plus the agent's hub Role/RoleBinding (by our managed-by label,
 so an edit or a deletion is seen and reverted), and every AddOnPlacementScore (the agent's hub Role
@@ -143,7 +143,7 @@ class ConfigLookup:
 
 
 def desired_config(mca: JSON, configs: Informer) -> ConfigLookup:
-    """The first ADC reference of `status.configReferences` (the framework's choice, contract §6.2)."""
+    """The first ADC reference of `status.configReferences` (the framework's choice)."""
     for ref in config_references(mca):
         if not is_adc_ref(ref):
             continue
