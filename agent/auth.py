@@ -2,7 +2,7 @@
 
 Reading every cycle (through the ``SecretReader`` port, which may cache) is what makes a rotated
 token apply without a restart, and what makes removed auth really stop being sent (upstream kept
-sending the old token, A-25).  Values are trimmed as their kind allows: a bearer token loses all
+sending the old token).  Values are trimmed as their kind allows: a bearer token loses all
 surrounding whitespace (the classic trailing newline of ``echo token > file``), basic-auth parts
 only a trailing line break, header values their surrounding whitespace.
 

@@ -1,7 +1,7 @@
 """Check a summary and derive what the worker will actually do with it.
 
-Upstream trusted the hub: an interval of 0 panicked the agent (A-26), a lowercase ``prometheus``
-silently skipped the fetch (W-11), an empty query segment failed every cycle (A-13).  Here every
+Upstream trusted the hub: an interval of 0 panicked the agent, a lowercase ``prometheus``
+silently skipped the fetch, an empty query segment failed every cycle.  Here every
 summary is checked before a worker runs it; a summary that fails is rejected with a reason naming
 the field, and the others keep running.  The resulting ``ScorerPlan`` is what each cycle reads.
 

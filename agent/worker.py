@@ -1,13 +1,13 @@
 """One scorer's loop: fetch, score, publish, every interval, whatever happens to the others.
 
 Timing.  The first cycle starts after a random delay in ``[0, min(5 s, interval)]`` (upstream waited
-a whole interval, A-4); later cycles start one interval after the previous *start*.  A cycle that
+a whole interval); later cycles start one interval after the previous *start*.  A cycle that
 overruns is followed immediately by the next one, never by a backlog.  Each cycle runs inside a
 slot of the supervisor's semaphore, so only a bounded number of cycles run at once.
 
 Hot reload.  The supervisor hands a new plan to ``update()``; the next cycle reads it, and a worker
 waiting for its next start re-computes the start from the new interval (upstream never applied a
-changed summary, A-1).
+changed summary).
 
 Budget.  A cycle may use one interval: each attempt's deadline is the plan's timeout or the time
 left, whichever is smaller, and it bounds the whole exchange, body included, so a peer that drips

@@ -9,8 +9,8 @@ Rules, in order, for each scorer and cluster:
 
 1. A scorer without a summary (invalid spec, or Full mode before its first ``/config``) goes nowhere.
 2. Conflicts: scorers whose score names are equal, or differ but sanitise to the same AddOnPlacementScore
-   name (``a_b`` and ``a-b``), would overwrite each other's scores on every cluster (upstream W-19).  The
-   oldest scorer (creation time, then name) keeps the name; the others go nowhere and are reported.
+   name (``a_b`` and ``a-b``), would overwrite each other's scores on every cluster, as they did upstream.
+   The oldest scorer (creation time, then name) keeps the name; the others go nowhere and are reported.
    Conflicts are decided among all resolvable scorers, healthy or not, so that the owner of a name does
    not change each time a scorer flaps.
 3. A scorer that is not ``Active`` goes nowhere.
@@ -22,7 +22,7 @@ Rules, in order, for each scorer and cluster:
    from the cluster as under ``Skip``, and reported: there is nothing to write.
 
 Each cluster's list is sorted by ``(scoreName, name)`` so that an unchanged registry always produces the
-same bytes and the controller writes nothing (upstream's cache order caused rewrites, W-16).  Masks that
+same bytes and the controller writes nothing (upstream's cache order caused rewrites).  Masks that
 name a cluster without the addon, or a score no scorer provides, are reported: they do nothing and are
 most likely typos.
 """

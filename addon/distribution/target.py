@@ -1,7 +1,7 @@
 """Which DynamicScoringConfig the hub acts on.
 
 Upstream acted on any namespace's ``dynamic-scoring-config`` (several namespaces then wrote the same
-ManifestWork per cluster in turn, W-15) and ignored every other name silently.  Here exactly one object
+ManifestWork per cluster in turn) and ignored every other name silently.  Here exactly one object
 counts: the one named ``dynamic-scoring-config`` in the manager's namespace.  Any other gets a
 condition saying why it is ignored, so a typo in the name is visible rather than a silent no-op.
 """

@@ -6,10 +6,10 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   every field it can carry (score name, source type/host/path/query/range/step, scoring host/path/
   interval) when its value is non-empty (a string other than ``""``, an integer above 0).  The spec
   fills the gaps, then the defaults below.  This is upstream's order, kept so that existing scorers
-  that publish their own query keep working, with upstream's W-5 fixed: the scoring host comes from
+  that publish their own query keep working; unlike upstream, the scoring host comes from
   ``scoring.host``, never from ``source.host``.
 * ``configSyncMode: None`` — only the spec and the defaults.  A ``lastSyncedConfig`` left from an
-  earlier Full period is ignored (upstream's W-4 let it override the spec), and the controller clears it.
+  earlier Full period is ignored (upstream let it override the spec), and the controller clears it.
 * Fields ``/config`` cannot carry (auth, location, destination, dimension format, the extensions) come
   from the spec only.
 * Credentials stay with the host they were written for.  The spec's auth for an endpoint was written
@@ -27,7 +27,7 @@ Defaults: score name = ``scoring.params.name``, else the blog's ``spec.name``, e
 interval 30 s; range 3600 s; step 60 s; source type ``Prometheus`` when a query is known, else
 ``None``; scoring path ``/scoring`` and source path ``/api/v1/query_range`` when the host has no path of
 its own; scoring host = the origin of ``configURL``.  A Prometheus source needs an explicit host
-(upstream silently used the scorer's host, W-10).
+(upstream silently used the scorer's host).
 
 Whatever still cannot be resolved is a ``FieldProblem`` naming the CRD field, and the scorer is not
 distributed.

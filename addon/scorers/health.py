@@ -3,7 +3,7 @@
 A probe *round* is one ``/healthz`` request plus, in Full mode, one ``/config`` fetch; the round passes
 only when both do.  The state machine:
 
-* a new scorer is ``Unknown`` until its first round (upstream wrote an empty status the enum rejects, W-6);
+* a new scorer is ``Unknown`` until its first round (upstream wrote an empty status the enum rejects);
 * one passing round makes it ``Active`` (from any state);
 * ``failure_threshold`` consecutive failed rounds (default 3) make it ``Inactive``; fewer keep the
   current state, so a scorer that misses one probe is not withdrawn from every cluster and then
@@ -108,7 +108,7 @@ def next_delay(settings: HealthSettings, rng: random.Random | None = None) -> fl
 def first_delay(settings: HealthSettings, rng: random.Random | None = None) -> float:
     """Seconds until a new (or newly changed) scorer's first round: at once, spread over one second.
 
-    Upstream's first probe came a whole period after start (W-2), so a new scorer stayed undistributed
+    Upstream's first probe came a whole period after start, so a new scorer stayed undistributed
     for 30 s.
     """
     r = rng or random

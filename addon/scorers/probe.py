@@ -2,8 +2,8 @@
 
 Both take an ``httpx.Client`` the caller owns (TLS verification on, connection reuse, a bounded pool)
 and return a typed result instead of raising, so that one broken scorer is a status condition, never a
-stuck or crashed loop.  Upstream used Go's default client (no timeout, W-1), ignored the status code of
-``/config`` (W-3) and sent no credentials (W-24).  Here:
+stuck or crashed loop.  Upstream used Go's default client (no timeout), ignored the status code of
+``/config`` and sent no credentials.  Here:
 
 * every request has a total deadline (``timeout``), checked while the body streams in;
 * ``/healthz`` needs a 2xx answer; ``/config`` needs a 2xx answer, at most ``max_bytes`` of JSON, and a
@@ -357,7 +357,7 @@ def check_config(doc: ScorerConfig) -> tuple[ScorerConfig | None, list[str]]:
     """What the schema cannot say about a ``/config`` document; returns it normalised, or the problems.
 
     ``source.type`` is read case-insensitively (the design document's own example says ``prometheus``,
-    which upstream stored and the agent then silently skipped, W-11); any other type is an error.
+    which upstream stored and the agent then silently skipped); any other type is an error.
     Negative numbers and hosts that are not http(s) URLs are errors.  Every string is bounded by the
     DynamicScorer spec's own limit (``CONFIG_STRING_LIMITS``), and ``scoring.params`` (free-form by
     the upstream contract: the scorer's own ``model``, ``horizon`` ...) by key count and JSON size, so

@@ -2,7 +2,7 @@
 
 Errors an agent meets at run time (bad PromQL, a scorer answering garbage, a missing Secret) are written
 by that agent as the ``ScoresUpToDate`` condition of the AddOnPlacementScore it publishes on the hub,
-in the cluster's namespace.  Upstream had no such path: errors lived in agent logs only (W-23).  The
+in the cluster's namespace.  Upstream had no such path: errors lived in agent logs only.  The
 hub reads those objects and folds them into the scorer's status, so ``kubectl describe ds NAME`` says
 which clusters fail and why.
 

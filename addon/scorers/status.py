@@ -124,9 +124,10 @@ def valid_condition(resolution: Resolution | SpecProblem) -> ConditionSpec:
 def synced_config_after(scorer: DynamicScorer, fetch: ConfigResult | None) -> ScorerConfig | None:
     """The ``lastSyncedConfig`` to store: the new document, the kept one, or none.
 
-    None mode stores nothing (W-4).  A failed fetch keeps the last valid document only while the spec
-    is the one it was fetched under: after an edit (``metadata.generation`` moved past
-    ``status.observedGeneration``) it may come from another ``configURL``, so it is dropped.
+    None mode stores nothing, so a document from an earlier Full period cannot override the spec.  A
+    failed fetch keeps the last valid document only while the spec is the one it was fetched under: after
+    an edit (``metadata.generation`` moved past ``status.observedGeneration``) it may come from another
+    ``configURL``, so it is dropped.
     """
     if scorer.spec.config_sync_mode != "Full":
         return None

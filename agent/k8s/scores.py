@@ -1,7 +1,7 @@
 """AddOnPlacementScores on the hub: the agent's output, written so Placement can trust it.
 
 Scores go through the `status` subresource after the object exists (a create drops `status`,
-which is how upstream lost the first cycle's scores, A-5).  A successful cycle writes the items,
+which is how upstream lost the first cycle's scores).  A successful cycle writes the items,
 `validUntil` and a condition; a failed one writes only the condition, so the last good scores
 stay until they expire and are then ignored by Placement (the stale policy).
 

@@ -10,7 +10,7 @@ stream looks fine, and reports since when it has been unable to list (`down_for`
 agent's health turns into an unhealthy `/healthz` and a Lease that stops being renewed.
 
 A deleted ConfigMap, or one without the key, means "no scorers": every worker stops (upstream kept
-them running, A-3).  Decoding, and what a malformed payload means, is the supervisor's business
+them running).  Decoding, and what a malformed payload means, is the supervisor's business
 (`Supervisor.apply_payload`); an `apply` that raises is retried with backoff, not only at the
 ConfigMap's next change.
 """

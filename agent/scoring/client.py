@@ -5,7 +5,7 @@ opening and closing brackets of each array are dropped and the insides are joine
 so the series are sent byte for byte as Prometheus produced them, in query order, without being
 decoded or re-encoded.  The body is streamed in slices of the original buffers with an explicit
 ``Content-Length`` (no chunked encoding, which some small scorers cannot read).  With no series the
-body is ``{"data":[]}``, never ``null`` (upstream A-16).  A scorer with ``scoringParams`` also
+body is ``{"data":[]}``, never ``null`` (upstream sent ``null``).  A scorer with ``scoringParams`` also
 gets ``"params": {...}`` after ``data``; upstream scorers ignore the key.
 
 The answer is read incrementally and abandoned past the size limit (decompressed size), its

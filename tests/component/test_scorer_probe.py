@@ -155,7 +155,7 @@ def test_lowercase_source_type_is_stored_canonical(server: str, client: httpx.Cl
 @pytest.mark.parametrize(
     ("path", "reason", "needle"),
     [
-        ("/status/404", "HTTPStatus", "HTTP 404"),  # upstream accepted any status with a JSON body (W-3)
+        ("/status/404", "HTTPStatus", "HTTP 404"),  # upstream accepted any status with a JSON body
         ("/status/500", "HTTPStatus", "HTTP 500"),
         ("/bad-types", "InvalidSchema", "source.params.range"),
         ("/unknown-type", "InvalidSchema", "source.type: 'OpenTelemetry'"),

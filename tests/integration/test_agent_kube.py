@@ -56,7 +56,7 @@ def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: C
     asyncio.run(pub.publish(request(items)))
     obj = api.request("GET", APS.format(ns="cluster1", name="my-score"))
     status = obj["status"]
-    # the first cycle's scores are there (upstream dropped them on create, A-5)
+    # the first cycle's scores are there (upstream dropped them on create)
     assert status["scores"] == [
         {"name": "a", "value": 100},
         {"name": "b", "value": -100},

@@ -365,7 +365,7 @@ def test_status_written_by_the_pure_logic_is_accepted_and_reads_back(hub: Kubect
     assert summary is not None and summary.score_name == "example_performance_score"
     row = hub.run("get", "dscorer", "static", "-n", ns).splitlines()[1].split()
     assert row[:5] == ["static", "Active", "Full", "example_performance_score", "30"]
-    # switching to None mode clears the stale document (W-4) through the same merge patch
+    # switching to None mode clears the stale document through the same merge patch
     assert apply(hub, scorer_yaml("static", {**spec, "configSyncMode": "None"}), ns).returncode == 0
     none_mode = parse_scorer(hub.get_json(f"dynamicscorers.{GROUP}", "static", "-n", ns))
     assert isinstance(none_mode, DynamicScorer)

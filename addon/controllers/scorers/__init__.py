@@ -278,7 +278,7 @@ class ScorerProber:
         with self._lock:
             entry = self._schedule.get(key)
             if entry is None or entry.generation != generation:
-                # new or edited: probe within a second (W-2), spread so a burst of scorers does not align
+                # new or edited: probe within a second, spread so a burst of scorers does not align
                 entry = self._schedule[key] = _Schedule(
                     generation, now + first_delay(self.settings.health, self._rng)
                 )

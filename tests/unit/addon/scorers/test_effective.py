@@ -68,13 +68,13 @@ def test_full_mode_synced_config_wins_field_by_field() -> None:
 
 
 def test_full_mode_scoring_host_comes_from_scoring_host_not_source_host() -> None:
-    # upstream W-5 used lastSyncedConfig.source.host here
+    # upstream used lastSyncedConfig.source.host here
     s = ok(resolve(scorer({**SPEC, "configSyncMode": "Full"}, SYNCED)))
     assert s.scoring_endpoint == "http://synced-scorer:1/s"
 
 
 def test_none_mode_ignores_a_stale_synced_config() -> None:
-    # upstream W-4: a lastSyncedConfig from an earlier Full period still overrode the spec
+    # upstream: a lastSyncedConfig from an earlier Full period still overrode the spec
     s = ok(resolve(scorer({**SPEC, "configSyncMode": "None"}, SYNCED)))
     assert (s.score_name, s.scoring_interval) == ("spec_name", 60)
     assert s.scoring_endpoint == "http://spec-scorer:2/score"
@@ -362,7 +362,7 @@ def test_static_scorer_sample_has_no_source() -> None:
 
 def test_lowercase_prometheus_from_samples_and_config_reaches_the_agent_canonical() -> None:
     s = ok(resolve(sample_scorer("mydynamicscorer-simple-prediction.yaml", config("simple-prediction.json"))))
-    assert s.source_type == "Prometheus"  # upstream sent "prometheus" and the agent skipped the fetch (W-11)
+    assert s.source_type == "Prometheus"  # upstream sent "prometheus" and the agent skipped the fetch
     s = ok(resolve(sample_scorer("concept-doc-scorer.yaml", config("simple-prediction.json"))))
     assert (s.source_type, s.score_destination) == ("Prometheus", "AddOnPlacementScore")
 

@@ -63,7 +63,7 @@ def test_synced_config_is_replaced_kept_or_cleared() -> None:
     assert synced_config_after(scorer("Full", OLD), good) == new
     kept = synced_config_after(scorer("Full", OLD), bad)
     assert kept is not None and kept.scoring.params.name == "old"
-    assert synced_config_after(scorer("None", OLD), good) is None  # W-4: cleared in None mode
+    assert synced_config_after(scorer("None", OLD), good) is None  # cleared in None mode
 
 
 def test_a_stale_config_does_not_survive_a_spec_edit() -> None:
