@@ -1,4 +1,4 @@
-"""The config spec hashes the addon's own manager must fill in (manager duties A and B).
+"""The config spec hashes the addon's own manager fills in (controllers `cma-config`, `addon-config`).
 
 OCM builds the config references but leaves the hashes to the addon, because only the addon knows
 which config kinds it supports.  Until a hash is filled, OCM cannot mark a cluster `Configured`, the

@@ -1,8 +1,8 @@
 """The addon's lifecycle controllers: what addon-framework's manager does for a Go addon.
 
-The letters name the manager's duties, as in docs/addon-manager.md ("What the manager writes").
+The letters label the same controllers in docs/addon-manager.md ("What the manager writes, and when").
 
-| controller | duty | keyed by | writes |
+| controller | label | keyed by | writes |
 |---|---|---|---|
 | `cma-config` | A | the CMA | CMA status: ADC spec hashes |
 | `addon-config` | B | MCA | MCA status: `configReferences` generations, own-config hashes |
