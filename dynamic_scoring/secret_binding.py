@@ -23,11 +23,16 @@ Entries are separated by commas or whitespace.  Each is one of:
 * ``*.example.com`` (optionally with a port or scheme) — any name below ``example.com`` (not
   ``example.com`` itself), for scorers behind per-region names.  A ``*`` anywhere else is invalid.
 
-Hosts compare case-insensitively, without a trailing dot, and IP addresses in their canonical form
-(``[0:0::1]`` is ``[::1]``).  Names are compared as written: ``prometheus.monitoring.svc`` and
+Hosts compare case-insensitively, and IP addresses in their canonical form (``[0:0::1]`` is
+``[::1]``).  Names are compared as written: ``prometheus.monitoring.svc`` and
 ``prometheus.monitoring.svc.cluster.local`` are different entries, and a numeric host such as
-``2130706433`` matches only itself.  Non-ASCII names must be written in their ``xn--`` form.  An
-entry that cannot be read allows nothing and is named in the refusal, so a typo never widens access.
+``2130706433`` matches only itself.  A trailing dot counts too: ``scorer.dev`` (looked up through the
+pod's DNS search list first, so the Service ``scorer`` in namespace ``dev``) and ``scorer.dev.`` (only
+the public name under the ``.dev`` top-level domain) are different destinations, so each allows only
+itself.  Non-ASCII names are written in their ``xn--`` form, which is also what a URL with the
+Unicode spelling is sent to.  An entry that cannot be read allows nothing and is named in the
+refusal, so a typo never widens access; that includes a wildcard whose last label is not a name
+(``*.0.0.1``), which could otherwise match resolver spellings of addresses such as ``0x7f.0.0.1``.
 
 Binding a Secret to a host protects its value, not what it unlocks: a DynamicScorer may name a
 Prometheus token bound to Prometheus and send the query results to a scoring host of its own.  An
@@ -122,7 +127,11 @@ def _is_ip(host: str) -> bool:
 
 
 def _canonical_host(host: str) -> str | None:
-    """Lower case, no trailing dot, IPs canonical; None when it is not a host name or address."""
+    """Lower case, IPs canonical; None when it is not a host name or address.
+
+    A trailing dot is kept: ``name.`` is looked up as it is, ``name`` through the DNS search list
+    first, and the two can reach different servers.
+    """
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
@@ -130,11 +139,10 @@ def _canonical_host(host: str) -> str | None:
         return ipaddress.ip_address(host).compressed
     except ValueError:
         pass
-    if host.endswith("."):
-        host = host[:-1]
-    if not host or len(host) > 253 or not host.isascii():
+    name = host.removesuffix(".")
+    if not name or len(name) > 253 or not name.isascii():
         return None
-    if not all(_LABEL.match(label) for label in host.split(".")):
+    if not all(_LABEL.match(label) for label in name.split(".")):
         return None
     return host
 
@@ -152,9 +160,11 @@ def destination(url: str) -> Destination:
     scheme = parsed.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise ValueError(f"scheme {scheme or '(none)'!r} is not http or https")
-    host = _canonical_host(parsed.host) if parsed.host else None
+    # raw_host is what is resolved and connected to: the xn-- form of a Unicode name.
+    raw_host = parsed.raw_host.decode("ascii", "replace")
+    host = _canonical_host(raw_host) if raw_host else None
     if host is None:
-        raise ValueError(f"host {parsed.host!r} is not a host name or IP address")
+        raise ValueError(f"host {raw_host!r} is not a host name or IP address")
     return Destination(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
 
 
@@ -187,6 +197,8 @@ def _entry(text: str) -> HostEntry | None:
     host = _canonical_host(hostname)
     if host is None or (wildcard and ":" in host):
         return None
+    if wildcard and not host.removesuffix(".").rsplit(".", 1)[-1][:1].isalpha():
+        return None  # no top-level domain starts with a digit: "*.0.0.1" would match "0x7f.0.0.1"
     if port is None and scheme is not None:
         port = _DEFAULT_PORTS[scheme]
     return HostEntry("." + host if wildcard else host, wildcard, port, scheme)

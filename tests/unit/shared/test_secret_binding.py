@@ -172,3 +172,51 @@ def test_an_allowed_scorers_list_limits_which_dynamic_scorers_may_use_a_bound_se
         scorer="cpu-headroom",
     )
     assert other is not None and "not bound to evil.example.com" in other
+
+
+@pytest.mark.parametrize(
+    ("annotation", "url"),
+    [
+        # "scorer.dev" is the Service scorer in namespace dev (through the pod's DNS search list);
+        # "scorer.dev." is only the public name under the .dev top-level domain.
+        ("scorer.dev", "https://scorer.dev./scoring"),
+        ("scorer.dev.", "https://scorer.dev/scoring"),
+        ("*.scorers.example.com", "https://eu.scorers.example.com./scoring"),
+        ("*.scorers.example.com.", "https://eu.scorers.example.com/scoring"),
+        # A wildcard over numbers would match the resolver's spellings of addresses.
+        ("*.0.0.1", "http://0x7f.0.0.1/"),
+        ("*.1", "http://0x7f.1/"),
+        ("*.0x1", "http://1.2.3.0x1/"),
+        # Look-alikes are their own xn-- names.
+        ("apple.com", "https://\u0430pple.com/"),
+        ("allowed.example", "https://allowed.example@evil.example/"),
+        ("allowed.example", "https://allowed.example;@evil.example/"),
+        ("allowed.example", "https://allowed.example:443@evil.example/"),
+        ("allowed.example", "https://allowed.example%2f@evil.example/"),
+        ("allowed.example", "https://allowed%2eexample/"),
+        ("127.0.0.1", "http://[::ffff:127.0.0.1]/"),
+    ],
+)
+def test_adversarial_spellings_are_refused(annotation: str, url: str) -> None:
+    assert not allowed(annotation, url)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "url"),
+    [
+        # The xn-- entry the docs ask for matches both spellings of the name (both are sent to it).
+        ("xn--screr-kua.example.com", "https://xn--screr-kua.example.com/"),
+        ("xn--screr-kua.example.com", "https://sc\u00f6rer.example.com/"),
+        ("*.example.com", "https://sc\u00f6rer.example.com/"),
+        ("scorer.dev.", "https://SCORER.dev./"),
+        ("https://h.example", "https://h.example:443"),
+        ("http://h.example", "http://h.example:80/"),
+    ],
+)
+def test_equivalent_spellings_are_allowed(annotation: str, url: str) -> None:
+    assert allowed(annotation, url)
+
+
+def test_the_suggested_entry_keeps_a_trailing_dot_and_the_xn_form() -> None:
+    assert destination("https://scorer.dev./").entry == "scorer.dev."
+    assert destination("https://sc\u00f6rer.example.com/").entry == "xn--screr-kua.example.com"

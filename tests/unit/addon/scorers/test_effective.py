@@ -443,3 +443,21 @@ def test_resolution_never_raises_and_always_explains(
     assert (res.summary is not None) != bool(res.problems or res.pending)
     if res.summary is not None:
         assert res.summary.scoring_interval >= 1 and res.summary.score_name
+
+
+def test_a_trailing_dot_is_a_move() -> None:
+    """``prom`` is found through the DNS search list (the Service), ``prom.`` only as a public name."""
+    res = resolve(
+        scorer(
+            AUTHED, {"source": {"host": "http://prom.:9090"}, "scoring": {"host": "http://spec-scorer.:2"}}
+        )
+    )
+    s = ok(res)
+    assert s.source_auth is None and s.scoring_auth is None
+    assert len(res.withheld) == 2 and "http://prom.:9090" in res.withheld[0]
+
+
+def test_the_default_port_written_out_is_not_a_move() -> None:
+    spec = {**AUTHED, "source": {**PROM, "host": "https://prom.example", "auth": SRC_AUTH}}
+    res = resolve(scorer(spec, {"source": {"host": "HTTPS://Prom.Example:443/"}}))
+    assert res.withheld == () and ok(res).source_endpoint_auth_name == "prom-token"
