@@ -281,6 +281,8 @@ class OtlpReceiver:
         else:
             body = message.SerializeToString()
             content_type = "application/x-protobuf"
+        # Counted before the answer leaves: whoever sees the answer sees it counted.
+        self._count(status)
         handler.send_response(status, _REASONS.get(status))
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(body)))
@@ -291,7 +293,6 @@ class OtlpReceiver:
             handler.close_connection = True
         handler.end_headers()
         handler.wfile.write(body)
-        self._count(status)
 
     def _error(
         self,
