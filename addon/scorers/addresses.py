@@ -19,8 +19,10 @@ cannot slip through):
   (Service ClusterIPs, pod IPs), and refused when ``deny_private`` is set;
 * everything else (public addresses) is allowed.
 
-IPv4 addresses embedded in IPv6 ones (``::ffff:127.0.0.1``, ``::127.0.0.1``, 6to4 ``2002::/16``,
-NAT64 ``64:ff9b::/96``, Teredo) are judged by the IPv4 address they carry.  Numeric spellings such as
+IPv4 addresses embedded in IPv6 ones (``::ffff:127.0.0.1``, SIIT's ``::ffff:0:127.0.0.1``,
+``::127.0.0.1``, 6to4 ``2002::/16``, NAT64 ``64:ff9b::/96``, Teredo) are judged by the IPv4 address they
+carry; the local-use NAT64 prefix ``64:ff9b:1::/48``, whose IPv4 address cannot be located, is refused
+as reserved, and the deprecated site-local ``fec0::/10`` counts as private.  Numeric spellings such as
 ``2130706433`` or ``0x7f.1`` are not special here: the resolver turns them into ``127.0.0.1`` first.
 
 ``allow`` (a list of networks from the manager's flags) overrides every refusal for the addresses it
@@ -59,7 +61,16 @@ _PRIVATE: tuple[IPNetwork, ...] = tuple(
     for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT's ::ffff:0:a.b.c.d
 _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
+# Refused whatever the Python version says: ``is_global`` learnt these only in later 3.11/3.12
+# releases.  The local-use NAT64 prefix cannot be unwrapped (where its IPv4 address sits depends on
+# the prefix length the network chose), and 192.0.0.0/24 holds protocol assignments, not scorers.
+_RESERVED: tuple[IPNetwork, ...] = (
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("192.0.0.0/24"),
+)
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated, but routed inside some sites: private
 
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
@@ -72,7 +83,7 @@ def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
         return address.sixtofour
     if address.teredo is not None:
         return address.teredo[1]
-    if address in _NAT64:
+    if address in _NAT64 or address in _IPV4_TRANSLATED:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     packed = int(address)
     if packed >> 32 == 0 and packed > 1:  # IPv4-compatible ::a.b.c.d (deprecated, still routed by some)
@@ -98,7 +109,9 @@ def category(address: IPAddress) -> str | None:
         return "link-local"
     if address.is_multicast:
         return "multicast"
-    if any(address in net for net in _PRIVATE):
+    if any(address in net for net in _RESERVED):
+        return "reserved"
+    if address in _SITE_LOCAL or any(address in net for net in _PRIVATE):
         return "private"
     if not address.is_global:
         return "reserved"  # broadcast, 240/4, documentation, benchmarking, IETF protocol ranges

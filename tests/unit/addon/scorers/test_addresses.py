@@ -48,6 +48,14 @@ from addon.scorers.transport import AddressNotAllowed, GuardedBackend, resolve
         ("2002:7f00:1::", "loopback"),  # 6to4 of 127.0.0.1
         ("64:ff9b::a9fe:a9fe", "metadata"),  # NAT64 of 169.254.169.254
         ("::ffff:8.8.8.8", None),
+        # Forms that Python 3.11's is_global calls global
+        ("::ffff:0:7f00:1", "loopback"),  # SIIT IPv4-translated 127.0.0.1
+        ("::ffff:0:a9fe:a9fe", "metadata"),
+        ("64:ff9b:1::7f00:1", "reserved"),  # local-use NAT64: the IPv4 address cannot be located
+        ("64:ff9b:1:7f00:1::", "reserved"),
+        ("192.0.0.8", "reserved"),
+        ("192.0.0.170", "reserved"),
+        ("fec0::1", "private"),  # deprecated site-local
     ],
 )
 def test_categories(text: str, expected: str | None) -> None:
