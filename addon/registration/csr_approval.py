@@ -6,6 +6,8 @@ framework leaves to other components, all of which a legitimate klusterlet reque
 * the signer is `kubernetes.io/kube-apiserver-client` (the only one our registration declares);
 * the usages are client-certificate usages only (the klusterlet asks for digital signature, key
   encipherment and client auth);
+* the subject carries only CN, O and OU attributes (the apiserver maps other attributes too, such as
+  the user UID since Kubernetes 1.34), and exactly one CN, the agent's user;
 * the subject's Organizations are exactly the agent's groups (optionally plus
   `system:authenticated`), as addon-framework v1.3's approver requires: every Organization becomes
   a group of the certificate, so an extra one is an extra identity (see `organizations_problem`);
@@ -70,8 +72,16 @@ def is_ours(csr: JSON, addon_name: str = ADDON_NAME) -> bool:
     )
 
 
-def _subject(pem: bytes) -> tuple[list[str], list[str]]:
-    """The CNs and the Os of a PEM CSR, in request order.
+_KNOWN_SUBJECT = frozenset({NameOID.COMMON_NAME, NameOID.ORGANIZATION_NAME, NameOID.ORGANIZATIONAL_UNIT_NAME})
+"""What the klusterlet puts in an addon's subject (user, groups, optional organization units)."""
+
+
+def _subject(pem: bytes) -> tuple[list[str], list[str], list[str]]:
+    """The CNs, the Os and the dotted OIDs of any other attribute of a PEM CSR, in request order.
+
+    The other attributes are reported because the apiserver may read more than CN and O: since
+    Kubernetes 1.34 (AllowParsingUserUIDFromCertAuth, on by default) the attribute
+    ``1.3.6.1.4.1.57683.2`` becomes the user's UID, and later releases may map others.
 
     The framework's CN is longer than X.509's 64-character upper bound, which Go ignores and
     `cryptography` warns about on every access; that one warning is silenced here (briefly and
@@ -82,7 +92,8 @@ def _subject(pem: bytes) -> tuple[list[str], list[str]]:
         subject = x509.load_pem_x509_csr(pem).subject
         common_names = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
         organizations = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
-    return common_names, organizations
+        others = [a.oid.dotted_string for a in subject if a.oid not in _KNOWN_SUBJECT]
+    return common_names, organizations, others
 
 
 def organizations_problem(organizations: list[str], expected: list[str]) -> str:
@@ -138,9 +149,13 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
         return _no(f"usages {sorted(usages)} are not client-certificate usages")
 
     try:
-        common_names, organizations = _subject(base64.b64decode(spec.get("request", "")))
+        common_names, organizations, others = _subject(base64.b64decode(spec.get("request", "")))
     except ValueError:
         return _no("spec.request is not a PEM CERTIFICATE REQUEST")
+    if others:
+        # Refused rather than ignored: an attribute the apiserver maps (the UID today) would be an
+        # identity the approver never checked.
+        return _no(f"subject has attribute {others[0]}, which the agent's subject never carries")
     expected_user = default_user(cluster_name, addon_name)
     if common_names != [expected_user]:
         return _no(f"subject CN is not {expected_user}")

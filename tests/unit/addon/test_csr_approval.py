@@ -212,3 +212,56 @@ def test_approval_body_appends_the_frameworks_condition() -> None:
         }
     ]
     assert "status" not in csr  # the input is not modified
+
+
+def _with_subject(rdns: list[list[x509.NameAttribute[str]]]) -> JSON:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        name = x509.Name([x509.RelativeDistinguishedName(attrs) for attrs in rdns])
+    csr = x509.CertificateSigningRequestBuilder().subject_name(name).sign(_key(), hashes.SHA256())
+    request = make_csr()
+    request["spec"]["request"] = base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+    return request
+
+
+def _attr(oid: x509.ObjectIdentifier, value: str) -> x509.NameAttribute[str]:
+    with warnings.catch_warnings():  # the framework's CN is longer than 64 characters
+        warnings.simplefilter("ignore", UserWarning)
+        return x509.NameAttribute(oid, value, _validate=False)
+
+
+def _own(c: str = "cluster1", a: str = "dynamic-scoring") -> list[list[x509.NameAttribute[str]]]:
+    return [[_attr(NameOID.ORGANIZATION_NAME, g.format(c=c, a=a))] for g in GROUPS] + [
+        [_attr(NameOID.COMMON_NAME, USER.format(c=c, a=a))]
+    ]
+
+
+KUBE_UID = x509.ObjectIdentifier("1.3.6.1.4.1.57683.2")  # the apiserver's user UID since 1.34
+
+
+def test_a_subject_uid_or_any_other_unmapped_attribute_is_refused() -> None:
+    """Kubernetes 1.34 turns 1.3.6.1.4.1.57683.2 into the user's UID: an identity the approver never saw."""
+    for extra in (_attr(KUBE_UID, "0b1c8d"), _attr(NameOID.SERIAL_NUMBER, "1"), _attr(NameOID.USER_ID, "x")):
+        decision = decide(_with_subject([*_own(), [extra]]), cluster=cluster(), addon=mca())
+        assert not decision.approve and extra.oid.dotted_string in decision.reason
+
+
+def test_organization_units_are_accepted_as_the_klusterlet_may_send_them() -> None:
+    decision = decide(
+        _with_subject([*_own(), [_attr(NameOID.ORGANIZATIONAL_UNIT_NAME, "team")]]),
+        cluster=cluster(),
+        addon=mca(),
+    )
+    assert decision.approve, decision.reason
+
+
+def test_attributes_hidden_in_a_multi_valued_rdn_count() -> None:
+    own = _own()
+    hidden = [own[0][0], _attr(NameOID.ORGANIZATION_NAME, "system:masters")]
+    decision = decide(_with_subject([hidden, *own[1:]]), cluster=cluster(), addon=mca())
+    assert not decision.approve and "system:masters" in decision.reason
+    second_cn = [own[2][0], _attr(NameOID.COMMON_NAME, "system:admin")]
+    decision = decide(_with_subject([*own[:2], second_cn]), cluster=cluster(), addon=mca())
+    assert not decision.approve and "CN" in decision.reason
+    together = [[own[0][0], own[1][0], own[2][0]]]  # one RDN holding all three: same identity
+    assert decide(_with_subject(together), cluster=cluster(), addon=mca()).approve
