@@ -71,6 +71,25 @@ UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
 """The keys every upstream hub emits for each summary, in upstream order."""
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_RESERVED_HEADERS = frozenset(
+    {
+        # Host picks the virtual host: behind a shared ingress or gateway, "Host: my-own.example"
+        # would route a request (and the Secrets bound to the ingress's host) to another backend.
+        "host",
+        # Framing and hop-by-hop headers belong to the HTTP client; a second Content-Length or
+        # Transfer-Encoding would desynchronise the connection with a proxy in between.
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "expect",
+        "proxy-authorization",
+        "proxy-connection",
+    }
+)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
@@ -230,6 +249,8 @@ class HeaderSpec(_Wire):
     def _token(cls, name: str) -> str:
         if not _HEADER_NAME.match(name):
             raise ValueError(f"{name!r} is not a valid HTTP header name")
+        if name.lower() in _RESERVED_HEADERS:
+            raise ValueError(f"header {name} is set by the HTTP client and cannot be configured")
         return name
 
     @model_validator(mode="after")

@@ -132,3 +132,22 @@ def test_config_document() -> None:
     )
     with pytest.raises(ValidationError):
         ScorerConfig.model_validate_json(b'{"source":{"params":{"range":"3600"}}}')
+
+
+@pytest.mark.parametrize(
+    "name", ["Host", "host", "Content-Length", "Transfer-Encoding", "Connection", "Proxy-Authorization"]
+)
+def test_headers_the_http_client_owns_cannot_be_configured(name: str) -> None:
+    """``Host: my-own.example`` would route a bound Secret to another backend behind a shared ingress."""
+    payload = json.dumps([{"scoreName": "hdr", "scoringAuth": {"headers": [{"name": name, "value": "x"}]}}])
+    summaries, errors = parse_summaries(payload)
+    assert summaries == [] and len(errors) == 1
+    assert f"header {name} is set by the HTTP client" in errors[0].message
+
+
+def test_ordinary_extra_headers_are_kept() -> None:
+    payload = json.dumps(
+        [{"scoreName": "hdr", "scoringAuth": {"headers": [{"name": "X-Scope-OrgID", "value": "t"}]}}]
+    )
+    summaries, errors = parse_summaries(payload)
+    assert errors == [] and summaries[0].scoring_auth is not None

@@ -86,3 +86,16 @@ def test_a_selector_regex_re2_refuses_is_a_spec_problem_naming_the_matcher() -> 
     assert res.message.startswith("spec.sources.0.otel.selectors.0.matchers.0:")
     assert "matcher svc: not a valid RE2 regular expression" in res.message
     assert "backreferences are not supported" in res.message
+
+
+def test_a_host_header_is_a_spec_problem_naming_the_field() -> None:
+    """Behind a shared ingress, ``Host`` would route the scorer's Secrets to another backend."""
+    spec = {
+        "scoring": {
+            "host": "https://ingress.example",
+            "auth": {"headers": [{"name": "Host", "value": "mine.example"}]},
+        }
+    }
+    res = parse_scorer({"metadata": {"name": "x", "namespace": "n"}, "spec": spec})
+    assert isinstance(res, SpecProblem)
+    assert res.message.startswith("spec.scoring.auth.headers") and "set by the HTTP client" in res.message
