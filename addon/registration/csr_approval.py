@@ -13,7 +13,9 @@ framework leaves to other components, all of which a legitimate klusterlet reque
   a group of the certificate, so an extra one is an extra identity (see `organizations_problem`);
 * the requester is the cluster's own agent, `system:open-cluster-management:<cluster>:<agent>`:
   the framework tests a bare prefix, which would let cluster `c10`'s klusterlet obtain an identity
-  for cluster `c1`; we require the `:` after the cluster name.
+  for cluster `c1`; we require the `:` after the cluster name, and a single segment after it, so
+  that for a cluster named `cluster` an addon agent's own user
+  (`system:open-cluster-management:cluster:<c>:addon:...`) is not taken for its klusterlet.
 """
 
 from __future__ import annotations
@@ -166,7 +168,12 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
     requester = spec.get("username", "")
     if requester == GRPC_SERVER_USER:
         requester = (meta.get("annotations") or {}).get(CSR_USER_ANNOTATION, "")
-    if not requester.startswith(f"system:open-cluster-management:{cluster_name}:"):
+    prefix = f"system:open-cluster-management:{cluster_name}:"
+    agent = requester.removeprefix(prefix)
+    # The agent's name is one segment: without this, for a cluster named "cluster" the prefix
+    # "system:open-cluster-management:cluster:" is also the start of every addon agent's user name
+    # ("system:open-cluster-management:cluster:<any cluster>:addon:..."), on every cluster.
+    if not requester.startswith(prefix) or not agent or ":" in agent:
         return _no(f"requester {requester!r} is not cluster {cluster_name}'s agent")
     return Decision(True, f"agent certificate for cluster {cluster_name}")
 

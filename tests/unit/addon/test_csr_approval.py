@@ -265,3 +265,15 @@ def test_attributes_hidden_in_a_multi_valued_rdn_count() -> None:
     assert not decision.approve and "CN" in decision.reason
     together = [[own[0][0], own[1][0], own[2][0]]]  # one RDN holding all three: same identity
     assert decide(_with_subject(together), cluster=cluster(), addon=mca()).approve
+
+
+def test_an_addon_agent_is_not_the_klusterlet_of_a_cluster_named_cluster() -> None:
+    """``system:open-cluster-management:cluster:`` starts every addon agent's user name, on any cluster."""
+    other_addon_agent = "system:open-cluster-management:cluster:cluster2:addon:other:agent:other"
+    csr = make_csr(cluster="cluster", username=other_addon_agent)
+    decision = decide(csr, cluster=cluster("cluster"), addon=mca("cluster"))
+    assert not decision.approve and "requester" in decision.reason
+    own = make_csr(cluster="cluster", username="system:open-cluster-management:cluster:agent-x")
+    assert decide(own, cluster=cluster("cluster"), addon=mca("cluster")).approve
+    empty = make_csr(cluster="cluster1", username="system:open-cluster-management:cluster1:")
+    assert not decide(empty, cluster=cluster(), addon=mca()).approve
