@@ -39,6 +39,7 @@ import httpx
 
 from agent.errors import AgentError, SecretInvalid
 from agent.proxy import ProxySettings, proxy_mounts
+from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.wire import escape_control
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
@@ -247,11 +248,12 @@ def _inflater(content_encoding: str) -> zlib._Decompress | None:
         return None
     if len(codings) > 1:
         raise httpx.DecodingError(f"stacked content encodings are not accepted ({len(codings)})")
-    if codings[0] in ("gzip", "x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if codings[0] == "deflate":
-        return zlib.decompressobj(zlib.MAX_WBITS)
-    raise httpx.DecodingError("unsupported content encoding (the agent asks for gzip or deflate only)")
+    try:
+        return decompressor(codings[0])
+    except ValueError:
+        raise httpx.DecodingError(
+            "unsupported content encoding (the agent asks for gzip or deflate only)"
+        ) from None
 
 
 async def read_limited(response: httpx.Response, limit: int) -> bytearray:
@@ -282,18 +284,15 @@ async def read_limited(response: httpx.Response, limit: int) -> bytearray:
                 raise BodyTooLarge(f"more than {limit} bytes")
             body += chunk
             continue
-        data = chunk
-        while data and not inflater.eof:
-            try:
-                out = inflater.decompress(data, min(_INFLATE_STEP, limit - len(body) + 1))
-            except zlib.error as exc:
-                raise httpx.DecodingError(f"corrupt {encoding} body: {exc}") from exc
-            body += out
-            if len(body) > limit:
-                raise BodyTooLarge(f"more than {limit} bytes after decompression")
-            data = inflater.unconsumed_tail
-            if data:
-                await asyncio.sleep(0)
+        try:
+            for out in inflate_chunk(inflater, chunk, limit - len(body), step=_INFLATE_STEP):
+                body += out
+                if len(out) == _INFLATE_STEP:  # more of this chunk may follow: let others run
+                    await asyncio.sleep(0)
+        except zlib.error as exc:
+            raise httpx.DecodingError(f"corrupt {encoding} body: {exc}") from exc
+        except InflateTooLarge:
+            raise BodyTooLarge(f"more than {limit} bytes after decompression") from None
     return body
 
 

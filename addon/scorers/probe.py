@@ -50,6 +50,7 @@ from addon.scorers.models import DynamicScorerSpec
 from addon.scorers.spellings import canonical
 from addon.scorers.transport import AddressNotAllowed
 from addon.scorers.urls import origin, url_problem
+from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 
 DEFAULT_TIMEOUT = 5.0
@@ -145,9 +146,9 @@ class _RefusedError(Exception):
 def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[bytes]:
     """The body after ``Content-Encoding``, failing as soon as more than ``max_bytes`` come out.
 
-    The inflater is asked for at most ``max_bytes + 1 - produced`` bytes per step (what it cannot
-    return yet stays in ``unconsumed_tail``), so the decoded size is checked before more is buffered:
-    memory stays near ``max_bytes`` however well the body compresses.
+    The inflation is the one the agent uses (``dynamic_scoring.inflate``): the decoded size is checked
+    before more is buffered, so memory stays near ``max_bytes`` however well the body compresses.
+    The compressed size is capped too, and a truncated stream is refused.
     """
     coding = coding.strip().lower()
     if coding in ("", "identity"):
@@ -158,16 +159,15 @@ def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[byte
                 raise _RefusedError("TooLarge", f"the answer is larger than {max_bytes} bytes")
             yield chunk
         return
-    if coding in ("gzip", "x-gzip"):
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    elif coding == "deflate":
-        inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS)
-    else:
+    try:
+        inflater = decompressor(coding)
+    except ValueError:
         raise _RefusedError(
             "InvalidEncoding",
             f"the answer uses Content-Encoding {_shown(coding)}; the probe asks for identity and "
             "accepts gzip or deflate",
-        )
+        ) from None
+    assert inflater is not None  # identity was handled above
     produced = 0
     received = 0
     try:
@@ -175,18 +175,13 @@ def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[byte
             received += len(chunk)
             if received > max_bytes:
                 raise _RefusedError("TooLarge", f"the compressed answer is larger than {max_bytes} bytes")
-            data = chunk
-            while data:
-                out = inflater.decompress(data, max_bytes + 1 - produced)
+            for out in inflate_chunk(inflater, chunk, max_bytes - produced):
                 produced += len(out)
-                if produced > max_bytes:
-                    raise _RefusedError("TooLarge", f"the answer inflates to more than {max_bytes} bytes")
                 if out:
                     yield out
-                data = inflater.unconsumed_tail
-                if inflater.eof:
-                    break
         tail = inflater.flush(max_bytes + 1 - produced)
+    except InflateTooLarge:
+        raise _RefusedError("TooLarge", f"the answer inflates to more than {max_bytes} bytes") from None
     except zlib.error:
         raise _RefusedError("InvalidEncoding", f"the {coding} body is corrupt") from None
     produced += len(tail)
