@@ -316,7 +316,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         if (
             source_type == "Prometheus"
             and src_auth is not None
-            and host_from.startswith("status")
+            and host_from == "status.lastSyncedConfig"
             and not _same_destination(host, spec_src_host)
         ):
             withheld.append(_moved("source", "source.host", spec_src_host, host, "spec.source.auth"))
