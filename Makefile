@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller and the OTel Collector
-	e2e/build-tools.sh argocd
+tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector and actionlint
+	e2e/build-tools.sh argocd actionlint
 	e2e/build-otelcol.sh
 
 tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM, clusteradm): all the demo needs
@@ -33,11 +33,12 @@ deps: ## install system packages the tests need (Debian prometheus/promtool)
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; } \
 	  || { echo "could not install prometheus; install Debian's 'prometheus' package and retry" >&2; exit 1; }; }
 
-lint: $(STAMP) ## ruff, mypy --strict, import layering
+lint: $(STAMP) ## ruff, mypy --strict, import layering, actionlint on .github/workflows (built by `make tools`)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
 
 test: $(STAMP) deps tools lint ## run every test tier (unit, component, integration, e2e)
 	$(BIN)/pytest

@@ -10,13 +10,15 @@ from typing import Final
 
 ADDON_NAME: Final = "dynamic-scoring"
 
-# The agent image.  The single place where the shipped repository and tag are written down is the
-# `images:` entry of manifests/kustomization.yaml; kustomize copies it into the manager Deployment's
-# DYNAMIC_SCORING_AGENT_IMAGE env var, so a release retags agents and manager together.  This
-# constant is only the fallback for a manager started without that variable (a developer's shell);
-# tests/unit/addon/test_image_single_source.py fails if the two ever disagree.
+# The image.  DEFAULT_IMAGE_REPOSITORY is the one source of the repository this project publishes to
+# (the release workflow, .github/workflows/release.yaml, pushes there: docs/release.md).  Files that
+# cannot import Python carry copies: the `images:` entry of manifests/kustomization.yaml (kustomize
+# copies it into the manager's DYNAMIC_SCORING_AGENT_IMAGE, so one edit retags manager and agents),
+# the chart's values.yaml, the sample scorers and the workflow's IMAGE_REPOSITORY;
+# tests/unit/addon/test_image_single_source.py fails if any of them disagrees with this constant.
+# DEFAULT_IMAGE itself is only the fallback for a manager started without that variable.
 IMAGE_NAME: Final = "dynamic-scoring"
-DEFAULT_IMAGE_REPOSITORY: Final = "quay.io/open-cluster-management/dynamic-scoring"
+DEFAULT_IMAGE_REPOSITORY: Final = "ghcr.io/dynamic-scoring/dynamic-scoring"
 DEFAULT_IMAGE_TAG: Final = "0.1.0"
 DEFAULT_IMAGE: Final = f"{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"
 AGENT_IMAGE_ENV: Final = "DYNAMIC_SCORING_AGENT_IMAGE"

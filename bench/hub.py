@@ -32,6 +32,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
 from bench import Row, benchmark, verdict
 
 ADDON = "dynamic-scoring"
@@ -39,7 +40,7 @@ ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
 RESYNC_SECONDS = 45.0
-IMAGE_V2 = "quay.io/open-cluster-management/dynamic-scoring:bench-template-change"
+IMAGE_V2 = f"{DEFAULT_IMAGE_REPOSITORY}:bench-template-change"
 
 
 def _sizes() -> list[int]:
@@ -245,7 +246,7 @@ def _measure(workdir: Path, count: int) -> list[Row]:
 
         log = workdir / f"manager-{count}.log"
         started = time.monotonic()
-        proc = _start_manager(kubeconfig, log, "quay.io/open-cluster-management/dynamic-scoring:0.1.0")
+        proc = _start_manager(kubeconfig, log, DEFAULT_IMAGE)
 
         def all_works(metrics: dict[Any, float]) -> bool:
             return (

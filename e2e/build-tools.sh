@@ -6,8 +6,11 @@
 # its own directory of a cache outside the repository, keyed by component, version, Go version
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
-# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm argocd; default all)
+# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm argocd actionlint;
+#        default all)
 # Prints the cache directory of every component on success.
+# With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
+# message saying to run `make tools` (`make lint` locates actionlint this way).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.10}
@@ -19,6 +22,8 @@ CLUSTERADM_VERSION=${CLUSTERADM_VERSION:-v1.3.1}
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
 # argo-cd v3.1.8: its go.mod asks for Go 1.24.6 (v3.6 wants Go 1.27, newer than this machine's).
 ARGOCD_VERSION=${ARGOCD_VERSION:-v3.1.8}
+# actionlint v1.7.12 (newest release the proxy serves): `make lint` checks .github/workflows with it.
+ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
 # Bump when a recipe below changes in a way that alters the produced binaries.
 RECIPE=1
 
@@ -56,6 +61,9 @@ build() {
   dir=$(key_dir "$comp" "$ver")
   if [[ -f "$dir/manifest.json" ]]; then
     say "$comp $ver: cached at $dir"; echo "$comp=$dir"; return 0
+  fi
+  if [[ "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]]; then
+    say "$comp $ver is not built yet (no $dir); run 'make tools' to build it"; exit 3
   fi
   check_proxy
   rm -rf "$dir".tmp.*   # left by an interrupted build; we hold the lock, so nobody else is building
@@ -174,6 +182,16 @@ recipe_helm() {
   "$out/bin/helm" version --short
 }
 
+# actionlint: the GitHub Actions workflow linter `make lint` runs on .github/workflows/.  A plain
+# module without replace directives, so the same wrapper as helm's; its version is an ldflags var.
+recipe_actionlint() {
+  local out=$1 ver=$2
+  wrapper github.com/rhysd/actionlint "$ver"
+  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ver" \
+    -o "$out/bin/" github.com/rhysd/actionlint/cmd/actionlint
+  "$out/bin/actionlint" -version
+}
+
 # argocd: only the ApplicationSet controller, plus the CRDs of the same version.  argo-cd's go.mod has
 # replace directives, which `go install pkg@version` refuses and a wrapper module would drop, so the
 # module itself is the main module: copied out of the (read-only) module cache and built in place.
@@ -216,7 +234,7 @@ GO
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm argocd)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm argocd actionlint)
 mkdir -p "$TOOLS_ROOT"
 # One lock per component, not one for the script: a cold argocd build takes many minutes, and the
 # control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
@@ -232,6 +250,7 @@ for c in "${components[@]}"; do
     ocm-api) build ocm-api "$OCM_API_VERSION" recipe_ocm_api ;;
     helm) build helm "$HELM_VERSION" recipe_helm ;;
     argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd)" ;;
+    actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint)" ;;
   esac
 done

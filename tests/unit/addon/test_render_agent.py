@@ -84,7 +84,7 @@ def test_node_placement() -> None:
 
 
 def test_registries_rewrite_the_image() -> None:
-    rules = [{"source": "quay.io/open-cluster-management", "mirror": "mirror.example.com/ocm"}]
+    rules = [{"source": "ghcr.io/dynamic-scoring", "mirror": "mirror.example.com/ocm"}]
     r = render_agent(mca=mca(), adc=adc(registries=rules))
     assert container(r.manifests)["image"] == "mirror.example.com/ocm/dynamic-scoring:0.1.0"
 
@@ -236,12 +236,12 @@ def test_cluster_annotation_mirrors_apply_only_without_adc_rules() -> None:
             "name": "cluster1",
             "annotations": {
                 "open-cluster-management.io/image-registries": (
-                    '{"registries":[{"source":"quay.io","mirror":"cluster-mirror.example.com"}]}'
+                    '{"registries":[{"source":"ghcr.io","mirror":"cluster-mirror.example.com"}]}'
                 )
             },
         }
     }
     plain = render_agent(mca=mca(), adc=None, cluster=cluster)
-    assert plain.image == "cluster-mirror.example.com/open-cluster-management/dynamic-scoring:0.1.0"
-    adc_rules = adc(registries=[{"source": "quay.io", "mirror": "adc-mirror.example.com"}])
+    assert plain.image == "cluster-mirror.example.com/dynamic-scoring/dynamic-scoring:0.1.0"
+    adc_rules = adc(registries=[{"source": "ghcr.io", "mirror": "adc-mirror.example.com"}])
     assert render_agent(mca=mca(), adc=adc_rules, cluster=cluster).image.startswith("adc-mirror.example.com/")

@@ -1,0 +1,160 @@
+"""The release workflow and its checks (e2e/release.py), read and run without a registry.
+
+Pushing cannot happen here, so what can drift silently is checked: the workflow's trigger,
+platforms, pinned actions and build inputs, and the checks that refuse a tag whose version does
+not match pyproject.toml or the chart, or a repository the workflow's token cannot push to.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from addon.constants import DEFAULT_IMAGE_REPOSITORY
+from e2e import release
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOW = REPO / ".github/workflows/release.yaml"
+
+
+def workflow() -> dict[Any, Any]:
+    return dict(yaml.safe_load(WORKFLOW.read_text()))
+
+
+def steps() -> list[dict[str, Any]]:
+    (job,) = workflow()["jobs"].values()
+    return list(job["steps"])
+
+
+def step_using(action: str) -> dict[str, Any]:
+    (found,) = [s for s in steps() if s.get("uses", "").startswith(f"{action}@")]
+    return found
+
+
+def fake_repo(tmp_path: Path, project: str, chart: str, app: str) -> Path:
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "{project}"\n')
+    shutil.copytree(REPO / "charts/dynamic-scoring", tmp_path / "charts/dynamic-scoring")
+    meta = tmp_path / "charts/dynamic-scoring/Chart.yaml"
+    text = re.sub(r"(?m)^version: .*$", f"version: {chart}", meta.read_text())
+    meta.write_text(re.sub(r"(?m)^appVersion: .*$", f'appVersion: "{app}"', text))
+    return tmp_path
+
+
+def test_the_workflow_runs_on_version_tags_only() -> None:
+    # PyYAML reads the key `on` as the boolean True.
+    assert workflow()[True] == {"push": {"tags": ["v*"]}}
+
+
+def test_every_action_is_pinned_to_a_commit() -> None:
+    uses = [s["uses"] for s in steps() if "uses" in s]
+    assert uses
+    assert [u for u in uses if not re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u)] == []
+
+
+def test_the_image_is_built_for_both_architectures_from_the_containerfile_and_wheelhouse() -> None:
+    assert set(workflow()["env"]["PLATFORMS"].split(",")) == {"linux/amd64", "linux/arm64"}
+    build = step_using("docker/build-push-action")["with"]
+    assert build["file"] == "Containerfile" and build["context"] == "."
+    assert build["push"] is True
+    assert (REPO / build["file"]).is_file()
+    runs = [s.get("run", "") for s in steps()]
+    wheelhouse = [i for i, r in enumerate(runs) if "e2e.image wheelhouse" in r]
+    assert wheelhouse and "--arch amd64" in runs[wheelhouse[0]] and "--arch arm64" in runs[wheelhouse[0]]
+    assert wheelhouse[0] < steps().index(step_using("docker/build-push-action"))
+
+
+def test_the_check_runs_before_anything_is_pushed() -> None:
+    names = [s.get("id") or s.get("uses", "").split("@")[0] for s in steps()]
+    assert names.index("release") < names.index("docker/login-action") < names.index("image")
+    assert "e2e.release check" in steps()[names.index("release")]["run"]
+
+
+def test_the_job_may_write_packages_and_nothing_else() -> None:
+    (job,) = workflow()["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert workflow()["permissions"] == {"contents": "read"}
+
+
+def test_the_current_versions_agree() -> None:
+    version = release.project_version()
+    made = release.check(f"v{version}", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring")
+    assert made.image == f"{DEFAULT_IMAGE_REPOSITORY}:{version}"
+    assert made.registry == "ghcr.io"
+    assert made.chart_repository == "oci://ghcr.io/dynamic-scoring/charts"
+    assert f"version={version}\n" in made.outputs()
+
+
+@pytest.mark.parametrize(
+    ("tag", "project", "chart", "app", "complaint"),
+    [
+        ("v0.2.0", "0.1.0", "0.1.0", "0.1.0", "pyproject.toml's version is 0.1.0"),
+        ("0.1.0", "0.1.0", "0.1.0", "0.1.0", "not of the form v<version>"),
+        ("v0.2.0", "0.2.0", "0.1.0", "0.2.0", "Chart.yaml version is 0.1.0"),
+        ("v0.2.0", "0.2.0", "0.2.0", "0.1.0", "Chart.yaml appVersion is 0.1.0"),
+    ],
+)
+def test_a_mismatch_stops_the_release(
+    tmp_path: Path, tag: str, project: str, chart: str, app: str, complaint: str
+) -> None:
+    repo = fake_repo(tmp_path, project, chart, app)
+    with pytest.raises(release.ReleaseError, match=re.escape(complaint)):
+        release.check(tag, DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring", repo)
+
+
+def test_refs_tags_prefix_is_accepted(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path, "1.2.3", "1.2.3", "1.2.3")
+    assert release.check("refs/tags/v1.2.3", "ghcr.io/me/dynamic-scoring", "Me", repo).version == "1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("repository", "owner", "complaint"),
+    [
+        ("ghcr.io/dynamic-scoring/dynamic-scoring", "a-fork", "ghcr.io/a-fork/dynamic-scoring"),
+        ("ghcr.io/Me/dynamic-scoring", "Me", "lowercase"),
+        ("dynamic-scoring", "me", "lowercase `registry/namespace/name`"),
+    ],
+)
+def test_a_repository_the_token_cannot_push_to_is_refused(
+    repository: str, owner: str, complaint: str
+) -> None:
+    with pytest.raises(release.ReleaseError, match=re.escape(complaint)):
+        release.check_repository(repository, owner)
+
+
+def test_another_registry_is_left_to_its_own_credentials() -> None:
+    release.check_repository("registry.example.com:5000/team/dynamic-scoring", "whoever")
+
+
+def test_set_chart_repository_changes_only_the_default_repository(tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    shutil.copytree(REPO / "charts/dynamic-scoring", chart)
+    before = (chart / "values.yaml").read_text()
+    assert release.set_chart_repository(DEFAULT_IMAGE_REPOSITORY, chart) is False
+    assert (chart / "values.yaml").read_text() == before
+    assert release.set_chart_repository("ghcr.io/me/dynamic-scoring", chart) is True
+    after = (chart / "values.yaml").read_text()
+    assert yaml.safe_load(after)["image"] == {
+        **yaml.safe_load(before)["image"],
+        "repository": "ghcr.io/me/dynamic-scoring",
+    }
+    assert after.replace("ghcr.io/me/dynamic-scoring", DEFAULT_IMAGE_REPOSITORY) == before
+
+
+def test_set_chart_repository_refuses_a_layout_it_does_not_know(tmp_path: Path) -> None:
+    (tmp_path / "values.yaml").write_text("image: {repository: x, tag: ''}\n")
+    with pytest.raises(release.ReleaseError, match="exactly one"):
+        release.set_chart_repository("ghcr.io/me/dynamic-scoring", tmp_path)
+
+
+def test_the_command_line_prints_outputs_and_fails_on_a_mismatch(capsys: pytest.CaptureFixture[str]) -> None:
+    version = release.project_version()
+    args = ["check", "--image-repository", DEFAULT_IMAGE_REPOSITORY, "--owner", "dynamic-scoring"]
+    assert release.main([*args, "--tag", f"v{version}"]) == 0
+    assert f"image={DEFAULT_IMAGE_REPOSITORY}:{version}\n" in capsys.readouterr().out
+    assert release.main([*args, "--tag", "v999.0.0"]) == 1
+    assert "999.0.0" in capsys.readouterr().err
