@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv tools tools-ocm deps lint test test-unit test-component test-integration test-e2e \
-        e2e-up e2e-down e2e-status bench clean demo chart
+        e2e-up e2e-down e2e-status bench clean demo chart image
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -40,7 +40,7 @@ lint: $(STAMP) ## ruff, mypy --strict, import layering, actionlint on .github/wo
 	$(BIN)/lint-imports
 	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
 
-test: $(STAMP) deps tools lint ## run every test tier (unit, component, integration, e2e)
+test: $(STAMP) deps tools lint image ## run every test tier (unit, component, integration, e2e)
 	$(BIN)/pytest
 
 test-unit: $(STAMP) ## unit tier only
@@ -52,11 +52,14 @@ test-component: $(STAMP) deps ## component tier only
 test-integration: $(STAMP) tools ## integration tier only
 	$(BIN)/pytest -m integration
 
-test-e2e: $(STAMP) deps tools ## e2e tier only
+test-e2e: $(STAMP) deps tools image ## e2e tier only
 	$(BIN)/pytest -m e2e
 
-demo: $(STAMP) deps tools-ocm ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
+demo: $(STAMP) deps tools-ocm image ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
 	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
+
+image: $(STAMP) ## build the project's image with podman (local storage + dist/dynamic-scoring-<version>.oci.tar)
+	$(BIN)/python -m e2e.image build $(IMAGE_ARGS)
 
 chart: $(STAMP) tools-ocm ## regenerate charts/dynamic-scoring from manifests/
 	$(BIN)/python -m e2e.chartgen

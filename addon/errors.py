@@ -26,3 +26,13 @@ class ConfigPendingError(Exception):
 
 class WorkTooLargeError(ValueError):
     """One manifest alone exceeds the per-work size limit, so no packing can place it."""
+
+
+class TemplatesUnavailableError(RuntimeError):
+    """The manager cannot render its agent: a template is missing from its installation.
+
+    A packaging defect, not a user's config: an image or a pip install without the wheel's
+    `addon/templates`.  Reported on the ManagedClusterAddOn (`ManifestApplied=False`, reason
+    `AgentTemplatesUnavailable`) so that it is seen where a broken addon is looked at; nothing
+    heals it but a complete installation.
+    """

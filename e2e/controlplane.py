@@ -31,6 +31,7 @@ from typing import Any
 
 from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
+from e2e.containers import remove_containers, runner_label
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster
 from e2e.pki import bootstrap_token
 from e2e.procs import (
@@ -82,6 +83,9 @@ class ControlPlane:
     with_prometheus: bool = True
     with_runner: bool = True
     progress: Progress = _quiet
+    # container: the runner runs our Deployments from the built image (podman); process: from the
+    # checkout's console scripts, for quick local iteration.  DS_E2E_RUNNER chooses.
+    runner_mode: str = field(default_factory=lambda: os.environ.get("DS_E2E_RUNNER", "container"))
     procs: list[Proc] = field(default_factory=list)
     clusters: dict[str, ManagedClusterInfo] = field(default_factory=dict)
 
@@ -256,7 +260,16 @@ class ControlPlane:
 
     def _start_runner(self) -> None:
         assert self.hub is not None and self.spoke2 is not None
-        self.progress("starting the process runner (kubelet stand-in for this project's image)")
+        if self.runner_mode == "container":
+            from e2e.image import build, default_tag
+
+            started = time.monotonic()
+            self.progress(f"building the image {default_tag()} (make image; seconds when nothing changed)")
+            build(default_tag(), quiet=True)
+            self.progress(f"image ready in {time.monotonic() - started:.0f}s")
+        self.progress(
+            f"starting the runner in {self.runner_mode} mode (kubelet stand-in for this project's image)"
+        )
         runner = Proc(
             "runner",
             [
@@ -264,6 +277,7 @@ class ControlPlane:
                 "-m",
                 "e2e.runner",
                 f"--state-dir={self.run_dir / 'runner'}",
+                f"--mode={self.runner_mode}",
                 f"--cluster=hub={self.hub.admin_kubeconfig}",
                 f"--cluster=cluster2={self.spoke2.admin_kubeconfig}",
                 # every scorer of the tests listens on 127.0.0.1, which the manager's probe refuses
@@ -321,6 +335,7 @@ class ControlPlane:
         proc.stop(timeout=1)  # reaps it
         if pod_pids:
             kill_groups(pod_pids, timeout=timeout)
+            remove_containers(runner_label=runner_label(self.run_dir / "runner"))
         wait_until(
             lambda: not any(port_in_use(p) for p in ports),
             timeout=timeout,
@@ -461,6 +476,9 @@ def stop_recorded(state_path: Path) -> list[str]:
             break
         time.sleep(0.2)
     problems += [f"port {p} still held" for p in held]
+    # the runner removes its containers when it stops; a SIGKILLed one cannot
+    left = remove_containers(runner_label=runner_label(state_path.parent / "runner"))
+    problems += [f"container {c} was left running by the runner (removed now)" for c in left]
     return problems
 
 

@@ -72,10 +72,12 @@ import click
 
 from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS, SERVICE_ACCOUNTS, Resource
+from e2e import containers
 from e2e.procs import free_port, kill_group
 
 log = logging.getLogger("e2e.runner")
 
+MODES = ("container", "process")
 DEFAULT_IMAGE_PATTERN = r"(^|/)dynamic-scoring(:[^/]*|@sha256:[0-9a-f]+)?$"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3600
@@ -95,6 +97,14 @@ class ConfigError(Exception):
     """The pod spec names something missing or unsupported (the kubelet's CreateContainerConfigError).
 
     The container is not started; the reason shows in the Deployment's status and pods.json.
+    """
+
+
+class ImagePullError(Exception):
+    """Container mode: the pod's image is not in local storage (the kubelet's ErrImagePull).
+
+    Nothing is started in its place: the replica waits, with this reason in the Deployment's
+    status, until the image is built (`make image`).
     """
 
 
@@ -157,6 +167,8 @@ def field_value(path: str, pod: Mapping[str, Any]) -> str:
 # Commands of the test harness that Deployments in tests may run.  The harness is not installed
 # as a package (no console scripts), so the runner provides them as small launchers.
 HARNESS_COMMANDS = {"dynamic-scoring-e2e-probe": "e2e.probe"}
+# Container mode: where the harness's e2e package is mounted (read-only) for those commands.
+HARNESS_MOUNT = "/opt/e2e-harness"
 
 
 def install_harness_commands(directory: Path) -> Path:
@@ -233,9 +245,13 @@ class Replica:
         state_dir: Path,
         search_path: str,
         extra_env: dict[str, str] | None = None,
+        mode: str = "process",
+        runner_label: str = "",
     ) -> None:
         meta = deploy["metadata"]
         self.cluster = cluster
+        self.mode = mode
+        self.runner_label = runner_label
         self.extra_env = dict(extra_env or {})
         self.namespace: str = meta["namespace"]
         self.deployment: str = meta["name"]
@@ -258,6 +274,12 @@ class Replica:
         self.token_expiry = 0.0
         self.synced_versions: dict[str, str] = {}
         self.liveness: ProbeState | None = None
+        self.container_name = containers.container_name(
+            runner_label, cluster.name, self.namespace, self.pod_name
+        )
+        self.owner: tuple[int | None, int | None] = (None, None)  # container mode: volume ownership
+        self.image_user = ""
+        self.identity = containers.Identity(uid=None, gid=None, groups=())
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -299,20 +321,41 @@ class Replica:
         self.token_expiry = time.time() + TOKEN_SECONDS
         return str(resp["status"]["token"]).encode()
 
-    @staticmethod
-    def _write_files(target: Path, files: dict[str, bytes], mode: int = 0o644) -> None:
-        """Replace a directory's files atomically per file (readers never see half a file)."""
+    def _write_files(
+        self, target: Path, files: dict[str, bytes], mode: int = 0o644, owner: tuple[int, int] | None = None
+    ) -> None:
+        """Replace a directory's files atomically per file (readers never see half a file).
+
+        In container mode the files take the pod's fsGroup as their group, readable by it, as the
+        kubelet does; `owner` (uid, gid) is for files the kubelet gives to the pod's user.
+        """
         target.mkdir(parents=True, exist_ok=True)
+        fs_group = (
+            (self.spec.get("securityContext") or {}).get("fsGroup") if self.mode == "container" else None
+        )
         for key, value in files.items():
             path = target / key
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_bytes(value)
-            tmp.chmod(mode)
+            file_mode = mode
+            if owner is not None:
+                os.chown(tmp, owner[0], owner[1])
+            elif fs_group is not None:
+                os.chown(tmp, -1, int(fs_group))
+                file_mode |= 0o040
+            tmp.chmod(file_mode)
             tmp.replace(path)
         for existing in target.iterdir():
             if existing.is_file() and existing.name not in files and not existing.name.startswith("."):
                 existing.unlink()
+
+    def _token_owner(self) -> tuple[int, int] | None:
+        """Container mode: a projected token belongs to the pod's user when one is set (kubelet)."""
+        uid, gid = self.owner
+        if self.mode != "container" or uid is None:
+            return None
+        return uid, gid if gid is not None else -1
 
     @staticmethod
     def _select(data: dict[str, bytes], items: list[dict[str, Any]] | None) -> dict[str, bytes]:
@@ -348,6 +391,7 @@ class Replica:
                 self._write_files(target, self._select(data, src.get("items")), mode)
             elif "emptyDir" in vol:
                 target.mkdir(parents=True, exist_ok=True)
+                target.chmod(0o777)  # as the kubelet makes it: writable by whatever user the pod runs as
             elif "projected" in vol:
                 files: dict[str, bytes] = {}
                 for source in vol["projected"].get("sources", []):
@@ -359,15 +403,24 @@ class Replica:
                     elif "configMap" in source:
                         d = self._configmap(source["configMap"]["name"]) or {}
                         files.update(self._select(d, source["configMap"].get("items")))
-                self._write_files(target, files, 0o600)
+                tokens = {
+                    s["serviceAccountToken"]["path"]
+                    for s in vol["projected"].get("sources", [])
+                    if "serviceAccountToken" in s
+                }
+                mode = int(vol["projected"].get("defaultMode", 0o644))
+                owner = self._token_owner()
+                self._write_files(target, {k: v for k, v in files.items() if k not in tokens}, mode)
+                self._write_files(target, {k: v for k, v in files.items() if k in tokens}, 0o600, owner)
             else:
                 return f"volume {name}: only secret, configMap, projected and emptyDir are supported"
         if self.spec.get("automountServiceAccountToken", True):
             ca = Path(self.cluster.ca_file).read_bytes() if self.cluster.ca_file else b""
+            # The kubelet's kube-api-access volume: defaultMode 0644, readable by any user.
             self._write_files(
                 vols / "_serviceaccount",
                 {"token": self._token(), "ca.crt": ca, "namespace": self.namespace.encode()},
-                0o600,
+                0o644 if self.mode == "container" else 0o600,
             )
         return ""
 
@@ -404,10 +457,11 @@ class Replica:
         envFrom first, then env in order, each value's `$(VAR)` expanded against what is defined
         before it; a missing non-optional reference raises `ConfigError`.
         """
+        # Process mode supplies what an image would (PATH to the console scripts, HOME, unbuffered
+        # output); container mode leaves those to the image, as the kubelet does.
+        local = {"PATH": self.search_path, "HOME": str(self.dir), "PYTHONUNBUFFERED": "1"}
         env = {
-            "PATH": self.search_path,
-            "HOME": str(self.dir),
-            "PYTHONUNBUFFERED": "1",
+            **(local if self.mode == "process" else {}),
             "KUBERNETES_SERVICE_HOST": self.cluster.host,
             "KUBERNETES_SERVICE_PORT": str(self.cluster.port),
             "HOSTNAME": self.pod_name,
@@ -472,20 +526,113 @@ class Replica:
             mounts.append((str(vols / "_serviceaccount"), SA_DIR, True))
         return mounts
 
+    def prepare(self) -> None:
+        """Container mode: the image must be local, and the user it runs as allowed.
+
+        Raises ImagePullError (the kubelet's ErrImagePull) or ConfigError (runAsNonRoot refused);
+        on success remembers the uid/gid the projected tokens are given to.
+        """
+        if self.mode != "container":
+            return
+        image = str(self.container.get("image", ""))
+        user = containers.image_user(image)
+        if user is None:
+            raise ImagePullError(
+                f'image "{image}" is not present in local storage (pull policy here is Never); '
+                "build it with `make image`"
+            )
+        try:
+            who = containers.identity(self.spec, self.container, user)
+        except containers.NonRootError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.image_user = user
+        self.identity = who
+        self.owner = (who.uid, who.gid)
+
+    def _harness(self, command: list[str], args: list[str]) -> tuple[list[str], list[str], dict[str, str]]:
+        """Container mode: a harness test command runs with the image's Python, e2e/ mounted read-only.
+
+        Only the harness's own test workloads (`HARNESS_COMMANDS`) get this; the project's
+        commands always come from the image.
+        """
+        argv = command or args
+        if not argv or argv[0] not in HARNESS_COMMANDS:
+            return command, args, {}
+        rest = [*command[1:], *args] if command else args[1:]
+        return ["python", "-m", HARNESS_COMMANDS[argv[0]]], rest, {"PYTHONPATH": HARNESS_MOUNT}
+
     def start(self) -> None:
-        """Start the container's process inside a private mount namespace."""
+        """Start the container: `podman run` in container mode, else a process in a mount namespace."""
         self.ports = {
             int(p["containerPort"]): free_port()
             for p in self.container.get("ports", [])
             if "containerPort" in p
         }
         env = self._env()
-        argv = [*self.container.get("command", []), *self.container.get("args", [])]
+        command = [self._rewrite(expand_references(a, env)) for a in self.container.get("command", [])]
+        args = [self._rewrite(expand_references(a, env)) for a in self.container.get("args", [])]
+        self.dir.mkdir(parents=True, exist_ok=True)  # a pod without volumes has nothing else to create it
+        if self.mode == "container":
+            self._start_container(env, command, args)
+        else:
+            self._start_process(env, [*command, *args])
+        self.started_at = time.monotonic()
+        self.ready = False
+        probe = self.container.get("livenessProbe")
+        self.liveness = (
+            ProbeState(probe, next_at=self.started_at + float(probe.get("initialDelaySeconds", 0)))
+            if probe
+            else None
+        )
+        assert self.proc is not None
+        log.info(
+            "started %s/%s/%s pid %s ports %s (%s)",
+            self.cluster.name,
+            self.namespace,
+            self.pod_name,
+            self.proc.pid,
+            self.ports,
+            self.container_name if self.mode == "container" else "process",
+        )
+
+    def _start_container(self, env: dict[str, str], command: list[str], args: list[str]) -> None:
+        command, args, harness_env = self._harness(command, args)
+        env = {**env, **harness_env}
+        mounts = self._mounts()
+        if harness_env:
+            mounts.append((str(Path(__file__).resolve().parent), f"{HARNESS_MOUNT}/e2e", True))
+        argv = containers.run_argv(
+            name=self.container_name,
+            runner_label=self.runner_label,
+            image=str(self.container.get("image", "")),
+            hostname=self.pod_name,
+            pod_spec=self.spec,
+            container=self.container,
+            who=self.identity,
+            image_user=self.image_user,
+            mounts=mounts,
+            env_names=sorted(env),
+            env=env,
+            command=command,
+            args=args,
+        )
+        podman_env = {**os.environ, **{k: v for k, v in env.items() if k not in containers.PODMAN_OWN_ENV}}
+        with (self.dir / "container.log").open("ab") as out:
+            out.write(f"--- {_now()} start {self.container_name}: {[*command, *args]}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=podman_env,
+                start_new_session=True,
+            )
+
+    def _start_process(self, env: dict[str, str], argv: list[str]) -> None:
         if not argv:
             raise ConfigError("container has neither command nor args; this image has no entrypoint")
-        argv = [self._rewrite(expand_references(a, env)) for a in argv]
         spec = {"mounts": self._mounts(), "argv": argv, "cwd": self.container.get("workingDir", "")}
-        self.dir.mkdir(parents=True, exist_ok=True)  # a pod without volumes has nothing else to create it
         spec_path = self.dir / "pod.json"
         spec_path.write_text(json.dumps(spec))
         log_path = self.dir / "container.log"
@@ -510,30 +657,17 @@ class Replica:
                 env=env,
                 start_new_session=True,
             )
-        self.started_at = time.monotonic()
-        self.ready = False
-        probe = self.container.get("livenessProbe")
-        self.liveness = (
-            ProbeState(probe, next_at=self.started_at + float(probe.get("initialDelaySeconds", 0)))
-            if probe
-            else None
-        )
-        log.info(
-            "started %s/%s/%s pid %s ports %s",
-            self.cluster.name,
-            self.namespace,
-            self.pod_name,
-            self.proc.pid,
-            self.ports,
-        )
 
     def stop(self, timeout: float = 10) -> None:
         """Stop the process (TERM, then KILL after the grace period)."""
         if self.proc is not None and self.proc.poll() is None:
             grace = float(self.spec.get("terminationGracePeriodSeconds", timeout))
-            kill_group(self.proc.pid, min(grace, timeout))
+            kill_group(self.proc.pid, min(grace, timeout))  # podman passes the TERM to the container
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(2)
+        if self.mode == "container" and self.proc is not None:
+            # a podman that had to be SIGKILLed leaves its container running under conmon
+            containers.remove_containers(name=self.container_name)
         self.proc = None
         self.ready = False
 
@@ -613,11 +747,17 @@ class Replica:
             if now < self.next_start:
                 return
             try:
+                self.prepare()
                 reason = self.materialise()
                 if not reason:
                     self.start()
                     self.waiting_reason = ""
                     return
+            except ImagePullError as exc:
+                self.waiting_reason = f"ErrImagePull: {exc}"
+                self.backoff = min(self.backoff * 2, BACKOFF_MAX)
+                self.next_start = now + self.backoff
+                return
             except ConfigError as exc:
                 reason = str(exc)
                 self.stop()
@@ -635,6 +775,8 @@ class Replica:
             "deployment": self.deployment,
             "pod": self.pod_name,
             "pid": self.proc.pid if self.proc else None,
+            "container": self.container_name if self.mode == "container" and self.proc else None,
+            "image": str(self.container.get("image", "")),
             "ready": self.ready,
             "restarts": self.restarts,
             "liveness_restarts": self.liveness_restarts,
@@ -653,9 +795,15 @@ class Runner:
         state_dir: Path,
         image_pattern: str,
         extra_env: dict[str, str] | None = None,
+        mode: str = "process",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
         self.clusters = clusters
         self.extra_env = dict(extra_env or {})
+        self.mode = mode
+        # Labels this runner's containers, so that a restarted runner removes what it left.
+        self.label = containers.runner_label(state_dir)
         self.state_dir = state_dir
         self.image = re.compile(image_pattern)
         self.search_path = ":".join(
@@ -710,7 +858,16 @@ class Runner:
             current.pop().stop()
         while len(current) < want:
             current.append(
-                Replica(cluster, d, len(current), self.state_dir, self.search_path, self.extra_env)
+                Replica(
+                    cluster,
+                    d,
+                    len(current),
+                    self.state_dir,
+                    self.search_path,
+                    self.extra_env,
+                    mode=self.mode,
+                    runner_label=self.label,
+                )
             )
         for r in current:
             try:
@@ -775,6 +932,8 @@ class Runner:
 
     def run(self) -> None:
         """Sync until SIGTERM/SIGINT, then stop every process."""
+        if self.mode == "container":
+            containers.remove_containers(runner_label=self.label)  # a SIGKILLed predecessor's
         (self.state_dir / "ready").write_text(_now())
         try:
             while not self.stop_event.is_set():
@@ -785,6 +944,8 @@ class Runner:
                 for r in reps:
                     r.stop()
             self.replicas.clear()
+            if self.mode == "container":
+                containers.remove_containers(runner_label=self.label)
             self._write_pods()
             (self.state_dir / "ready").unlink(missing_ok=True)
 
@@ -827,6 +988,14 @@ def exec_pod(spec_path: Path) -> None:
     "--image-pattern", default=DEFAULT_IMAGE_PATTERN, show_default=True, help="Regex of images to run."
 )
 @click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="container",
+    show_default=True,
+    help="container: run the pod's image with podman (the default); process: run the checkout's "
+    "console scripts (quick local iteration, no image needed).",
+)
+@click.option(
     "--extra-env",
     "extra_env",
     multiple=True,
@@ -839,6 +1008,7 @@ def cli(
     state_dir: Path | None,
     clusters: tuple[str, ...],
     image_pattern: str,
+    mode: str,
     extra_env: tuple[str, ...],
 ) -> None:
     """Run this project's Deployments as local processes (a kubelet stand-in for tests)."""
@@ -864,7 +1034,7 @@ def cli(
         if not sep or not name:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--extra-env")
         env[name] = value
-    runner = Runner(parsed, state_dir, image_pattern, env)
+    runner = Runner(parsed, state_dir, image_pattern, env, mode)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: runner.stop_event.set())
     runner.run()

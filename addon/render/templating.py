@@ -13,6 +13,8 @@ from typing import Any
 import jinja2
 import yaml
 
+from addon.errors import TemplatesUnavailableError
+
 JSON = dict[str, Any]
 
 # libyaml's parser when PyYAML was built with it: parsing dominates rendering (a full pass renders
@@ -49,9 +51,18 @@ def render_objects(template: str, values: dict[str, Any], templates_dir: Path = 
     """Render one template file and parse its YAML documents; empty documents are dropped.
 
     Raises:
+        TemplatesUnavailableError: the template is not installed (an incomplete image or wheel).
         jinja2.TemplateError, yaml.YAMLError: the template itself is broken (a packaging bug).
     """
-    text = environment(templates_dir).get_template(template).render(**values)
+    try:
+        loaded = environment(templates_dir).get_template(template)
+    except jinja2.TemplateNotFound as exc:
+        raise TemplatesUnavailableError(
+            f"the agent template {template!r} is not installed in {templates_dir}: this installation "
+            "of the manager is incomplete (its image or wheel must carry addon/templates); "
+            "reinstall it from a release image or rebuild it with `make image`"
+        ) from exc
+    text = loaded.render(**values)
     objects = []
     for doc in yaml.load_all(text, Loader=_Loader):  # a safe loader, C or Python
         if doc is None:

@@ -37,6 +37,7 @@ from addon.config.spec_hash import spec_hash
 from addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
+from e2e.image import default_tag, podman, ulimits
 from e2e.kube import Client, Kubectl
 from e2e.ocm import clusteradm
 from e2e.procs import wait_until
@@ -580,6 +581,75 @@ def test_a_missing_or_invalid_deployment_config_is_reported_and_the_last_good_wo
         timeout=60,
         what="ManifestApplied=True again with the default config",
     )
+
+
+def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
+    env: Env, tmp_path: Path
+) -> None:
+    """A broken image is seen where a broken addon is looked at, and the checkout never heals it.
+
+    The image is the one `make image` built, minus the wheel's addon/templates: in process mode
+    the manager would have found the checkout's templates/ and rendered as if nothing were wrong.
+    """
+    broken = "localhost/dynamic-scoring:e2e-no-templates"
+    (tmp_path / "Containerfile").write_text(
+        f"FROM {default_tag()}\nUSER 0\n"
+        "RUN rm -r /opt/venv/lib/python3.11/site-packages/addon/templates\nUSER 65532:65532\n"
+    )
+    podman("build", *ulimits(), "--quiet", "--tag", broken, str(tmp_path))
+    works = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
+    manager = env.hub.get("apps/v1", "Deployment", MANAGER, MANAGER_NS)
+    image = manager["spec"]["template"]["spec"]["containers"][0]["image"]
+
+    def set_image(ref: str) -> None:
+        env.hub.api.request(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{MANAGER_NS}/deployments/{MANAGER}",
+            body=[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": ref}],
+            content_type="application/json-patch+json",
+        )
+
+    set_image(broken)
+    try:
+
+        def reported(cluster: str) -> bool:
+            applied = conditions(env.mca(cluster)).get("ManifestApplied", {})
+            return (
+                applied.get("status") == "False"
+                and "agent/deployment.yaml.j2' is not installed" in applied.get("message", "")
+                and any(
+                    e["involvedObject"].get("name") == ADDON
+                    for e in env.events(cluster, "AgentTemplatesUnavailable")
+                )
+            )
+
+        wait_until(
+            lambda: all(reported(c) for c in CLUSTERS), timeout=120, what="ManifestApplied=False on both"
+        )
+        rows = [r for r in env.pods(MANAGER, "hub") if r["pid"]]
+        assert rows and all(
+            podman("inspect", "--format", "{{.ImageName}}", r["container"]).strip() == broken for r in rows
+        ), "the manager is not running the broken image"
+        for c in CLUSTERS:  # the last good work stays, so the agents keep running
+            assert (env.work(c) or {}).get("metadata", {}).get("generation") == works[c]
+            assert env.agent_pod(c) is not None
+    finally:
+        set_image(image)
+    wait_until(
+        lambda: all(status_of(env.mca(c), "ManifestApplied") == "True" for c in CLUSTERS),
+        timeout=120,
+        what="ManifestApplied=True again on the complete image",
+    )
+    wait_until(
+        lambda: (
+            not any(
+                r["pid"] and r["container"] and broken in r.get("image", "") for r in env.pods(MANAGER, "hub")
+            )
+        ),
+        timeout=60,
+        what="no manager replica on the broken image",
+    )
+    podman("rmi", broken, check=False)
 
 
 def test_an_addon_for_a_cluster_that_does_not_exist_is_reported_and_not_deployed(env: Env) -> None:

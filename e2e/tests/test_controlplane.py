@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
+from e2e.image import default_tag
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
 from e2e.procs import wait_until
@@ -243,7 +244,7 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
                     "containers": [
                         {
                             "name": "probe",
-                            "image": "quay.io/dynamic-scoring/dynamic-scoring:e2e",
+                            "image": default_tag(),
                             # the harness ships no console script, and e2e/probe.py has no __main__ guard
                             "command": ["python", "-c", "from e2e.probe import main; main()"],
                             "args": ["--secret-file=/etc/probe/value", "--bind-address=:8080"],

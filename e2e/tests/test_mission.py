@@ -14,6 +14,7 @@ so the whole story takes about two minutes.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import threading
 import time
@@ -27,8 +28,10 @@ from typing import cast
 import pytest
 import yaml
 
+from addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPOSITORY
 from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
+from e2e.image import default_tag, image_id, podman
 from e2e.inventory import Key, snapshot
 from e2e.kube import Kubectl
 from e2e.mission import (
@@ -226,8 +229,35 @@ def test_the_decision_follows_a_load_shift_within_one_interval_plus_margin(story
     assert story.m.decision() == ["cluster2"]
 
 
+def test_the_manager_and_both_agents_run_from_the_built_image(story: Story) -> None:
+    """Each of the three runs as a podman container of the image `make image` built, as uid 65532.
+
+    The agent's root filesystem is read-only (its manifest says so): only its /tmp emptyDir is
+    writable, nothing of the image and not its Secret mount.
+    """
+    m = story.m
+    rows = json.loads((m.cp.run_dir / "runner" / "pods.json").read_text())
+    ours = {
+        (r["cluster"], r["deployment"]): r
+        for r in rows
+        if r["deployment"] in (MANAGER, AGENT_DEPLOYMENT) and r["pid"] is not None
+    }
+    assert set(ours) == {("hub", MANAGER), ("hub", AGENT_DEPLOYMENT), ("cluster2", AGENT_DEPLOYMENT)}, ours
+    built = image_id(default_tag())
+    for (cluster, deployment), row in ours.items():
+        name = row["container"]
+        assert name, f"{cluster}/{deployment} is not running as a container"
+        assert podman("inspect", "--format", "{{.ImageID}}", name).strip() == built.removeprefix("sha256:")
+        assert podman("exec", name, "id", "-u").strip() == "65532"
+    agent = ours[("cluster2", AGENT_DEPLOYMENT)]["container"]
+    podman("exec", agent, "touch", "/tmp/written")  # its emptyDir
+    for path in ("/opt/venv/x", "/x", "/var/run/hub/x"):
+        out = podman("exec", agent, "sh", "-c", f"touch {path} 2>&1 || echo refused", check=False)
+        assert "Read-only file system" in out and "refused" in out, (path, out)
+
+
 def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
-    story: Story, tmp_path: Path
+    story: Story, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     m = story.m
     scorer_uid = m.hub.get(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)["metadata"]["uid"]
@@ -239,7 +269,11 @@ def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
     major, minor, patch = (int(p) for p in chart["version"].split("."))
     chart["version"] = chart["appVersion"] = f"{major}.{minor}.{patch + 1}"
     (nxt / "Chart.yaml").write_text(yaml.safe_dump(chart))
-    image = f"quay.io/open-cluster-management/dynamic-scoring:{chart['appVersion']}"
+    image = f"{DEFAULT_IMAGE_REPOSITORY}:{chart['appVersion']}"
+    # the next release's image: the runner runs only images present locally, as a node that has
+    # pulled them would; the next version holds the same build
+    podman("tag", default_tag(), image)
+    request.addfinalizer(lambda: podman("untag", image, check=False))
 
     m.run_helm("upgrade", "dynamic-scoring", str(nxt), "--namespace", NAMESPACE)
     upgraded = dt.datetime.now(dt.UTC)

@@ -14,6 +14,7 @@ import pytest
 
 from dynamic_scoring.kube.api import KubeError
 from e2e.controlplane import ControlPlane
+from e2e.image import default_tag
 from e2e.kube import Client
 from e2e.procs import pid_alive, port_in_use, wait_until
 
@@ -143,7 +144,7 @@ def test_runner_killed_takes_its_pods_and_runs_them_again(control_plane: Control
                         "containers": [
                             {
                                 "name": "sleeper",
-                                "image": "quay.io/dynamic-scoring/dynamic-scoring:e2e",
+                                "image": default_tag(),
                                 "command": ["sleep", "3600"],
                             }
                         ],

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from e2e.controlplane import ControlPlane
+from e2e.image import default_tag, image_id, podman
 from e2e.kube import Client
 from e2e.procs import pid_alive, wait_until
 
-IMAGE = "quay.io/dynamic-scoring/dynamic-scoring:e2e"
+IMAGE = default_tag()  # the image `make image` builds; the runner runs it with podman
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -72,7 +73,10 @@ def probe_deployment(ns: str, name: str, *, replicas: int, secret_key: str = "va
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "creds", "mountPath": "/etc/probe", "readOnly": True}],
+        "volumeMounts": [
+            {"name": "creds", "mountPath": "/etc/probe", "readOnly": True},
+            {"name": "scratch", "mountPath": "/scratch"},
+        ],
     }
     return {
         "apiVersion": "apps/v1",
@@ -85,11 +89,18 @@ def probe_deployment(ns: str, name: str, *, replicas: int, secret_key: str = "va
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "serviceAccountName": "probe",
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "fsGroup": 65532,  # the Secret volume is 0440: readable through the group
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "tolerations": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists"}],
                     "containers": [container],
-                    "volumes": [{"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o440}}],
+                    "volumes": [
+                        {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o440}},
+                        {"name": "scratch", "emptyDir": {}},
+                    ],
                 },
             },
         },
@@ -179,6 +190,18 @@ def test_runner_runs_what_the_manager_and_agent_deployments_carry(
         argv = json.loads(data["argv"])
         assert f"--label={ns}" in argv and "--literal=$(POD_NAMESPACE)" in argv
 
+    # each replica is a container of the built image, as the image's non-root user, on a read-only
+    # root where only the emptyDir is writable, under its memory limit
+    built = image_id(IMAGE).removeprefix("sha256:")
+    for row in rows:
+        name = row["container"]
+        assert name and podman("inspect", "--format", "{{.ImageID}}", name).strip() == built
+        assert podman("exec", name, "id", "-u").strip() == "65532"
+        assert podman("inspect", "--format", "{{.HostConfig.Memory}}", name).strip() == str(128 * 2**20)
+        podman("exec", name, "touch", "/scratch/written")
+        out = podman("exec", name, "sh", "-c", "touch /written 2>&1 || echo refused", check=False)
+        assert "Read-only file system" in out and "refused" in out
+
     # liveness: replica 0 starts failing /livez; the runner kills and restarts it, not replica 1
     first, second = rows
     with urllib.request.urlopen(f"http://127.0.0.1:{first['ports']['8080']}/fail", timeout=2) as r:
@@ -211,3 +234,43 @@ def test_missing_secret_key_is_a_clear_status_and_nothing_runs(
     assert 'CreateContainerConfigError: key "nope" in secret "creds" not found' in text
     rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
     assert [r["pid"] for r in rows if r["namespace"] == ns] == [None]
+
+
+def test_an_image_not_in_local_storage_is_err_image_pull_and_nothing_runs(
+    control_plane: ControlPlane, namespace: tuple[Client, str]
+) -> None:
+    spoke, ns = namespace
+    missing = IMAGE.rpartition(":")[0] + ":not-built-here"
+    deployment = probe_deployment(ns, "unpulled", replicas=1)
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = missing
+    spoke.apply(deployment)
+
+    def message() -> str:
+        d = spoke.get("apps/v1", "Deployment", "unpulled", ns)
+        cond = conditions(d).get("Available", {})
+        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
+
+    text = wait_until(message, timeout=60, what="Available=False with a reason")
+    assert f'ErrImagePull: image "{missing}" is not present in local storage' in text
+    assert "make image" in text
+    rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
+    assert [r["pid"] for r in rows if r["namespace"] == ns] == [None], (
+        "it must never fall back to the checkout"
+    )
+
+
+def test_run_as_non_root_refuses_a_root_user_as_the_kubelet_does(
+    control_plane: ControlPlane, namespace: tuple[Client, str]
+) -> None:
+    spoke, ns = namespace
+    deployment = probe_deployment(ns, "rooted", replicas=1)
+    deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]["runAsUser"] = 0
+    spoke.apply(deployment)
+
+    def message() -> str:
+        d = spoke.get("apps/v1", "Deployment", "rooted", ns)
+        cond = conditions(d).get("Available", {})
+        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
+
+    text = wait_until(message, timeout=60, what="Available=False with a reason")
+    assert "CreateContainerConfigError: container's runAsUser breaks non-root policy" in text

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e import chartgen
+from e2e import chartgen, image
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dynamic-scoring"
@@ -86,21 +86,25 @@ def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_inst
     assert called == {"dynamic-scoring-addon", "dynamic-scoring-agent"}
     assert called <= set(scripts)
     runs = " ".join(a for w, a in CONTAINERFILE if w == "RUN")
-    assert re.search(r"pip install --no-cache-dir \"/src\[agent,hub\]\"", runs), (
-        "the project (and so its console scripts) is installed from the copied source, as a wheel"
-    )
+    assert re.search(
+        r"pip install --no-cache-dir --no-index --no-deps /wheels/project/dynamic_scoring-\*\.whl", runs
+    ), "the project (and so its console scripts) is installed from its wheel"
     assert "-e " not in runs, "an editable install needs the source tree, which the final stage does not copy"
     env = " ".join(a for w, a in final_stage(CONTAINERFILE) if w == "ENV")
     assert "PATH=/opt/venv/bin" in env, "the venv's console scripts must be on PATH for `command:`"
 
 
-def test_the_containerfile_copies_every_shipped_package_and_the_agent_templates() -> None:
-    copied = {a.split()[0] for w, a in CONTAINERFILE if w == "COPY" and not a.startswith("--from")}
-    shipped = set(pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
-    assert shipped <= copied, shipped - copied
-    assert "templates" in copied, "the wheel force-includes templates/ as addon/templates"
-    for path in copied:
-        assert (REPO / path).exists(), f"Containerfile copies {path}, which does not exist"
+def test_the_containerfile_installs_only_from_the_wheelhouse_make_image_writes() -> None:
+    """Every COPY source is a wheelhouse directory `e2e.image` writes, and pip never reaches an index."""
+    copied = [a.split()[0] for w, a in CONTAINERFILE if w == "COPY" and not a.startswith("--from")]
+    project = image.WHEELHOUSE.relative_to(REPO) / "project"
+    per_arch = image.WHEELHOUSE.relative_to(REPO) / "linux-${TARGETARCH}"
+    assert [c.rstrip("/") for c in copied] == [per_arch.as_posix(), project.as_posix()]
+    for word, args in CONTAINERFILE:
+        if word == "RUN" and "pip install" in args:
+            assert args.count("pip install") == args.count("--no-index"), args
+    ignore = (REPO / ".dockerignore").read_text().split()
+    assert ignore[ignore.index("*") + 1] == "!dist/wheelhouse/", "the build context is the wheelhouse only"
 
 
 def test_chart_version_and_default_image_follow_pyproject_and_the_kustomization() -> None:

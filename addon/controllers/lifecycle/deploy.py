@@ -28,7 +28,7 @@ from addon.controllers.lifecycle.inputs import (
     of_cluster,
     referencing,
 )
-from addon.errors import AddonConfigError, WorkTooLargeError
+from addon.errors import AddonConfigError, TemplatesUnavailableError, WorkTooLargeError
 from addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from addon.render.agent import render_agent
 from addon.work.builder import build_deploy_works, manifest_applied, work_index
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 NAME = "deploy"
 APPLY_FAILED = "ManifestWorkApplyFailed"
 INSTALL_NAMESPACE_REFUSED = "InstallNamespaceNotAllowed"
+TEMPLATES_UNAVAILABLE = "AgentTemplatesUnavailable"
 
 
 def _deleting(obj: JSON | None) -> bool:
@@ -53,11 +54,15 @@ def _reason(exc: Exception) -> str:
     """The Event reason for a render that cannot be applied."""
     if isinstance(exc, InstallNamespaceRefusedError):
         return INSTALL_NAMESPACE_REFUSED
+    if isinstance(exc, TemplatesUnavailableError):
+        return TEMPLATES_UNAVAILABLE
     return "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge"
 
 
 def _where(exc: Exception, ref: str | None) -> str:
     """`AddOnDeploymentConfig <ref>: ` when the problem is in the ADC, not in the MCA's own fields."""
+    if isinstance(exc, TemplatesUnavailableError):
+        return ""  # the manager's own installation, whatever the config says
     if not ref or (isinstance(exc, AddonConfigError) and exc.field.startswith("ManagedClusterAddOn")):
         return ""
     return f"AddOnDeploymentConfig {ref}: "
@@ -117,7 +122,7 @@ def deploy_controller(
             rendered = render_agent(mca=mca, adc=lookup.adc, cluster=cluster, default_image=agent_image)
             existing = caches.works.list(cluster_name)
             plan = build_deploy_works(mca, rendered.manifests, existing)
-        except (AddonConfigError, WorkTooLargeError) as exc:
+        except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
             refuse(
                 key,
                 mca,

@@ -33,7 +33,7 @@ from addon.controllers.lifecycle.inputs import (
     of_cluster,
     referencing,
 )
-from addon.errors import AddonConfigError
+from addon.errors import AddonConfigError, TemplatesUnavailableError
 from addon.registration.identity import subject_problem
 from addon.registration.status import (
     owned_by_cma,
@@ -104,8 +104,8 @@ def registration_controller(
             for obj in render_hub_rbac(mca, subject, score_names=scores):
                 resource, cache = rbac_caches[obj["kind"]]
                 writer.ensure(resource, obj, cache.get(object_key(obj)))
-        except KubeError as exc:
-            return str(exc)
+        except (KubeError, TemplatesUnavailableError) as exc:
+            return str(exc)  # a missing template: the deploy controller reports it on ManifestApplied
         return None
 
     def reconcile(key: str) -> Result | None:

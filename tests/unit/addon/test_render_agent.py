@@ -64,11 +64,14 @@ def test_deployment_structure() -> None:
     assert c["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     assert c["resources"] == DEFAULT_RESOURCES
     assert set(c["resources"]) == {"requests", "limits"}
-    # The hub kubeconfig Secret mounted as a directory: no subPath, kubeconfig inside it.
-    (mount,) = c["volumeMounts"]
+    # The hub kubeconfig Secret mounted as a directory: no subPath, kubeconfig inside it; /tmp is
+    # the one writable place on the read-only root (the Kubernetes client writes inline CA data there).
+    tmp, mount = c["volumeMounts"]
+    assert tmp == {"name": "tmp", "mountPath": "/tmp"}
     assert mount == {"name": "hub-kubeconfig", "mountPath": "/var/run/hub", "readOnly": True}
     assert pod["volumes"] == [
-        {"name": "hub-kubeconfig", "secret": {"secretName": "dynamic-scoring-hub-kubeconfig"}}
+        {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+        {"name": "hub-kubeconfig", "secret": {"secretName": "dynamic-scoring-hub-kubeconfig"}},
     ]
     assert "nodeSelector" not in pod and "tolerations" not in pod and "imagePullSecrets" not in pod
 
