@@ -221,6 +221,10 @@ def pack(
     return {i: objs for i, objs in sorted(bins.items()) if objs}
 
 
+def _annotations(work: JSON | None) -> JSON:
+    return ((work or {}).get("metadata") or {}).get("annotations") or {}
+
+
 @dataclass(frozen=True)
 class WorkPlan:
     """The deploy works to ensure and the names of deploy works to delete."""
@@ -243,6 +247,7 @@ def build_deploy_works(
     configs = manifest_configs(manifests)
     deletion = delete_option(manifests)
     works: list[JSON] = []
+    previous = {w["metadata"]["name"]: w for w in existing}
     for index, objs in pack(manifests, existing, limit).items():
         metadata: JSON = {
             "name": f"{DEPLOY_WORK_PREFIX}-{index}",
@@ -252,6 +257,11 @@ def build_deploy_works(
         }
         if annotation is not None:
             metadata["annotations"] = {CONFIG_SPEC_HASH_ANNOTATION: annotation}
+        elif CONFIG_SPEC_HASH_ANNOTATION in _annotations(previous.get(metadata["name"])):
+            # The MCA lost its config references (e.g. the CMA's default config was removed): a
+            # merge patch leaves keys it does not name, so the stale hash is removed explicitly, or
+            # OCM would report Progressing ("mca and work configs mismatch") until the config is back.
+            metadata["annotations"] = {CONFIG_SPEC_HASH_ANNOTATION: None}
         spec: JSON = {"workload": {"manifests": list(objs)}}
         if configs:
             spec["manifestConfigs"] = configs

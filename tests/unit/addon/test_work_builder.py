@@ -84,6 +84,23 @@ def test_no_annotation_without_config_references() -> None:
     assert "annotations" not in work["metadata"]
 
 
+def test_a_hash_the_mca_no_longer_has_is_removed_from_the_work_and_only_then() -> None:
+    """Losing every config reference (the CMA's default config removed) must clear the work's hash.
+
+    `Writer.ensure` merge-patches only the keys it names, so leaving the annotation out would keep
+    the stale hash and OCM would report Progressing until the config came back.
+    """
+    with_refs = mca(configReferences=[ADC_REF])
+    manifests = render_agent(mca=with_refs, adc=None).manifests
+    (old,) = build_deploy_works(with_refs, manifests).works
+    without = mca()
+    (work,) = build_deploy_works(without, manifests, [old]).works
+    assert work["metadata"]["annotations"] == {"open-cluster-management.io/config-spec-hash": None}
+    unannotated = {**old, "metadata": {k: v for k, v in old["metadata"].items() if k != "annotations"}}
+    (again,) = build_deploy_works(without, manifests, [unannotated]).works
+    assert "annotations" not in again["metadata"], "a create must never carry a null annotation"
+
+
 def test_annotation_keys_sorted_and_cluster_scoped_configs_have_empty_namespace() -> None:
     refs = [
         {**ADC_REF, "desiredConfig": {"namespace": "b", "name": "n", "specHash": "h2"}},
