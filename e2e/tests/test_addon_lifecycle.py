@@ -535,6 +535,46 @@ def test_a_deployment_config_change_reaches_the_work_and_progressing_completes(e
     )
 
 
+def test_removing_and_restoring_the_default_config_leaves_no_stale_hash(env: Env) -> None:
+    """With the CMA's default config gone, the work loses its config-spec-hash and Progressing settles.
+
+    A merge patch that leaves the annotation out keeps it, and OCM then reports Progressing
+    ("mca and work configs mismatch") until the default comes back.
+    """
+    cluster = "cluster2"
+    hash_key = "open-cluster-management.io/config-spec-hash"
+    cma_path = f"/apis/{ADDON_V1A1}/clustermanagementaddons/{ADDON}"
+    cma = env.hub.get(ADDON_V1A1, "ClusterManagementAddOn", ADDON)
+    default = cma["spec"]["supportedConfigs"][0]["defaultConfig"]
+
+    def patch_default(value: dict[str, str] | None) -> None:
+        op = {"op": "add", "path": "/spec/supportedConfigs/0/defaultConfig", "value": value}
+        if value is None:
+            op = {"op": "remove", "path": "/spec/supportedConfigs/0/defaultConfig"}
+        env.hub.api.request("PATCH", cma_path, body=[op], content_type="application/json-patch+json")
+
+    def settled(with_hash: bool) -> bool:
+        mca, work = env.mca(cluster), env.work(cluster)
+        annotations = ((work or {}).get("metadata") or {}).get("annotations") or {}
+        refs = ((mca or {}).get("status") or {}).get("configReferences") or []
+        progressing = conditions(mca).get("Progressing", {})
+        return (
+            work is not None
+            and (hash_key in annotations) == with_hash
+            and bool(refs) == with_hash
+            and progressing.get("status") == "False"
+        )
+
+    patch_default(None)
+    try:
+        wait_until(
+            partial(settled, False), timeout=90, what="no config references, no hash, Progressing=False"
+        )
+    finally:
+        patch_default(default)
+    wait_until(partial(settled, True), timeout=90, what="the default's hash back and Progressing=False")
+
+
 def test_a_missing_or_invalid_deployment_config_is_reported_and_the_last_good_work_stays(env: Env) -> None:
     cluster = "cluster2"
     before = env.work(cluster)
@@ -616,7 +656,8 @@ def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
             applied = conditions(env.mca(cluster)).get("ManifestApplied", {})
             return (
                 applied.get("status") == "False"
-                and "agent/deployment.yaml.j2' is not installed" in applied.get("message", "")
+                and "is not installed in" in applied.get("message", "")
+                and "make image" in applied.get("message", "")
                 and any(
                     e["involvedObject"].get("name") == ADDON
                     for e in env.events(cluster, "AgentTemplatesUnavailable")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
-from e2e.image import default_tag
+from e2e.image import default_tag, podman
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
 from e2e.procs import wait_until
@@ -245,8 +245,9 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
                         {
                             "name": "probe",
                             "image": default_tag(),
-                            # the harness ships no console script, and e2e/probe.py has no __main__ guard
-                            "command": ["python", "-c", "from e2e.probe import main; main()"],
+                            # a harness command: the runner provides it in both modes (in container
+                            # mode with the image's Python and the checkout's e2e/ mounted read-only)
+                            "command": ["dynamic-scoring-e2e-probe"],
                             "args": ["--secret-file=/etc/probe/value", "--bind-address=:8080"],
                             "env": [
                                 {
@@ -295,7 +296,10 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
     import os
     import signal
 
-    os.kill(first["pid"], signal.SIGKILL)  # a crash
+    if first.get("container"):  # a crash of the container's process, not of podman
+        podman("kill", "--signal", "KILL", first["container"])
+    else:
+        os.kill(first["pid"], signal.SIGKILL)  # a crash
     wait_until(
         lambda: (p := pod()) is not None and p["restarts"] == 1 and p["ready"] and p["pid"] != first["pid"],
         timeout=60,
