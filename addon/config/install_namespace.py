@@ -81,7 +81,13 @@ def resolve_install_namespace(mca: JSON, config: DeploymentConfig | None) -> str
             INSTALL_NAMESPACE_ANNOTATION, ""
         )
         namespace = spec_ns or annotated or DEFAULT_INSTALL_NAMESPACE
-        where = "ManagedClusterAddOn spec.installNamespace"
+        # v1alpha1's field; a v1beta1 read (what `kubectl get mca` shows on a cluster-manager hub)
+        # carries the same value as an annotation, so name whichever the value came from
+        where = (
+            "ManagedClusterAddOn spec.installNamespace"
+            if spec_ns or not annotated
+            else f"ManagedClusterAddOn annotation {INSTALL_NAMESPACE_ANNOTATION}"
+        )
     if not _DNS_LABEL.match(namespace):
         raise AddonConfigError(where, f"{namespace!r} is not a valid namespace name")
     if is_system_namespace(namespace):

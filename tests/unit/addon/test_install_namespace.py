@@ -149,3 +149,17 @@ def test_status_namespace_ignores_unrelated_invalid_adc_fields() -> None:
     assert install_namespace_for(mca(install_namespace="team-a"), broken) == "from-adc"
     assert install_namespace_for(mca(install_namespace="team-a"), adc()) == "team-a"
     assert install_namespace_for(mca(install_namespace="team-a"), None) == "team-a"
+
+
+def test_a_refused_namespace_from_the_v1beta1_annotation_names_the_annotation() -> None:
+    """Where the value came from the annotation (a v1beta1 write), the message must not send the
+    user to a v1alpha1 field that `kubectl get mca` does not show them."""
+    addon = mca()
+    addon["metadata"]["annotations"] = {
+        "addon.open-cluster-management.io/v1alpha1-install-namespace": "kube-system"
+    }
+    with pytest.raises(InstallNamespaceRefusedError) as caught:
+        resolve_install_namespace(addon, None)
+    assert str(caught.value).startswith(
+        "ManagedClusterAddOn annotation addon.open-cluster-management.io/v1alpha1-install-namespace: "
+    )
