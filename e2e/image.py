@@ -374,6 +374,9 @@ def build(
         "--layers",
         "--build-arg",
         f"PYTHON_IMAGE={base}",
+        # podman 4.3 derives it too, but warns that it is missing; buildx sets it per --platform
+        "--build-arg",
+        f"TARGETARCH={host_arch()}",
         "--file",
         str(containerfile),
         "--tag",
