@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv tools tools-ocm deps lint test test-unit test-component test-integration test-e2e \
+.PHONY: help venv tools tools-ocm tools-ocm13 deps lint test test-unit test-component test-integration test-e2e \
         e2e-up e2e-down e2e-status bench clean demo chart image
 
 help: ## list the targets
@@ -25,6 +25,9 @@ tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's
 
 tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM, clusteradm): all the demo needs
 	e2e/build-tools.sh ocm-api etcd ocm clusteradm k8s helm
+
+tools-ocm13: ## opt-in: OCM v1.3.1 (+ webhook servers, hub CRD templates) from a pinned git mirror (OCM_SOURCE_GIT); not run by the harness yet
+	e2e/build-tools.sh ocm13
 
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \

@@ -7,7 +7,7 @@
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
 # Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm argocd actionlint;
-#        default all)
+#        default all; plus the opt-in ocm13, built from a fetched git mirror and never part of the default)
 # Prints the cache directory of every component on success.
 # With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
 # message saying to run `make tools` (`make lint` locates actionlint this way).
@@ -24,6 +24,12 @@ HELM_VERSION=${HELM_VERSION:-v3.19.5}
 ARGOCD_VERSION=${ARGOCD_VERSION:-v3.1.8}
 # actionlint v1.7.12 (newest release the proxy serves): `make lint` checks .github/workflows with it.
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
+# OCM v1.3.1 (opt-in component ocm13): the proxy refuses the ocm v1.3.x module, so it is built from the
+# public repository's git history, pinned by tag AND commit.  OCM_SOURCE_GIT is a bare clone/mirror of
+# https://github.com/open-cluster-management-io/ocm holding that commit.
+OCM13_VERSION=${OCM13_VERSION:-v1.3.1}
+OCM13_COMMIT=${OCM13_COMMIT:-805fa6103d8bc1761dbc9cb4e420def42703ec53}
+OCM_SOURCE_GIT=${OCM_SOURCE_GIT:-/work/.mirror/open-cluster-management-io+ocm/repo}
 # Bump when a recipe below changes in a way that alters the produced binaries.
 RECIPE=1
 
@@ -63,9 +69,10 @@ build() {
     say "$comp $ver: cached at $dir"; echo "$comp=$dir"; return 0
   fi
   if [[ "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]]; then
-    say "$comp $ver is not built yet (no $dir); run 'make tools' to build it"; exit 3
+    say "$comp $ver is not built yet (no $dir); run 'make $([[ $comp == ocm13 ]] && echo tools-ocm13 || echo tools)' to build it"
+    exit 3
   fi
-  check_proxy
+  [[ "$comp" == ocm13 ]] || check_proxy   # ocm13 builds from its vendor/ tree, no module downloads
   rm -rf "$dir".tmp.*   # left by an interrupted build; we hold the lock, so nobody else is building
   tmp="$dir.tmp.$$"; mkdir -p "$tmp/bin" "$tmp/src"
   start=$(date +%s)
@@ -142,7 +149,8 @@ wrapper() {  # wrapper <module> <version> [<replaced-module> <replacement-versio
 }
 
 # OCM is pinned to v1.2.1: the proxy serves no zip for ocm v1.3.x (403 "not available"; the checksum
-# database has no v1.3.1 entry either), so the v1.3 line cannot be built here.
+# database has no v1.3.1 entry either), so the v1.3 line cannot be built through the proxy; the opt-in
+# ocm13 component below builds v1.3.1 from a pinned git mirror instead.
 recipe_ocm() {
   local out=$1 ver=$2 vpkg=open-cluster-management.io/ocm/pkg/version minor
   minor=$(echo "$ver" | cut -d. -f2)
@@ -151,6 +159,39 @@ recipe_ocm() {
     -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor" \
     open-cluster-management.io/ocm/cmd/registration open-cluster-management.io/ocm/cmd/work \
     open-cluster-management.io/ocm/cmd/placement open-cluster-management.io/ocm/cmd/addon
+}
+
+# ocm13_source: fail early, and say how to get it, unless OCM_SOURCE_GIT holds OCM13_VERSION at OCM13_COMMIT.
+ocm13_source() {
+  local how="get it with: git clone --mirror https://github.com/open-cluster-management-io/ocm <dir> && export OCM_SOURCE_GIT=<dir>"
+  git --git-dir="$OCM_SOURCE_GIT" rev-parse --git-dir >/dev/null 2>&1 \
+    || die "no OCM git mirror at OCM_SOURCE_GIT=$OCM_SOURCE_GIT (needed for ocm13 only); $how"
+  local tagged
+  tagged=$(git --git-dir="$OCM_SOURCE_GIT" rev-parse -q --verify "refs/tags/$OCM13_VERSION^{commit}" 2>/dev/null) \
+    || die "OCM mirror $OCM_SOURCE_GIT has no tag $OCM13_VERSION; update it (git --git-dir=<dir> fetch --tags) or $how"
+  [[ "$tagged" == "$OCM13_COMMIT" ]] \
+    || die "OCM tag $OCM13_VERSION in $OCM_SOURCE_GIT is $tagged, pinned commit is $OCM13_COMMIT; refusing to build a moved tag"
+}
+
+# OCM v1.3.1 from source: the tree at the pinned commit is the main module.  It ships vendor/ (with
+# modules.txt), so the build is -mod=vendor and downloads nothing.  Same binaries and bin/ layout as the
+# ocm component, so e2e/tools.py can point at either; the webhook servers are subcommands of the same
+# binaries (`registration|work|addon webhook-server`).  Also copied: the hub CRD templates as the
+# cluster manager installs them (crds/hub/: CMA and MCA convert through a Webhook, with
+# {{ .AddonAPIServiceCABundle }} / {{ .ClusterManagerNamespace }} placeholders) and the klusterlet's
+# managed-cluster CRDs (crds/managed/, incl. clusterproperties).
+recipe_ocm13() {
+  local out=$1 ver=${2%%+*} vpkg=open-cluster-management.io/ocm/pkg/version minor
+  minor=$(echo "$ver" | cut -d. -f2)
+  git --git-dir="$OCM_SOURCE_GIT" archive "$OCM13_COMMIT" | tar -x -C .
+  GOFLAGS="-mod=vendor -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/" \
+    -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor -X $vpkg.commitFromGit=$OCM13_COMMIT" \
+    ./cmd/registration ./cmd/work ./cmd/placement ./cmd/addon
+  mkdir -p "$out/crds/hub" "$out/crds/managed"
+  cp manifests/cluster-manager/hub/crds/*.crd.yaml "$out/crds/hub/"
+  cp manifests/klusterlet/managed/*.crd.yaml "$out/crds/managed/"
+  printf '{"tag": "%s", "commit": "%s"}\n' "$ver" "$OCM13_COMMIT" > "$out/source.json"
+  "$out/bin/registration" --version
 }
 
 # clusteradm v1.3.1 is the only release whose zip the proxy serves.  It requires ocm v1.3.1 solely for
@@ -251,6 +292,10 @@ for c in "${components[@]}"; do
     helm) build helm "$HELM_VERSION" recipe_helm ;;
     argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
     actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint)" ;;
+    ocm13)  # opt-in (`make tools-ocm13`); the cache key holds tag and commit
+      [[ -f "$(key_dir ocm13 "$OCM13_VERSION+$OCM13_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
+        || ocm13_source
+      build ocm13 "$OCM13_VERSION+$OCM13_COMMIT" recipe_ocm13 ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13)" ;;
   esac
 done
