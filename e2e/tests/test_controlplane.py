@@ -18,6 +18,10 @@ from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
 from e2e.procs import wait_until
 
+# v1alpha1 field paths below: on a cluster-manager hub the short name means v1beta1, where
+# spec.installNamespace is an annotation and registrations have another shape
+MCA_V1A1 = "managedclusteraddons.v1alpha1.addon.open-cluster-management.io"
+
 
 def kubectl(cp: ControlPlane, cluster: str = "hub") -> Kubectl:
     assert cp.tools is not None and cp.hub is not None and cp.spoke2 is not None
@@ -171,7 +175,7 @@ def test_clusteradm_enable_and_addon_csr_signed(control_plane: ControlPlane) -> 
 
 def _addon_csr_flow(hub: Kubectl, spoke: Kubectl, addon: str, out: str) -> None:
     assert "cluster2" in out
-    mca = hub.get_json("managedclusteraddon", addon, "-n", "cluster2")
+    mca = hub.get_json(MCA_V1A1, addon, "-n", "cluster2")
     assert mca["spec"]["installNamespace"] == "open-cluster-management-agent-addon"
 
     # Play the addon manager's part: declare a kube-apiserver-client registration ...
@@ -183,7 +187,7 @@ def _addon_csr_flow(hub: Kubectl, spoke: Kubectl, addon: str, out: str) -> None:
     }
     hub.run(
         "patch",
-        "managedclusteraddon",
+        MCA_V1A1,
         addon,
         "-n",
         "cluster2",

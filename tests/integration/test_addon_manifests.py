@@ -112,7 +112,10 @@ def test_apply_k_installs_on_the_hub(control_plane: ControlPlane, installed: Kub
     # OCM's own addon-manager treats the CMA as one it manages (no lifecycle annotation): it fills
     # the default config reference into the CMA status.
     def default_ref() -> JSON | None:
-        cma = installed.get_json("clustermanagementaddon", "dynamic-scoring")
+        # fully qualified: on a cluster-manager hub the short name means v1beta1 (defaultConfigReferences)
+        cma = installed.get_json(
+            "clustermanagementaddons.v1alpha1.addon.open-cluster-management.io", "dynamic-scoring"
+        )
         refs = (cma.get("status") or {}).get("defaultconfigReferences") or []
         return refs[0] if refs else None
 
