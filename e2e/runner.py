@@ -322,13 +322,20 @@ class Replica:
         return str(resp["status"]["token"]).encode()
 
     def _write_files(
-        self, target: Path, files: dict[str, bytes], mode: int = 0o644, owner: tuple[int, int] | None = None
+        self,
+        target: Path,
+        files: dict[str, bytes],
+        mode: int = 0o644,
+        owned: frozenset[str] = frozenset(),
     ) -> None:
         """Replace a directory's files atomically per file (readers never see half a file).
 
-        In container mode the files take the pod's fsGroup as their group, readable by it, as the
-        kubelet does; `owner` (uid, gid) is for files the kubelet gives to the pod's user.
+        As the kubelet does in container mode: the files take the pod's fsGroup as their group,
+        readable by it; the files named in `owned` (projected tokens) become 0600, the pod user's,
+        when the pod names a runAsUser or an fsGroup, and keep the volume's mode otherwise.
+        Files of the directory not in `files` are removed, so one volume is one call.
         """
+        owner = self._token_owner()
         target.mkdir(parents=True, exist_ok=True)
         fs_group = (
             (self.spec.get("securityContext") or {}).get("fsGroup") if self.mode == "container" else None
@@ -339,9 +346,11 @@ class Replica:
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_bytes(value)
             file_mode = mode
-            if owner is not None:
-                os.chown(tmp, owner[0], owner[1])
-            elif fs_group is not None:
+            if key in owned and (owner is not None or fs_group is not None):
+                file_mode = 0o600  # the kubelet's rule for a token with a known user or fsGroup
+                if owner is not None:
+                    os.chown(tmp, owner[0], owner[1])
+            if fs_group is not None:
                 os.chown(tmp, -1, int(fs_group))
                 file_mode |= 0o040
             tmp.chmod(file_mode)
@@ -394,8 +403,10 @@ class Replica:
                 target.chmod(0o777)  # as the kubelet makes it: writable by whatever user the pod runs as
             elif "projected" in vol:
                 files: dict[str, bytes] = {}
+                tokens: set[str] = set()
                 for source in vol["projected"].get("sources", []):
                     if "serviceAccountToken" in source:
+                        tokens.add(source["serviceAccountToken"]["path"])
                         files[source["serviceAccountToken"]["path"]] = self._token()
                     elif "secret" in source:
                         d = self._secret(source["secret"]["name"]) or {}
@@ -403,15 +414,8 @@ class Replica:
                     elif "configMap" in source:
                         d = self._configmap(source["configMap"]["name"]) or {}
                         files.update(self._select(d, source["configMap"].get("items")))
-                tokens = {
-                    s["serviceAccountToken"]["path"]
-                    for s in vol["projected"].get("sources", [])
-                    if "serviceAccountToken" in s
-                }
                 mode = int(vol["projected"].get("defaultMode", 0o644))
-                owner = self._token_owner()
-                self._write_files(target, {k: v for k, v in files.items() if k not in tokens}, mode)
-                self._write_files(target, {k: v for k, v in files.items() if k in tokens}, 0o600, owner)
+                self._write_files(target, files, mode, frozenset(tokens))
             else:
                 return f"volume {name}: only secret, configMap, projected and emptyDir are supported"
         if self.spec.get("automountServiceAccountToken", True):

@@ -76,6 +76,7 @@ def probe_deployment(ns: str, name: str, *, replicas: int, secret_key: str = "va
         "volumeMounts": [
             {"name": "creds", "mountPath": "/etc/probe", "readOnly": True},
             {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "projected", "mountPath": "/var/run/projected", "readOnly": True},
         ],
     }
     return {
@@ -100,11 +101,35 @@ def probe_deployment(ns: str, name: str, *, replicas: int, secret_key: str = "va
                     "volumes": [
                         {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o440}},
                         {"name": "scratch", "emptyDir": {}},
+                        {
+                            "name": "projected",
+                            "projected": {
+                                "sources": [
+                                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                                    {
+                                        "configMap": {
+                                            "name": "settings",
+                                            "items": [{"key": "level", "path": "level"}],
+                                        }
+                                    },
+                                ]
+                            },
+                        },
                     ],
                 },
             },
         },
     }
+
+
+def unavailable_reason(spoke: Client, ns: str, name: str) -> str:
+    """The Deployment's `Available=False` message, once the runner has written one."""
+
+    def message() -> str:
+        cond = conditions(spoke.get("apps/v1", "Deployment", name, ns)).get("Available", {})
+        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
+
+    return str(wait_until(message, timeout=60, what=f"{name}: Available=False with a reason"))
 
 
 @pytest.fixture
@@ -199,6 +224,9 @@ def test_runner_runs_what_the_manager_and_agent_deployments_carry(
         assert podman("exec", name, "id", "-u").strip() == "65532"
         assert podman("inspect", "--format", "{{.HostConfig.Memory}}", name).strip() == str(128 * 2**20)
         podman("exec", name, "touch", "/scratch/written")
+        # one projected volume holds both sources; its token is the pod user's
+        assert podman("exec", name, "cat", "/var/run/projected/level").strip() == "debug"
+        assert podman("exec", name, "sh", "-c", "test -r /var/run/projected/token && echo ok").strip() == "ok"
         out = podman("exec", name, "sh", "-c", "touch /written 2>&1 || echo refused", check=False)
         assert "Read-only file system" in out and "refused" in out
 
@@ -225,12 +253,7 @@ def test_missing_secret_key_is_a_clear_status_and_nothing_runs(
     spoke, ns = namespace
     spoke.apply(probe_deployment(ns, "broken", replicas=1, secret_key="nope"))
 
-    def message() -> str:
-        d = spoke.get("apps/v1", "Deployment", "broken", ns)
-        cond = conditions(d).get("Available", {})
-        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
-
-    text = wait_until(message, timeout=60, what="Available=False with a reason")
+    text = unavailable_reason(spoke, ns, "broken")
     assert 'CreateContainerConfigError: key "nope" in secret "creds" not found' in text
     rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
     assert [r["pid"] for r in rows if r["namespace"] == ns] == [None]
@@ -245,12 +268,7 @@ def test_an_image_not_in_local_storage_is_err_image_pull_and_nothing_runs(
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = missing
     spoke.apply(deployment)
 
-    def message() -> str:
-        d = spoke.get("apps/v1", "Deployment", "unpulled", ns)
-        cond = conditions(d).get("Available", {})
-        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
-
-    text = wait_until(message, timeout=60, what="Available=False with a reason")
+    text = unavailable_reason(spoke, ns, "unpulled")
     assert f'ErrImagePull: image "{missing}" is not present in local storage' in text
     assert "make image" in text
     rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
@@ -267,10 +285,5 @@ def test_run_as_non_root_refuses_a_root_user_as_the_kubelet_does(
     deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]["runAsUser"] = 0
     spoke.apply(deployment)
 
-    def message() -> str:
-        d = spoke.get("apps/v1", "Deployment", "rooted", ns)
-        cond = conditions(d).get("Available", {})
-        return str(cond.get("message", "")) if cond.get("status") == "False" else ""
-
-    text = wait_until(message, timeout=60, what="Available=False with a reason")
+    text = unavailable_reason(spoke, ns, "rooted")
     assert "CreateContainerConfigError: container's runAsUser breaks non-root policy" in text
