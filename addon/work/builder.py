@@ -221,8 +221,20 @@ def pack(
     return {i: objs for i, objs in sorted(bins.items()) if objs}
 
 
-def _annotations(work: JSON | None) -> JSON:
-    return ((work or {}).get("metadata") or {}).get("annotations") or {}
+def dropping_stale_hash(work: JSON, current: JSON | None) -> JSON:
+    """`work`, naming the config-spec-hash annotation null when `current` has it and `work` does not.
+
+    The MCA lost its config references (e.g. the CMA's default config was removed).  A merge patch
+    leaves the keys it does not name, so the stale hash must be named to be removed, or OCM reports
+    Progressing ("mca and work configs mismatch") until the config is back.  A create (no
+    `current`) never carries the null.
+    """
+    had = ((current or {}).get("metadata") or {}).get("annotations") or {}
+    meta = work["metadata"]
+    wanted = meta.get("annotations") or {}
+    if CONFIG_SPEC_HASH_ANNOTATION not in had or CONFIG_SPEC_HASH_ANNOTATION in wanted:
+        return work
+    return {**work, "metadata": {**meta, "annotations": {**wanted, CONFIG_SPEC_HASH_ANNOTATION: None}}}
 
 
 @dataclass(frozen=True)
@@ -257,19 +269,13 @@ def build_deploy_works(
         }
         if annotation is not None:
             metadata["annotations"] = {CONFIG_SPEC_HASH_ANNOTATION: annotation}
-        elif CONFIG_SPEC_HASH_ANNOTATION in _annotations(previous.get(metadata["name"])):
-            # The MCA lost its config references (e.g. the CMA's default config was removed): a
-            # merge patch leaves keys it does not name, so the stale hash is removed explicitly, or
-            # OCM would report Progressing ("mca and work configs mismatch") until the config is back.
-            metadata["annotations"] = {CONFIG_SPEC_HASH_ANNOTATION: None}
         spec: JSON = {"workload": {"manifests": list(objs)}}
         if configs:
             spec["manifestConfigs"] = configs
         if deletion is not None:
             spec["deleteOption"] = deletion
-        works.append(
-            {"apiVersion": WORK_API_VERSION, "kind": "ManifestWork", "metadata": metadata, "spec": spec}
-        )
+        work = {"apiVersion": WORK_API_VERSION, "kind": "ManifestWork", "metadata": metadata, "spec": spec}
+        works.append(dropping_stale_hash(work, previous.get(metadata["name"])))
     names = {w["metadata"]["name"] for w in works}
     obsolete = sorted(
         w["metadata"]["name"]

@@ -54,7 +54,12 @@ from addon.scorers.effective import resolve
 from addon.scorers.models import DynamicScoringConfig, SpecProblem, parse_config, parse_scorer
 from addon.scorers.reports import cluster_reports
 from addon.scorers.status import DISTRIBUTED, ConditionSpec, apply_conditions
-from addon.work.builder import WORK_API_VERSION, config_spec_hash_annotation, owner_reference
+from addon.work.builder import (
+    WORK_API_VERSION,
+    config_spec_hash_annotation,
+    dropping_stale_hash,
+    owner_reference,
+)
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
@@ -303,15 +308,7 @@ class Distribution:
             if have is not None and self.writer.delete(MANIFEST_WORKS, cluster, WORK_NAME):
                 log.info("withdrew the config work of cluster %s", cluster, extra={"key": cluster})
             return
-        old = ((have or {}).get("metadata") or {}).get("annotations") or {}
-        if CONFIG_SPEC_HASH_ANNOTATION in old and CONFIG_SPEC_HASH_ANNOTATION not in want["metadata"].get(
-            "annotations", {}
-        ):
-            # the MCA lost its config references: OCM would never match a work still carrying hashes
-            want = {
-                **want,
-                "metadata": {**want["metadata"], "annotations": {CONFIG_SPEC_HASH_ANNOTATION: None}},
-            }
+        want = dropping_stale_hash(want, have)  # the MCA lost its config references
         result = self.writer.ensure(MANIFEST_WORKS, want, have)
         if have is None or _rv(result) != _rv(have):
             cached = self.caches.works.get(f"{cluster}/{WORK_NAME}")
