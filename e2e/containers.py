@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.image import podman_global, ulimits
+from e2e.image import podman, podman_global, ulimits
 
 LABEL = "io.dynamic-scoring.e2e.runner"
 # Variables podman reads for itself; the container's values for these go on the command line.
@@ -204,7 +204,7 @@ def run_argv(
 
 
 def image_user(image: str) -> str | None:
-    """The image's USER, or None when the image is not in local storage."""
+    """The image's USER, or None when the image is not in local storage (one podman call: both)."""
     proc = subprocess.run(
         [*podman_global(), "image", "inspect", "--format", "{{.Config.User}}", image],
         capture_output=True,
@@ -227,19 +227,10 @@ def remove_containers(runner_label: str | None = None, name: str | None = None) 
     if name is not None:
         targets = [name]
     else:
-        listed = subprocess.run(
-            [*podman_global(), "ps", "--all", "--quiet", "--filter", f"label={LABEL}={runner_label}"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
+        listed = podman(
+            "ps", "--all", "--quiet", "--filter", f"label={LABEL}={runner_label}", check=False, timeout=60
         )
-        targets = listed.stdout.split()
+        targets = listed.split()
     if targets:
-        subprocess.run(
-            [*podman_global(), "rm", "--force", "--ignore", "--time", "0", *targets],
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+        podman("rm", "--force", "--ignore", "--time", "0", *targets, check=False, timeout=120)
     return targets
