@@ -132,6 +132,20 @@ def unavailable_reason(spoke: Client, ns: str, name: str) -> str:
     return str(wait_until(message, timeout=60, what=f"{name}: Available=False with a reason"))
 
 
+def listed_replicas(control_plane: ControlPlane, ns: str) -> list[dict[str, Any]]:
+    """The namespace's rows of pods.json, once the runner lists any.
+
+    The runner writes a Deployment's status while it syncs and pods.json after the whole pass, so a
+    status seen a moment ago may not be in pods.json yet.
+    """
+    path = control_plane.run_dir / "runner" / "pods.json"
+
+    def rows() -> list[dict[str, Any]]:
+        return [r for r in json.loads(path.read_text()) if r["namespace"] == ns]
+
+    return list(wait_until(rows, timeout=30, what=f"pods.json rows of {ns}"))
+
+
 @pytest.fixture
 def namespace(control_plane: ControlPlane) -> Any:
     assert control_plane.spoke2 is not None
@@ -255,8 +269,7 @@ def test_missing_secret_key_is_a_clear_status_and_nothing_runs(
 
     text = unavailable_reason(spoke, ns, "broken")
     assert 'CreateContainerConfigError: key "nope" in secret "creds" not found' in text
-    rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
-    assert [r["pid"] for r in rows if r["namespace"] == ns] == [None]
+    assert [r["pid"] for r in listed_replicas(control_plane, ns)] == [None]
 
 
 def test_an_image_not_in_local_storage_is_err_image_pull_and_nothing_runs(
@@ -271,8 +284,7 @@ def test_an_image_not_in_local_storage_is_err_image_pull_and_nothing_runs(
     text = unavailable_reason(spoke, ns, "unpulled")
     assert f'ErrImagePull: image "{missing}" is not present in local storage' in text
     assert "make image" in text
-    rows = [r for r in json.loads((control_plane.run_dir / "runner" / "pods.json").read_text())]
-    assert [r["pid"] for r in rows if r["namespace"] == ns] == [None], (
+    assert [r["pid"] for r in listed_replicas(control_plane, ns)] == [None], (
         "it must never fall back to the checkout"
     )
 
