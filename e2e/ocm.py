@@ -263,3 +263,23 @@ def clusteradm(tools: Tools, hub_kubeconfig: Path, *args: str, timeout: float = 
     if proc.returncode != 0:
         raise RuntimeError(f"clusteradm {' '.join(args)} failed: {proc.stdout}{proc.stderr}")
     return proc.stdout + proc.stderr
+
+
+ADDON_LABEL = "open-cluster-management.io/addon-name"  # on the CSRs a klusterlet creates for an addon
+
+
+def forget_issued_addon_csrs(hub: Client) -> list[str]:
+    """Delete every addon CSR that was already issued, as kube-controller-manager's cleaner would.
+
+    That cleaner removes an issued CSR only an hour after it was issued, and a klusterlet stops
+    asking for an addon certificate once 10 CSRs of one cluster and addon exist ("too many CSRs
+    created already on the hub").  A test session enables, disables and rotates the addon more
+    often than that within minutes, so the harness forgets issued CSRs between test modules.
+    Pending and denied CSRs stay: tests look at those.
+    """
+    gone = []
+    for csr in hub.items("certificates.k8s.io/v1", "CertificateSigningRequest", label_selector=ADDON_LABEL):
+        if (csr.get("status") or {}).get("certificate"):
+            hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", csr["metadata"]["name"])
+            gone.append(csr["metadata"]["name"])
+    return gone
