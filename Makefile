@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv tools tools-ocm tools-ocm13 deps lint test test-unit test-component test-integration test-e2e \
+.PHONY: help venv tools tools-ocm deps lint test test-unit test-component test-integration test-e2e test-compat \
         e2e-up e2e-down e2e-status bench clean demo chart image
 
 help: ## list the targets
@@ -23,11 +23,8 @@ tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's
 	e2e/build-tools.sh argocd actionlint
 	e2e/build-otelcol.sh
 
-tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM, clusteradm): all the demo needs
-	e2e/build-tools.sh ocm-api etcd ocm clusteradm k8s helm
-
-tools-ocm13: ## opt-in: OCM v1.3.1 (+ webhook servers, hub CRD templates) from a pinned git mirror (OCM_SOURCE_GIT); not run by the harness yet
-	e2e/build-tools.sh ocm13
+tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1 and v1.2.1, clusteradm): all the demo needs
+	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm
 
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
@@ -43,8 +40,12 @@ lint: $(STAMP) ## ruff, mypy --strict, import layering, actionlint on .github/wo
 	$(BIN)/lint-imports
 	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
 
-test: $(STAMP) deps tools lint image ## run every test tier (unit, component, integration, e2e)
+# The addon-contract tests once more on the older OCM release (the default run uses v1.3.1).
+COMPAT_OCM ?= v1.2.1
+
+test: $(STAMP) deps tools lint image ## run every test tier (unit, component, integration, e2e), then the OCM-contract e2e tests on $(COMPAT_OCM)
 	$(BIN)/pytest
+	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"
 
 test-unit: $(STAMP) ## unit tier only
 	$(BIN)/pytest -m unit
@@ -55,8 +56,12 @@ test-component: $(STAMP) deps ## component tier only
 test-integration: $(STAMP) tools ## integration tier only
 	$(BIN)/pytest -m integration
 
-test-e2e: $(STAMP) deps tools image ## e2e tier only
+test-e2e: $(STAMP) deps tools image ## e2e tier only, then its OCM-contract tests on $(COMPAT_OCM)
 	$(BIN)/pytest -m e2e
+	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"
+
+test-compat: $(STAMP) deps tools image ## only the OCM-contract e2e tests, on $(COMPAT_OCM) (COMPAT_OCM=v1.3.1 for the newer hub)
+	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"
 
 demo: $(STAMP) deps tools-ocm image ## the whole loop, live: OCM, helm install, enable, sample scorer, Placement following the load (Ctrl-C ends)
 	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
@@ -67,8 +72,8 @@ image: $(STAMP) ## build the project's image with podman (local storage + dist/d
 chart: $(STAMP) tools-ocm ## regenerate charts/dynamic-scoring from manifests/
 	$(BIN)/python -m e2e.chartgen
 
-e2e-up: $(STAMP) deps tools-ocm ## start the local OCM control plane in the background; writes .e2e/env
-	$(BIN)/python -m e2e.cli up
+e2e-up: $(STAMP) deps tools-ocm ## start the local OCM control plane in the background; writes .e2e/env (OCM=v1.2.1 for the older hub)
+	$(BIN)/python -m e2e.cli up $(if $(OCM),--ocm $(OCM))
 
 e2e-down: $(STAMP) ## stop everything e2e-up started
 	$(BIN)/python -m e2e.cli down

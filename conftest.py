@@ -27,6 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "own_install: installs and uninstalls the addon itself (helm); runs after the tests sharing an "
         "install, before teardown_last",
     )
+    config.addinivalue_line(
+        "markers",
+        "ocm_contract: the addon contract with OCM (lifecycle, registration, status, config, upgrade, "
+        "uninstall, the mission); `make test` runs these again on the older OCM release",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

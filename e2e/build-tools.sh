@@ -6,8 +6,8 @@
 # its own directory of a cache outside the repository, keyed by component, version, Go version
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
-# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api helm argocd actionlint;
-#        default all; plus the opt-in ocm13, built from a fetched git mirror and never part of the default)
+# Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api ocm13 helm argocd
+#        actionlint; default all.  ocm13 is OCM v1.3.1, built from a pinned git mirror, not the proxy)
 # Prints the cache directory of every component on success.
 # With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
 # message saying to run `make tools` (`make lint` locates actionlint this way).
@@ -24,16 +24,23 @@ HELM_VERSION=${HELM_VERSION:-v3.19.5}
 ARGOCD_VERSION=${ARGOCD_VERSION:-v3.1.8}
 # actionlint v1.7.12 (newest release the proxy serves): `make lint` checks .github/workflows with it.
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
-# OCM v1.3.1 (opt-in component ocm13): the proxy refuses the ocm v1.3.x module, so it is built from the
-# public repository's git history, pinned by tag AND commit.  OCM_SOURCE_GIT is a bare clone/mirror of
-# https://github.com/open-cluster-management-io/ocm holding that commit.
+# OCM v1.3.1 (component ocm13, the e2e tier's default hub): the proxy refuses the ocm v1.3.x module, so
+# it is built from the public repository's git history, pinned by tag AND commit.  OCM_SOURCE_GIT is a
+# bare clone/mirror of OCM_SOURCE_URL holding that commit; without one, the first build clones it into
+# the tools cache (needs git access to GitHub).  This machine keeps a fetched mirror under /work/.mirror.
 OCM13_VERSION=${OCM13_VERSION:-v1.3.1}
 OCM13_COMMIT=${OCM13_COMMIT:-805fa6103d8bc1761dbc9cb4e420def42703ec53}
-OCM_SOURCE_GIT=${OCM_SOURCE_GIT:-/work/.mirror/open-cluster-management-io+ocm/repo}
-# Bump when a recipe below changes in a way that alters the produced binaries.
+OCM_SOURCE_URL=${OCM_SOURCE_URL:-https://github.com/open-cluster-management-io/ocm}
+# Bump when a recipe below changes in a way that alters the produced binaries.  RECIPE_<component>
+# overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
+RECIPE_ocm13=2   # 2: webhook servers bind 127.0.0.1
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
+if [[ -z "${OCM_SOURCE_GIT:-}" ]]; then
+  OCM_SOURCE_GIT=/work/.mirror/open-cluster-management-io+ocm/repo
+  [[ -d "$OCM_SOURCE_GIT" ]] || OCM_SOURCE_GIT=$TOOLS_ROOT/src/ocm.git
+fi
 export GOTOOLCHAIN=local CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$TOOLS_ROOT/gomod}
 export GOCACHE=${GOCACHE_OVERRIDE:-$TOOLS_ROOT/gocache}
@@ -49,8 +56,8 @@ command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.2
 GOVERSION=$(go env GOVERSION)
 
 key_dir() {  # component version -> cache dir path
-  local h
-  h=$(printf '%s %s %s %s/%s %s' "$1" "$2" "$GOVERSION" "$(go env GOOS)" "$(go env GOARCH)" "$RECIPE" | sha256sum | cut -c1-12)
+  local h rev_var="RECIPE_${1//-/_}"
+  h=$(printf '%s %s %s %s/%s %s' "$1" "$2" "$GOVERSION" "$(go env GOOS)" "$(go env GOARCH)" "${!rev_var:-$RECIPE}" | sha256sum | cut -c1-12)
   printf '%s/%s-%s-%s' "$TOOLS_ROOT" "$1" "$2" "$h"
 }
 
@@ -69,7 +76,7 @@ build() {
     say "$comp $ver: cached at $dir"; echo "$comp=$dir"; return 0
   fi
   if [[ "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]]; then
-    say "$comp $ver is not built yet (no $dir); run 'make $([[ $comp == ocm13 ]] && echo tools-ocm13 || echo tools)' to build it"
+    say "$comp $ver is not built yet (no $dir); run 'make tools' to build it"
     exit 3
   fi
   [[ "$comp" == ocm13 ]] || check_proxy   # ocm13 builds from its vendor/ tree, no module downloads
@@ -163,9 +170,16 @@ recipe_ocm() {
 
 # ocm13_source: fail early, and say how to get it, unless OCM_SOURCE_GIT holds OCM13_VERSION at OCM13_COMMIT.
 ocm13_source() {
-  local how="get it with: git clone --mirror https://github.com/open-cluster-management-io/ocm <dir> && export OCM_SOURCE_GIT=<dir>"
+  local how="get it with: git clone --mirror $OCM_SOURCE_URL <dir> && export OCM_SOURCE_GIT=<dir>"
+  if [[ "$OCM_SOURCE_GIT" == "$TOOLS_ROOT/src/ocm.git" && ! -d "$OCM_SOURCE_GIT" ]]; then
+    say "ocm13: cloning $OCM_SOURCE_URL into $OCM_SOURCE_GIT (once; set OCM_SOURCE_GIT to use a mirror you have)"
+    mkdir -p "$TOOLS_ROOT/src"
+    timeout 900 git clone --quiet --bare "$OCM_SOURCE_URL" "$OCM_SOURCE_GIT.tmp.$$" \
+      && mv "$OCM_SOURCE_GIT.tmp.$$" "$OCM_SOURCE_GIT" \
+      || { rm -rf "$OCM_SOURCE_GIT.tmp.$$"; die "cannot clone $OCM_SOURCE_URL for OCM $OCM13_VERSION; $how"; }
+  fi
   git --git-dir="$OCM_SOURCE_GIT" rev-parse --git-dir >/dev/null 2>&1 \
-    || die "no OCM git mirror at OCM_SOURCE_GIT=$OCM_SOURCE_GIT (needed for ocm13 only); $how"
+    || die "no OCM git mirror at OCM_SOURCE_GIT=$OCM_SOURCE_GIT (needed for OCM $OCM13_VERSION); $how"
   local tagged
   tagged=$(git --git-dir="$OCM_SOURCE_GIT" rev-parse -q --verify "refs/tags/$OCM13_VERSION^{commit}" 2>/dev/null) \
     || die "OCM mirror $OCM_SOURCE_GIT has no tag $OCM13_VERSION; update it (git --git-dir=<dir> fetch --tags) or $how"
@@ -184,6 +198,13 @@ recipe_ocm13() {
   local out=$1 ver=${2%%+*} vpkg=open-cluster-management.io/ocm/pkg/version minor
   minor=$(echo "$ver" | cut -d. -f2)
   git --git-dir="$OCM_SOURCE_GIT" archive "$OCM13_COMMIT" | tar -x -C .
+  # The one source change: the webhook servers (controller-runtime's webhook.Server with no Host)
+  # listen on every interface and have no flag for it; the harness binds every server to loopback.
+  # Their metrics and health listeners are turned off by flags (--metrics-port=0 --health-probe-port=0).
+  local wh=pkg/common/options/webhook.go
+  grep -qP '^\t\t\tPort:    c.Port,$' "$wh" || { echo "webhook bind patch: 'Port:    c.Port,' not found in $wh"; return 1; }
+  sed -i 's/^\t\t\tPort:    c.Port,$/&\n\t\t\tHost:    "127.0.0.1",/' "$wh"
+  grep -q '"127.0.0.1"' "$wh" || { echo "webhook bind patch did not apply to $wh"; return 1; }
   GOFLAGS="-mod=vendor -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/" \
     -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor -X $vpkg.commitFromGit=$OCM13_COMMIT" \
     ./cmd/registration ./cmd/work ./cmd/placement ./cmd/addon
@@ -275,7 +296,7 @@ GO
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm clusteradm k8s helm argocd actionlint)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint)
 mkdir -p "$TOOLS_ROOT"
 # One lock per component, not one for the script: a cold argocd build takes many minutes, and the
 # control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
@@ -292,7 +313,7 @@ for c in "${components[@]}"; do
     helm) build helm "$HELM_VERSION" recipe_helm ;;
     argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
     actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
-    ocm13)  # opt-in (`make tools-ocm13`); the cache key holds tag and commit
+    ocm13)  # the cache key holds tag and commit
       [[ -f "$(key_dir ocm13 "$OCM13_VERSION+$OCM13_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
         || ocm13_source
       build ocm13 "$OCM13_VERSION+$OCM13_COMMIT" recipe_ocm13 ;;

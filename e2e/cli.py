@@ -11,7 +11,7 @@ import click
 from e2e.controlplane import ControlPlane, running, status, stop_recorded
 from e2e.loadgen import LoadFile
 from e2e.procs import StartupError
-from e2e.tools import ToolsError
+from e2e.tools import DEFAULT_OCM_VERSION, OCM_VERSION_ENV, RELEASES, ToolsError, ocm_release
 
 DEFAULT_RUN_DIR = Path(".e2e")
 
@@ -37,11 +37,23 @@ def cli(ctx: click.Context, run_dir: Path) -> None:
 @cli.command()
 @click.option("--no-prometheus", is_flag=True, help="Skip the per-cluster Prometheus servers.")
 @click.option("--no-runner", is_flag=True, help="Skip the process runner (Deployments will not run).")
+@click.option(
+    "--ocm",
+    "ocm_version",
+    type=click.Choice(sorted(RELEASES)),
+    default=lambda: ocm_release().version,
+    show_default=f"${OCM_VERSION_ENV} or {DEFAULT_OCM_VERSION}",
+    help="The OCM release to run (v1.3.1 runs OCM's webhooks too).",
+)
 @click.pass_obj
-def up(run_dir: Path, no_prometheus: bool, no_runner: bool) -> None:
+def up(run_dir: Path, no_prometheus: bool, no_runner: bool, ocm_version: str) -> None:
     """Start everything in the background and write <run-dir>/env."""
     cp = ControlPlane(
-        run_dir, with_prometheus=not no_prometheus, with_runner=not no_runner, progress=_progress
+        run_dir,
+        with_prometheus=not no_prometheus,
+        with_runner=not no_runner,
+        progress=_progress,
+        ocm_version=ocm_version,
     )
     try:
         cp.up()

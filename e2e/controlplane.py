@@ -33,6 +33,7 @@ from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
 from e2e.containers import remove_containers, runner_label
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster
+from e2e.ocm_webhooks import HubWebhooks
 from e2e.pki import bootstrap_token
 from e2e.procs import (
     Proc,
@@ -45,7 +46,7 @@ from e2e.procs import (
     process_start_ticks,
     wait_until,
 )
-from e2e.tools import Tools, locate
+from e2e.tools import OCM_VERSION_ENV, Tools, locate, ocm_release
 
 CLUSTERS = ("cluster1", "cluster2")
 # Initial CPU cores per demo pod, so a fresh environment already has something to score.
@@ -86,6 +87,8 @@ class ControlPlane:
     # container: the runner runs our Deployments from the built image (podman); process: from the
     # checkout's console scripts, for quick local iteration.  DS_E2E_RUNNER chooses.
     runner_mode: str = field(default_factory=lambda: os.environ.get("DS_E2E_RUNNER", "container"))
+    # which OCM release runs the hub and the klusterlets (e2e.tools.RELEASES); DS_OCM_VERSION chooses
+    ocm_version: str = field(default_factory=lambda: ocm_release().version)
     procs: list[Proc] = field(default_factory=list)
     clusters: dict[str, ManagedClusterInfo] = field(default_factory=dict)
 
@@ -129,7 +132,8 @@ class ControlPlane:
 
     def _up(self) -> None:
         self.progress("locating tools (builds what is missing; a cold build takes ~30 min)")
-        tools = self.tools = locate()
+        tools = self.tools = locate(self.ocm_version)
+        self.progress(f"OCM {tools.ocm.version} ({'with' if tools.ocm.webhooks else 'without'} its webhooks)")
         etcd = self.etcd = Etcd(tools.etcd, self.run_dir)
         self.progress("starting etcd")
         etcd.start()
@@ -164,8 +168,17 @@ class ControlPlane:
         # Every OCM CRD exists before kube-controller-manager starts: its garbage collector only
         # learns new kinds at its 30 s discovery resync, and until then logs "unable to get REST
         # mapping" for a dependent of such a kind (a ConfigMap owned by an AppliedManifestWork).
+        webhooks = None
+        if tools.ocm.webhooks:
+            # before the CRDs: the addon CRDs convert through the addon webhook, and before any
+            # ManagedCluster exists: the admission webhooks fail closed
+            self.progress("starting OCM's registration, work and addon webhook servers")
+            webhooks = HubWebhooks(tools, hub)
+            self._track(*webhooks.start())
         self.progress("installing OCM CRDs")
-        ocm.install_hub(tools, hub)
+        ocm.install_hub(tools, hub, webhooks.render_crd if webhooks else None)
+        if webhooks:
+            webhooks.register(Client(hub.admin_kubeconfig))
         klusterlets = [
             ocm.Klusterlet("cluster1", hub, hub, tools, boot_token),
             ocm.Klusterlet("cluster2", spoke2, hub, tools, boot_token),
@@ -202,6 +215,16 @@ class ControlPlane:
             timeout=180,
             what="ManagedClusters joined and available",
         )
+        if not tools.ocm.webhooks:
+            # a real hub of any release runs OCM's registration webhook, which puts every joining
+            # cluster into the `default` set; without it, the harness sets the same label itself
+            for name in CLUSTERS:
+                hub_client.api.request(
+                    "PATCH",
+                    f"/apis/cluster.open-cluster-management.io/v1/managedclusters/{name}",
+                    body={"metadata": {"labels": {ocm.CLUSTERSET_LABEL: "default"}}},
+                    content_type="application/merge-patch+json",
+                )
         self.clusters = {
             "cluster1": ManagedClusterInfo("cluster1", hub.admin_kubeconfig),
             "cluster2": ManagedClusterInfo("cluster2", spoke2.admin_kubeconfig),
@@ -414,6 +437,7 @@ class ControlPlane:
                 for n, c in self.clusters.items()
             },
             "hub_kubeconfig": str(self.hub.admin_kubeconfig) if self.hub else "",
+            "ocm_version": self.ocm_version,
         }
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
@@ -427,6 +451,7 @@ class ControlPlane:
             "HUB_KUBECONFIG": str(self.hub.admin_kubeconfig),
             "KUBECONFIG": str(self.hub.admin_kubeconfig),
             "E2E_RUN_DIR": str(self.run_dir),
+            OCM_VERSION_ENV: self.ocm_version,
         }
         for name, info in self.clusters.items():
             values[f"{name.upper()}_KUBECONFIG"] = str(info.kubeconfig)

@@ -10,7 +10,7 @@ approves it; kube-controller-manager signs it.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,26 +25,7 @@ AGENT_NAMESPACE = "open-cluster-management-agent"
 ADDON_NAMESPACE = "open-cluster-management-agent-addon"
 BOOTSTRAP_USER = "system:bootstrap:e2e001"
 BOOTSTRAP_GROUP = "system:bootstrappers:managedcluster"
-
-# CRD files inside the open-cluster-management.io/api module.  OCM v1.2 speaks addon v1alpha1
-# only, so the v1alpha1-only addon CRDs are installed (no conversion webhook needed).
-HUB_CRDS = (
-    "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml",
-    "cluster/v1beta2/0000_00_clusters.open-cluster-management.io_managedclustersets.crd.yaml",
-    "cluster/v1beta2/0000_01_clusters.open-cluster-management.io_managedclustersetbindings.crd.yaml",
-    "cluster/v1beta1/0000_02_clusters.open-cluster-management.io_placements.crd.yaml",
-    "cluster/v1beta1/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml",
-    "cluster/v1alpha1/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml",
-    "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml",
-    "addon/v1alpha1/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml",
-    "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml",
-    "addon/v1alpha1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml",
-    "addon/v1alpha1/0000_03_addon.open-cluster-management.io_addontemplates.crd.yaml",
-)
-SPOKE_CRDS = (
-    "work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml",
-    "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml",
-)
+CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 
 # What the cluster-manager chart grants the bootstrap identity: enough to create its CSR and its
 # ManagedCluster, nothing more.
@@ -91,9 +72,18 @@ def apply_namespaces(client: Client, *names: str) -> None:
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
 
 
-def install_crds(client: Client, crd_dir: Path, files: tuple[str, ...], timeout: float = 120) -> None:
-    """Apply CRD files and wait until each is Established (its API is served)."""
-    names = [crd["metadata"]["name"] for f in files for crd in client.apply_yaml((crd_dir / f).read_text())]
+def install_crds(
+    client: Client,
+    files: tuple[Path, ...],
+    render: Callable[[str], str] | None = None,
+    timeout: float = 120,
+) -> None:
+    """Apply CRD files (each through `render` if given) and wait until each is Established."""
+    names = [
+        crd["metadata"]["name"]
+        for f in files
+        for crd in client.apply_yaml(render(f.read_text()) if render else f.read_text())
+    ]
 
     def established() -> bool:
         for name in names:
@@ -123,10 +113,10 @@ def _controller(
     )
 
 
-def install_hub(tools: Tools, hub: KubeCluster) -> None:
-    """Install the hub CRDs, the hub namespace and the bootstrap RBAC."""
+def install_hub(tools: Tools, hub: KubeCluster, render: Callable[[str], str] | None = None) -> None:
+    """Install the hub CRDs (templates go through `render`), the hub namespace and the bootstrap RBAC."""
     client = Client(hub.admin_kubeconfig)
-    install_crds(client, tools.crds, HUB_CRDS)
+    install_crds(client, tools.hub_crds, render)
     apply_namespaces(client, HUB_NAMESPACE)
     client.apply_yaml(BOOTSTRAP_RBAC)
 
@@ -169,7 +159,7 @@ class Klusterlet:
     def prepare_spoke(self) -> None:
         """Install the spoke CRDs and the agent namespaces on the managed cluster."""
         client = Client(self.spoke.admin_kubeconfig)
-        install_crds(client, self.tools.crds, SPOKE_CRDS)
+        install_crds(client, self.tools.spoke_crds)
         apply_namespaces(client, AGENT_NAMESPACE, ADDON_NAMESPACE)
 
     def start_registration(self) -> Proc:

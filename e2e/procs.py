@@ -9,6 +9,7 @@ the tail of its log, because that is the first thing anybody debugging it needs.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import signal
 import socket
@@ -217,6 +218,20 @@ def listening_ports(pids: set[int]) -> set[int]:
     Found from /proc, not from bookkeeping, so it also catches ports a component opened on its
     own (every OCM controller serves HTTPS, for instance).
     """
+    return {port for _, port in listening_addresses(pids)}
+
+
+def _proc_net_address(hex_addr: str) -> str:
+    """/proc/net/tcp{,6}'s address (host-order 32-bit words in hex) as text."""
+    raw = bytes.fromhex(hex_addr)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(words)
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return str(mapped or ip)
+
+
+def listening_addresses(pids: set[int]) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN state that one of `pids` holds."""
     inodes: set[str] = set()
     for pid in pids:
         fd_dir = Path(f"/proc/{pid}/fd")
@@ -228,12 +243,13 @@ def listening_ports(pids: set[int]) -> set[int]:
                         inodes.add(target[8:-1])
         except (FileNotFoundError, PermissionError):
             continue
-    ports: set[int] = set()
+    found: set[tuple[str, int]] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(FileNotFoundError), open(table) as f:
             next(f)
             for line in f:
                 parts = line.split()
                 if parts[3] == "0A" and parts[9] in inodes:  # 0A = LISTEN
-                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
+                    address, port = parts[1].rsplit(":", 1)
+                    found.add((_proc_net_address(address), int(port, 16)))
+    return found

@@ -17,7 +17,58 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build-tools.sh"
-COMPONENTS = ("ocm-api", "etcd", "ocm", "clusteradm", "k8s")
+BASE_COMPONENTS = ("etcd", "clusteradm", "k8s")
+OCM_VERSION_ENV = "DS_OCM_VERSION"
+
+
+@dataclass(frozen=True)
+class OcmRelease:
+    """One OCM release the harness can run, and how its parts are laid out in the tools cache.
+
+    v1.2.1 comes through the module proxy: binaries from `ocm`, single-version CRDs from the api
+    module (`ocm-api`), no webhooks.  v1.3.1 is built from a pinned git mirror (`ocm13`): the CRDs
+    are the cluster manager's own templates (CMA and MCA convert through the addon webhook) and
+    the registration, work and addon webhook servers run beside the controllers.
+    """
+
+    version: str
+    components: tuple[str, ...]
+    webhooks: bool
+
+
+RELEASES = {
+    "v1.3.1": OcmRelease("v1.3.1", ("ocm13",), webhooks=True),
+    "v1.2.1": OcmRelease("v1.2.1", ("ocm", "ocm-api"), webhooks=False),
+}
+DEFAULT_OCM_VERSION = "v1.3.1"
+
+# CRD files inside the open-cluster-management.io/api module.  OCM v1.2 speaks addon v1alpha1
+# only, so the v1alpha1-only addon CRDs are installed (no conversion webhook needed).
+API_HUB_CRDS = (
+    "cluster/v1/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml",
+    "cluster/v1beta2/0000_00_clusters.open-cluster-management.io_managedclustersets.crd.yaml",
+    "cluster/v1beta2/0000_01_clusters.open-cluster-management.io_managedclustersetbindings.crd.yaml",
+    "cluster/v1beta1/0000_02_clusters.open-cluster-management.io_placements.crd.yaml",
+    "cluster/v1beta1/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml",
+    "cluster/v1alpha1/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml",
+    "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml",
+    "addon/v1alpha1/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml",
+    "addon/v1alpha1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml",
+    "addon/v1alpha1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml",
+    "addon/v1alpha1/0000_03_addon.open-cluster-management.io_addontemplates.crd.yaml",
+)
+API_SPOKE_CRDS = (
+    "work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml",
+    "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml",
+)
+
+
+def ocm_release(version: str | None = None) -> OcmRelease:
+    """The release named by `version`, else by $DS_OCM_VERSION, else the default; unknown names fail."""
+    name = version or os.environ.get(OCM_VERSION_ENV) or DEFAULT_OCM_VERSION
+    if name not in RELEASES:
+        raise ToolsError(f"OCM {name!r} is not one the harness runs; choose one of {', '.join(RELEASES)}")
+    return RELEASES[name]
 
 
 class ToolsError(RuntimeError):
@@ -37,7 +88,9 @@ class Tools:
     placement: Path
     addon: Path
     clusteradm: Path
-    crds: Path
+    ocm: OcmRelease
+    hub_crds: tuple[Path, ...]
+    spoke_crds: tuple[Path, ...]
 
     @property
     def bin_dirs(self) -> list[Path]:
@@ -45,9 +98,11 @@ class Tools:
         return sorted({self.kubectl.parent, self.clusteradm.parent})
 
 
-def locate() -> Tools:
-    """Return the tool paths, building missing components first."""
-    proc = subprocess.run([str(BUILD_SCRIPT), *COMPONENTS], capture_output=True, text=True, check=False)
+def locate(ocm_version: str | None = None) -> Tools:
+    """Return the tool paths for one OCM release (see `ocm_release`), building missing components first."""
+    release = ocm_release(ocm_version)
+    components = (*BASE_COMPONENTS, *release.components)
+    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ToolsError(f"building the control-plane tools failed:\n{proc.stderr[-4000:]}")
     dirs: dict[str, Path] = {}
@@ -55,20 +110,30 @@ def locate() -> Tools:
         name, _, path = line.partition("=")
         if path:
             dirs[name] = Path(path)
-    missing = [c for c in COMPONENTS if c not in dirs]
+    missing = [c for c in components if c not in dirs]
     if missing:
         raise ToolsError(f"build-tools.sh did not report {missing}; output:\n{proc.stdout}")
+    if release.webhooks:
+        ocm_dir = dirs["ocm13"]
+        hub_crds = tuple(sorted((ocm_dir / "crds/hub").glob("*.crd.yaml")))
+        spoke_crds = tuple(sorted((ocm_dir / "crds/managed").glob("*.crd.yaml")))
+    else:
+        ocm_dir = dirs["ocm"]
+        hub_crds = tuple(dirs["ocm-api"] / "crds" / f for f in API_HUB_CRDS)
+        spoke_crds = tuple(dirs["ocm-api"] / "crds" / f for f in API_SPOKE_CRDS)
     return Tools(
         etcd=dirs["etcd"] / "bin/etcd",
         kube_apiserver=dirs["k8s"] / "bin/kube-apiserver",
         kube_controller_manager=dirs["k8s"] / "bin/kube-controller-manager",
         kubectl=dirs["k8s"] / "bin/kubectl",
-        registration=dirs["ocm"] / "bin/registration",
-        work=dirs["ocm"] / "bin/work",
-        placement=dirs["ocm"] / "bin/placement",
-        addon=dirs["ocm"] / "bin/addon",
+        registration=ocm_dir / "bin/registration",
+        work=ocm_dir / "bin/work",
+        placement=ocm_dir / "bin/placement",
+        addon=ocm_dir / "bin/addon",
         clusteradm=dirs["clusteradm"] / "bin/clusteradm",
-        crds=dirs["ocm-api"] / "crds",
+        ocm=release,
+        hub_crds=hub_crds,
+        spoke_crds=spoke_crds,
     )
 
 

@@ -59,7 +59,10 @@ RUNNER_CLUSTER = {"cluster1": "hub", "cluster2": "cluster2"}  # the runner's nam
 USER_CONFIGMAP = "e2e-user-data"
 
 # the agent's CN is longer than X.509's 64 characters, as the framework makes it; cryptography warns
-pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+pytestmark = [
+    pytest.mark.ocm_contract,
+    pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning"),
+]
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -370,6 +373,46 @@ def test_the_runner_runs_the_delivered_agent_and_the_klusterlet_reports_it_avail
     assert "applied" in tree
 
 
+def test_ocm_reads_our_status_through_the_v1beta1_conversion_where_it_is_served(env: Env) -> None:
+    """OCM v1.3's own controllers read MCAs as v1beta1 through its conversion webhook; we write v1alpha1.
+
+    What the manager wrote must come through: install namespace, conditions, the registration
+    subject (as a `kubeClient` registration), the health-check mode and the config references with
+    their hashes.  On v1.2.1 the addon API has no v1beta1 at all.
+    """
+    assert env.cp.tools is not None
+    cluster = "cluster2"
+
+    def path(version: str) -> str:
+        group = "addon.open-cluster-management.io"
+        return f"/apis/{group}/{version}/namespaces/{cluster}/managedclusteraddons/{ADDON}"
+
+    if not env.cp.tools.ocm.webhooks:
+        with pytest.raises(NotFound):
+            env.hub.api.request("GET", path("v1beta1"))
+        return
+    alpha, beta = (env.hub.api.request("GET", path(v))["status"] for v in ("v1alpha1", "v1beta1"))
+    assert beta["namespace"] == alpha["namespace"] == INSTALL_NS
+    assert beta["healthCheck"] == alpha["healthCheck"] == {"mode": "Lease"}
+
+    def summary(conds: list[dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
+        return {c["type"]: (c["status"], c["reason"], c["message"]) for c in conds}
+
+    assert summary(beta["conditions"]) == summary(alpha["conditions"])
+    [registration] = beta["registrations"]
+    assert registration["type"] == "kubeClient"
+    assert registration["kubeClient"]["subject"] == alpha["registrations"][0]["subject"]
+    assert registration["kubeClient"].get("driver") == alpha.get("kubeClientDriver")
+
+    def configs(refs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, Any]]:
+        return {
+            (r["group"], r["resource"]): (r.get("desiredConfig"), r.get("lastAppliedConfig")) for r in refs
+        }
+
+    assert configs(beta["configReferences"]) == configs(alpha["configReferences"])
+    assert all(desired and desired["specHash"] for desired, _ in configs(alpha["configReferences"]).values())
+
+
 def test_agent_identity_on_the_managed_cluster_is_least_privilege(env: Env, tmp_path: Path) -> None:
     cluster = "cluster2"
     spoke = env.spokes[cluster]
@@ -539,7 +582,10 @@ def test_removing_and_restoring_the_default_config_leaves_no_stale_hash(env: Env
     """With the CMA's default config gone, the work loses its config-spec-hash and Progressing settles.
 
     A merge patch that leaves the annotation out keeps it, and OCM then reports Progressing
-    ("mca and work configs mismatch") until the default comes back.
+    ("mca and work configs mismatch") until the default comes back.  While there is no default,
+    cluster2 is disabled and enabled again: a CMA with supportedConfigs and no default is what
+    OCM v1.3.0's conversion broke ("desired spec hash is empty"), so enabling must still register,
+    deploy and turn Available.
     """
     cluster = "cluster2"
     hash_key = "open-cluster-management.io/config-spec-hash"
@@ -569,6 +615,24 @@ def test_removing_and_restoring_the_default_config_leaves_no_stale_hash(env: Env
     try:
         wait_until(
             partial(settled, False), timeout=90, what="no config references, no hash, Progressing=False"
+        )
+        env.clusteradm("addon", "disable", "--names", ADDON, "--clusters", cluster)
+        wait_until(
+            lambda: env.mca(cluster) is None and env.work(cluster) is None and not env.pods(AGENT, cluster),
+            timeout=90,
+            what=f"{cluster}'s MCA, work and agent gone",
+        )
+        env.clusteradm("addon", "enable", "--names", ADDON, "--clusters", cluster)
+        wait_until(
+            lambda: (
+                settled(False)
+                and all(
+                    status_of(env.mca(cluster), c) == "True"
+                    for c in ("RegistrationApplied", "ManifestApplied", "Available")
+                )
+            ),
+            timeout=150,  # the klusterlet looks at addon Leases every 30 s
+            what=f"{cluster} enabled again without a default config: registered, applied, Available",
         )
     finally:
         patch_default(default)

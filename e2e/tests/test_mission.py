@@ -56,6 +56,7 @@ from e2e.procs import StartupError, wait_until
 
 pytestmark = [
     pytest.mark.own_install,
+    pytest.mark.ocm_contract,
     pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning"),
 ]
 

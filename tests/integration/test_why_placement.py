@@ -76,9 +76,9 @@ PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
     ),
     # cluster1 carries a NoSelect taint this Placement does not tolerate
     "taint": (exact(), ["cluster2"]),
-    # the toleration's 60 s ran out: the taint was added an hour ago
+    # the toleration's 1 s ran out: the taint was added before the Placements were created
     "toleration-ran-out": (
-        exact(tolerations=[{"key": TAINT_KEY, "operator": "Exists", "tolerationSeconds": 60}]),
+        exact(tolerations=[{"key": TAINT_KEY, "operator": "Exists", "tolerationSeconds": 1}]),
         ["cluster2"],
     ),
     # only cluster2 carries the label the predicate asks for
@@ -165,7 +165,12 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
         put_score(hub, "cluster1", "why-exp", stamp(-hour), s=90)
         put_score(hub, "cluster2", "why-exp", stamp(hour), s=10)
         put_score(hub, "cluster2", "why-miss", stamp(hour), s1=-40, other=50)
-        taint = {"key": TAINT_KEY, "value": "yes", "effect": "NoSelect", "timeAdded": stamp(-hour)}
+        taint: JSON = {"key": TAINT_KEY, "value": "yes", "effect": "NoSelect"}
+        assert control_plane.tools is not None
+        if not control_plane.tools.ocm.webhooks:
+            # OCM's ManagedCluster webhook stamps timeAdded itself and refuses one a client sets
+            # ("It is not allowed to set TimeAdded"); a hub without it needs the stamp from us
+            taint["timeAdded"] = stamp(-hour)
         patch_cluster(hub.api, "cluster1", lambda c: {"spec": {"taints": [*without_ours(c), taint]}})
         patch_cluster(hub.api, "cluster1", lambda c: {"metadata": {"labels": {MEMBER_KEY: "yes"}}})
         patch_cluster(

@@ -107,7 +107,7 @@ def deploy_controller(
             return None
         if _deleting(mca) or _deleting(cluster):
             return None  # no pre-delete hook: the works are left to garbage collection
-        lookup = desired_config(mca, caches.configs)
+        lookup = desired_config(mca, caches.configs, caches.cma.get(mca["metadata"]["name"]))
         if lookup.missing:
             refuse(
                 key,
@@ -149,4 +149,6 @@ def deploy_controller(
     controller.watch(caches.works, keys=in_cluster_namespace)
     controller.watch(caches.clusters, keys=of_cluster)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
+    # a default config added to or removed from the CMA changes what the MCAs wait for
+    controller.watch(caches.cma, keys=lambda _cma: [object_key(m) for m in caches.addons.list()])
     return controller

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from addon.config.references import config_references
-from addon.constants import ADC_RESOURCE, ADDON_GROUP, ADDON_NAME, ADDON_NAME_LABEL, MANAGED_BY_LABEL
+from addon.constants import (
+    ADC_RESOURCE,
+    ADDON_GROUP,
+    ADDON_NAME,
+    ADDON_NAME_LABEL,
+    MANAGED_BY_LABEL,
+    RESERVED_NO_DEFAULT,
+)
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
@@ -142,8 +149,30 @@ class ConfigLookup:
         return bool(self.ref) and self.adc is None
 
 
-def desired_config(mca: JSON, configs: Informer) -> ConfigLookup:
-    """The first ADC reference of `status.configReferences` (the framework's choice)."""
+def expects_deployment_config(mca: JSON, cma: JSON | None) -> bool:
+    """Whether OCM will resolve an AddOnDeploymentConfig into this MCA's `status.configReferences`.
+
+    It will when the MCA's `spec.configs` names one or the CMA declares a default for the type.
+    Until that reference appears, rendering would deploy the agent without the config (in an
+    air-gapped fleet: without its registry mirror) and then deploy it again once OCM catches up;
+    addon-framework waits for resolution too.  Placement-scoped configs are left out: they apply
+    only to the clusters a Placement selects, and a cluster outside it must not wait forever.
+    """
+    if any(is_adc_ref(c) for c in (mca.get("spec") or {}).get("configs") or []):
+        return True
+    for supported in ((cma or {}).get("spec") or {}).get("supportedConfigs") or []:
+        default = supported.get("defaultConfig") or {}
+        if is_adc_ref(supported) and default.get("name") and default["name"] != RESERVED_NO_DEFAULT:
+            return True
+    return False
+
+
+def desired_config(mca: JSON, configs: Informer, cma: JSON | None = None) -> ConfigLookup:
+    """The first ADC reference of `status.configReferences` (the framework's choice).
+
+    With no ADC reference yet while one is expected (`expects_deployment_config`), the lookup is
+    pending: OCM has not resolved the configs.
+    """
     for ref in config_references(mca):
         if not is_adc_ref(ref):
             continue
@@ -153,4 +182,4 @@ def desired_config(mca: JSON, configs: Informer) -> ConfigLookup:
         key = f"{namespace}/{name}"
         pending = not (ref.get("desiredConfig") or {}).get("specHash")
         return ConfigLookup(ref=key, adc=configs.get(key), pending=pending)
-    return ConfigLookup(ref="", adc=None, pending=False)
+    return ConfigLookup(ref="", adc=None, pending=expects_deployment_config(mca, cma))

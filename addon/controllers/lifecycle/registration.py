@@ -127,12 +127,16 @@ def registration_controller(
         if not owned_by_cma(mca, addon_name):
             log.debug("waiting for OCM to set the owner reference to the CMA", extra={"key": key})
             return None
-        lookup = desired_config(mca, caches.configs)
+        lookup = desired_config(mca, caches.configs, caches.cma.get(addon_name))
         if lookup.pending:
             # OCM needs supportedConfigs before it accepts an MCA's own config references
             if supported_configs_patch(mca) is not None:
                 writer.patch_status(MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch)
-            log.debug("waiting for the spec hash of %s", lookup.ref, extra={"key": key})
+            log.debug(
+                "waiting for OCM to resolve the deployment config %s",
+                lookup.ref or "(the CMA default or the MCA's own)",
+                extra={"key": key},
+            )
             return None
         namespace = install_namespace(mca, lookup.adc)
         subject = registration_subject(mca)
@@ -166,6 +170,8 @@ def registration_controller(
     controller.watch(caches.roles, keys=in_cluster_namespace)
     controller.watch(caches.role_bindings, keys=in_cluster_namespace)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
+    # a default config added to or removed from the CMA changes what the MCAs wait for
+    controller.watch(caches.cma, keys=lambda _cma: [object_key(m) for m in caches.addons.list()])
     controller.watch(caches.works, keys=lambda _work: ())  # waits for it; `on_work` picks what wakes
     controller.watch(caches.scores, keys=lambda _score: ())  # likewise, `on_score`
 
