@@ -366,10 +366,12 @@ class ControlPlane:
         )
         self._save_state()
 
-    def start_component(self, name: str, *, timeout: float = 120) -> None:
+    def start_component(self, name: str, *, timeout: float = 120, extra_args: tuple[str, ...] = ()) -> None:
         """Start a stopped component again with the same command line, and wait until it is ready.
 
         Same command line means the same ports, certificates and data (etcd keeps every object).
+        `extra_args` are appended to it for this start only (a klusterlet flag a test is about);
+        the next start without them runs the original command line again.
         Ready means: an apiserver answers `/readyz`, etcd `/health`, the runner has written its
         `ready` file, and any other component accepts connections on every port it listened on
         before it was stopped (kube-controller-manager listens on none: running is all it shows).
@@ -382,6 +384,7 @@ class ControlPlane:
             ready_file.unlink(missing_ok=True)  # a SIGKILLed runner leaves it behind
         ports = self._stopped_ports.pop(proc.name, set())
         started = time.monotonic()
+        proc.argv = [*proc.base_argv, *extra_args]
         proc.start()
         self._save_state()
         check: Callable[[], bool]

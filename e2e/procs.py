@@ -94,6 +94,7 @@ class Proc:
     ) -> None:
         self.name = name
         self.argv = list(argv)
+        self.base_argv = list(argv)  # the command line it was made with; `argv` may add to it
         self.log_path = log_path
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
