@@ -411,6 +411,19 @@ def test_ocm_reads_our_status_through_the_v1beta1_conversion_where_it_is_served(
 
     assert configs(beta["configReferences"]) == configs(alpha["configReferences"])
     assert all(desired and desired["specHash"] for desired, _ in configs(alpha["configReferences"]).values())
+    # the CMA as v1.3 reads it: the default config and the install strategy we declare
+    cma = env.hub.api.request(
+        "GET", f"/apis/addon.open-cluster-management.io/v1beta1/clustermanagementaddons/{ADDON}"
+    )
+    assert cma["spec"]["installStrategy"]["type"] == "Manual"
+    assert cma["spec"]["defaultConfigs"] == [
+        {
+            "group": "addon.open-cluster-management.io",
+            "resource": "addondeploymentconfigs",
+            "name": "dynamic-scoring-default",
+            "namespace": MANAGER_NS,
+        }
+    ]
 
 
 def test_agent_identity_on_the_managed_cluster_is_least_privilege(env: Env, tmp_path: Path) -> None:
