@@ -11,7 +11,9 @@ three promises that make that safe with several workers:
   until `forget` says it succeeded.
 
 Delayed keys (`add_after`) sit in a heap that `get` drains when they are due, so no timer thread
-is needed.
+is needed.  As in client-go's delaying queue, a key waits at most once: adding it again with a
+later due time changes nothing, with an earlier one moves it up.  A controller may therefore ask
+for the same wake-up on every event without piling up entries.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class WorkQueue:
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
-        self._waiting: list[tuple[float, int, str]] = []  # (due, tie-breaker, key)
+        self._waiting: list[tuple[float, int, str]] = []  # (due, tie-breaker, key); may hold stale entries
+        self._due: dict[str, float] = {}  # each waiting key's one due time (the heap entry that counts)
         self._seq = itertools.count()
         self._failures: dict[str, int] = {}
         self._shutting_down = False
@@ -68,14 +71,23 @@ class WorkQueue:
         self._cond.notify()
 
     def add_after(self, key: str, delay: float) -> None:
-        """Queue `key` once `delay` seconds have passed (at once when `delay <= 0`)."""
+        """Queue `key` once `delay` seconds have passed (at once when `delay <= 0`).
+
+        A key already waiting keeps the earlier of its two due times.
+        """
         with self._cond:
             if self._shutting_down:
                 return
             if delay <= 0:
+                self._due.pop(key, None)
                 self._add_locked(key)
                 return
-            heapq.heappush(self._waiting, (self._clock() + delay, next(self._seq), key))
+            due = self._clock() + delay
+            current = self._due.get(key)
+            if current is not None and current <= due:
+                return
+            self._due[key] = due  # an earlier entry of the key in the heap is now stale
+            heapq.heappush(self._waiting, (due, next(self._seq), key))
             self._cond.notify()  # a getter may need to wait less now
 
     def backoff(self, key: str) -> float:
@@ -108,10 +120,16 @@ class WorkQueue:
     def _promote_due_locked(self) -> float | None:
         """Move due delayed keys into the queue; return seconds until the next one is due."""
         now = self._clock()
-        while self._waiting and self._waiting[0][0] <= now:
-            _, _, key = heapq.heappop(self._waiting)
-            self._add_locked(key)
+        while self._waiting and (self._waiting[0][0] <= now or self._stale(self._waiting[0])):
+            due, _, key = heapq.heappop(self._waiting)
+            if self._due.get(key) == due:
+                del self._due[key]
+                self._add_locked(key)
         return self._waiting[0][0] - now if self._waiting else None
+
+    def _stale(self, entry: tuple[float, int, str]) -> bool:
+        """An entry replaced by an earlier due time of its key (or already handed out)."""
+        return self._due.get(entry[2]) != entry[0]
 
     def get(self, timeout: float | None = None) -> str | None:
         """The next key, which the caller must pass to `done`; None on shutdown or timeout."""
@@ -149,9 +167,9 @@ class WorkQueue:
 
     @property
     def delayed(self) -> int:
-        """Keys waiting for a delay or a backoff."""
+        """Keys waiting for a delay or a backoff (each counted once)."""
         with self._cond:
-            return len(self._waiting)
+            return len(self._due)
 
     def shutdown(self) -> None:
         """Wake every `get` with None and ignore further adds."""

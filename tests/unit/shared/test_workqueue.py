@@ -68,15 +68,48 @@ def test_rate_limited_key_is_handed_out_only_after_its_delay() -> None:
     clock = FakeClock()
     q = WorkQueue(base_delay=1.0, max_delay=60.0, clock=clock)
     q.add_rate_limited("k")  # 1 s
-    q.add_rate_limited("k")  # 2 s, deduplicated with the first once due
+    q.add_rate_limited("k")  # 2 s: the key already waits for an earlier time, which it keeps
     assert q.get(timeout=0) is None
-    assert q.delayed == 2
+    assert q.delayed == 1
     clock.now += 1.0
     assert q.get(timeout=0) == "k"
     q.done("k")
-    assert q.get(timeout=0) is None
+    assert q.delayed == 0
     clock.now += 1.0
-    assert q.get(timeout=0) == "k"
+    assert q.get(timeout=0) is None
+    assert q.num_requeues("k") == 2
+
+
+def test_a_key_waits_once_at_its_earliest_due_time() -> None:
+    """client-go's delaying queue: a later add_after is ignored, an earlier one moves the key up."""
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    for _ in range(100):  # a wake-up asked for on every event does not pile up
+        q.add_after("k", 10)
+    assert q.delayed == 1
+    q.add_after("k", 3)  # earlier: moves up
+    q.add_after("k", 7)  # later than 3: ignored
+    assert q.delayed == 1
+    clock.now += 2.9
+    assert drain(q) == []
+    clock.now += 0.1
+    assert drain(q) == ["k"]
+    assert q.delayed == 0
+    clock.now += 10  # the replaced entries at 7 and 10 hand nothing out
+    assert drain(q) == []
+
+
+def test_a_delayed_key_added_at_once_is_no_longer_waiting() -> None:
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    q.add_after("k", 5)
+    q.add_after("k", 0)
+    assert drain(q) == ["k"] and q.delayed == 0
+    clock.now += 5
+    assert drain(q) == []
+    q.add_after("k", 1)  # waits again after being handed out
+    clock.now += 1
+    assert drain(q) == ["k"]
 
 
 def test_add_after_orders_by_due_time_and_zero_delay_is_immediate() -> None:
