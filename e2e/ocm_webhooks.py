@@ -28,10 +28,10 @@ from typing import Any
 import yaml
 
 from e2e.kube import Client, KubeCluster
+from e2e.ocm import HUB_NAMESPACE
 from e2e.procs import Proc, free_port, wait_until
 from e2e.tools import Tools
 
-HUB_NAMESPACE = "open-cluster-management-hub"
 WEBHOOK_API = "admissionregistration.k8s.io/v1"
 
 

@@ -121,10 +121,10 @@ class WorkQueue:
         """Move due delayed keys into the queue; return seconds until the next one is due."""
         now = self._clock()
         while self._waiting and (self._waiting[0][0] <= now or self._stale(self._waiting[0])):
-            due, _, key = heapq.heappop(self._waiting)
-            if self._due.get(key) == due:
-                del self._due[key]
-                self._add_locked(key)
+            entry = heapq.heappop(self._waiting)
+            if not self._stale(entry):
+                del self._due[entry[2]]
+                self._add_locked(entry[2])
         return self._waiting[0][0] - now if self._waiting else None
 
     def _stale(self, entry: tuple[float, int, str]) -> bool:

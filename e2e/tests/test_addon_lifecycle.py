@@ -124,6 +124,48 @@ class Env:
     def events(self, namespace: str, reason: str) -> list[dict[str, Any]]:
         return [e for e in self.hub.items("v1", "Event", namespace) if e.get("reason") == reason]
 
+    def install_manager(self) -> None:
+        """`kubectl apply -k manifests/`, then wait for both manager replicas and a leader."""
+        self.kubectl.run("apply", "-k", str(REPO / "manifests"))
+        wait_until(
+            lambda: len([p for p in self.pods(MANAGER, "hub") if p["pid"]]) == 2 and self.leader(),
+            timeout=60,
+            what="two manager replicas running, one holding the Lease",
+        )
+
+    def uninstall(self, clusters: tuple[str, ...]) -> None:
+        """Disable the addon on `clusters`, then delete what `install_manager` created, and wait.
+
+        Safe after a failed install (half the objects created): the next module then starts from
+        a clean hub instead of failing on what this one left.
+        """
+        for cluster in clusters:
+            if self.mca(cluster) is not None:
+                self.clusteradm("addon", "disable", "--names", ADDON, "--clusters", cluster)
+        wait_until(
+            lambda: all(self.work(c) is None for c in clusters) and not self.pods(AGENT),
+            timeout=90,
+            what="works and agents gone after disable",
+        )
+        installed = hub_objects_without_crds(self)
+        for obj in reversed(installed):
+            self.hub.delete(
+                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+            )
+        wait_until(lambda: not self.pods(MANAGER), timeout=60, what="manager processes stopped")
+
+        # The namespace finishes terminating after the delete returns; the next module installs the
+        # same objects into it and would be refused ("being terminated") if it started earlier.
+        def gone(o: dict[str, Any]) -> bool:
+            meta = o["metadata"]
+            return self.hub.find(o["apiVersion"], o["kind"], meta["name"], meta.get("namespace")) is None
+
+        wait_until(
+            lambda: all(gone(o) for o in installed),
+            timeout=90,
+            what="every installed hub object gone, the manager's namespace included",
+        )
+
     def patch_mca_configs(self, cluster: str, configs: list[dict[str, str]] | None) -> None:
         self.hub.api.request(
             "PATCH",
@@ -212,42 +254,13 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
     try:
         # Inside the try: a failed apply (half the objects created) is still taken back below, so the
         # next module starts from a clean hub instead of failing on what this one left.
-        e.kubectl.run("apply", "-k", str(REPO / "manifests"))
-        wait_until(
-            lambda: len([p for p in e.pods(MANAGER, "hub") if p["pid"]]) == 2 and e.leader(),
-            timeout=60,
-            what="two manager replicas running, one holding the Lease",
-        )
+        e.install_manager()
         e.enabled_at = time.monotonic()  # type: ignore[attr-defined]
         out = e.clusteradm("addon", "enable", "--names", ADDON, "--clusters", ",".join(CLUSTERS))
         assert "Deploying dynamic-scoring add-on" in out, out
         yield e
     finally:
-        for cluster in CLUSTERS:
-            if e.mca(cluster) is not None:
-                e.clusteradm("addon", "disable", "--names", ADDON, "--clusters", cluster)
-        wait_until(
-            lambda: all(e.work(c) is None for c in CLUSTERS) and not e.pods(AGENT),
-            timeout=90,
-            what="works and agents gone after disable",
-        )
-        installed = hub_objects_without_crds(e)
-        for obj in reversed(installed):
-            e.hub.delete(
-                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
-            )
-        wait_until(lambda: not e.pods(MANAGER), timeout=60, what="manager processes stopped")
-        # The namespace finishes terminating after the delete returns; the next module installs the
-        # same objects into it and would be refused ("being terminated") if it started earlier.
-        wait_until(
-            lambda: all(
-                e.hub.find(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
-                is None
-                for o in installed
-            ),
-            timeout=90,
-            what="every installed hub object gone, the manager's namespace included",
-        )
+        e.uninstall(CLUSTERS)
         if namespace_existed:
             e.spokes["cluster2"].delete("v1", "ConfigMap", USER_CONFIGMAP, INSTALL_NS)
         else:

@@ -16,10 +16,10 @@ import pytest
 from dynamic_scoring.kube.api import KubeError, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.ocm import CLUSTERSET_LABEL
 from e2e.procs import listening_addresses, wait_until
 
 CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
-CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 ADDON_GROUP = "addon.open-cluster-management.io"
 INSTALL_NS_ANNOTATION = "addon.open-cluster-management.io/v1alpha1-install-namespace"
 

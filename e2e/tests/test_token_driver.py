@@ -28,16 +28,12 @@ from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until
 from e2e.tests.test_addon_lifecycle import (
     ADDON,
-    AGENT,
     CLUSTER_V1A1,
     HUB_RBAC,
     INSTALL_NS,
-    MANAGER,
     MERGE,
-    REPO,
     Env,
     conditions,
-    hub_objects_without_crds,
     status_of,
 )
 
@@ -58,32 +54,11 @@ def env(control_plane: ControlPlane) -> Iterator[Env]:
     control_plane.stop_component(REGISTRATION_AGENT)
     control_plane.start_component(REGISTRATION_AGENT, extra_args=(TOKEN_FLAG,))
     try:
-        e.kubectl.run("apply", "-k", str(REPO / "manifests"))
-        wait_until(
-            lambda: len([p for p in e.pods(MANAGER, "hub") if p["pid"]]) == 2 and e.leader(),
-            timeout=60,
-            what="two manager replicas running, one holding the Lease",
-        )
+        e.install_manager()
         e.clusteradm("addon", "enable", "--names", ADDON, "--clusters", CLUSTER)
         yield e
     finally:
-        if e.mca(CLUSTER) is not None:
-            e.clusteradm("addon", "disable", "--names", ADDON, "--clusters", CLUSTER)
-        wait_until(
-            lambda: e.work(CLUSTER) is None and not e.pods(AGENT),
-            timeout=90,
-            what="work and agent gone after disable",
-        )
-        for obj in reversed(hub_objects_without_crds(e)):
-            e.hub.delete(
-                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
-            )
-        wait_until(lambda: not e.pods(MANAGER), timeout=60, what="manager processes stopped")
-        wait_until(
-            lambda: e.hub.find("v1", "Namespace", "dynamic-scoring") is None,
-            timeout=90,
-            what="the manager's namespace deleted",
-        )
+        e.uninstall((CLUSTER,))
         control_plane.stop_component(REGISTRATION_AGENT)
         control_plane.start_component(REGISTRATION_AGENT)
 

@@ -24,6 +24,7 @@ from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
+    every_addon,
     in_cluster_namespace,
     of_cluster,
     referencing,
@@ -150,5 +151,5 @@ def deploy_controller(
     controller.watch(caches.clusters, keys=of_cluster)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
     # a default config added to or removed from the CMA changes what the MCAs wait for
-    controller.watch(caches.cma, keys=lambda _cma: [object_key(m) for m in caches.addons.list()])
+    controller.watch(caches.cma, keys=every_addon(caches.addons))
     return controller

@@ -36,6 +36,7 @@ from dynamic_scoring.kube.resources import (
     MANIFEST_WORKS,
     ROLE_BINDINGS,
     ROLES,
+    object_key,
 )
 
 
@@ -86,6 +87,15 @@ def in_cluster_namespace(obj: JSON) -> list[str]:
 def of_cluster(obj: JSON) -> list[str]:
     """Map a ManagedCluster to its MCA key."""
     return [addon_key(obj["metadata"]["name"])]
+
+
+def every_addon(addons: Informer) -> Callable[[JSON], list[str]]:
+    """Map any object to every cached MCA's key: a CMA change (its default config) concerns them all."""
+
+    def keys(_obj: JSON) -> list[str]:
+        return [object_key(m) for m in addons.list()]
+
+    return keys
 
 
 def is_adc_ref(ref: JSON) -> bool:

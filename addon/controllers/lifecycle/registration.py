@@ -29,6 +29,7 @@ from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
+    every_addon,
     in_cluster_namespace,
     of_cluster,
     referencing,
@@ -171,7 +172,7 @@ def registration_controller(
     controller.watch(caches.role_bindings, keys=in_cluster_namespace)
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
     # a default config added to or removed from the CMA changes what the MCAs wait for
-    controller.watch(caches.cma, keys=lambda _cma: [object_key(m) for m in caches.addons.list()])
+    controller.watch(caches.cma, keys=every_addon(caches.addons))
     controller.watch(caches.works, keys=lambda _work: ())  # waits for it; `on_work` picks what wakes
     controller.watch(caches.scores, keys=lambda _score: ())  # likewise, `on_score`
 
