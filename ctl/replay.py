@@ -42,6 +42,7 @@ import msgspec
 
 from ctl.output import ExitCode, fail
 from ctl.recording import Recording, RecordingError, load
+from ctl.stopping import sigterm_interrupts
 
 log = logging.getLogger("ctl.replay")
 
@@ -279,7 +280,7 @@ def replay(files: tuple[Path, ...], listen: str) -> None:
     """Serve recordings (from `record`) as a Prometheus query_range endpoint, shifted to now.
 
     Requests are matched to recordings by query text; an unknown query gets Prometheus' 400
-    bad_data error. Runs until interrupted (Ctrl-C).
+    bad_data error. Runs until interrupted (Ctrl-C or SIGTERM).
     """
     try:
         host, port = parse_listen(listen)
@@ -303,7 +304,7 @@ def replay(files: tuple[Path, ...], listen: str) -> None:
     if not is_loopback(host):
         click.echo(f"warning: {host} is not loopback: the recordings are readable from the network", err=True)
     click.echo(f"serving {len(data.queries)} queries at {server.query_range_url} (Ctrl-C stops)", err=True)
-    with server:
+    with server, sigterm_interrupts():
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

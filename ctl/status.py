@@ -24,6 +24,7 @@ import click
 
 from ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
 from ctl.output import ExitCode, emit_json, output_option
+from ctl.stopping import sigterm_interrupts
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS
 from dynamic_scoring.timestamps import parse_time
@@ -314,19 +315,20 @@ def to_json(fleet: Fleet, now: dt.datetime) -> JSON:
 
 
 def watch(draw: Callable[[], str], interval: float) -> None:
-    """Redraw in place every `interval` seconds until Ctrl-C; a failed read is shown, not fatal."""
-    try:
-        while True:
-            sys.stdout.write(CLEAR + draw() + "\n")  # as is: click.echo strips escapes off a pipe
-            sys.stdout.flush()
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        return
+    """Redraw in place every `interval` seconds until Ctrl-C or SIGTERM; a failed read is shown, not fatal."""
+    with sigterm_interrupts():
+        try:
+            while True:
+                sys.stdout.write(CLEAR + draw() + "\n")  # as is: click.echo strips escapes off a pipe
+                sys.stdout.flush()
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
 
 
 @click.command("status")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
-@click.option("--watch", "watching", is_flag=True, help="Redraw in place until Ctrl-C.")
+@click.option("--watch", "watching", is_flag=True, help="Redraw in place until Ctrl-C or SIGTERM.")
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.2),

@@ -119,13 +119,19 @@ def test_record_against_nothing_listening_exits_3(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_the_replay_command_serves_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_the_replay_command_serves_until_stopped(tmp_path: Path, stop: signal.Signals) -> None:
+    """``replay`` serves until SIGTERM (kill, systemd, the kubelet) or Ctrl-C, and stops cleanly on both."""
     path = tmp_path / "one.json"
     path.write_text(RecordingFile(recordings=[recording("up", ["1", "2", "3"])]).dumps())
     port = free_port()
     argv = [
         sys.executable,
         "-c",
+        # A job started in the background by a shell without job control (a CI script, `cmd &`)
+        # inherits SIGINT ignored, and Python then installs no Ctrl-C handler.  Install it, so the
+        # Ctrl-C case does not depend on how the test run was launched.
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "from ctl.main import main; main()",
         "replay",
         str(path),
@@ -142,10 +148,14 @@ def test_the_replay_command_serves_until_interrupted(tmp_path: Path) -> None:
         values = [v for _, v in answer["data"]["result"][0]["values"]]
         assert [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v] == ["1", "2", "3"]
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.send_signal(stop)
+        try:
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode == 0, err
     assert f"serving 1 queries at http://127.0.0.1:{port}/api/v1/query_range" in err and "stopped" in err
+    assert not _answers(url)
 
 
 def _answers(url: str) -> bool:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,23 @@ def test_status_watch_survives_an_unreachable_hub_and_stops_on_ctrl_c(
     assert redraws == [0.5, 0.5]
     assert result.output.count("\x1b[H\x1b[J") == 2
     assert result.output.count("could not read the hub") == 2 and "retrying every 0.5s" in result.output
+
+
+def test_status_watch_stops_on_sigterm_as_on_ctrl_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM (kill, systemd, the kubelet) ends the live view with exit 0, and the handler is put back."""
+    before = signal.getsignal(signal.SIGTERM)
+    redraws: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        redraws.append(seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(5)  # the handler interrupts this; returning would mean SIGTERM was lost
+
+    monkeypatch.setattr("ctl.status.time.sleep", sleep)
+    kubeconfig = kubeconfig_to(tmp_path, closed_port())
+    result = CliRunner().invoke(
+        main, ["status", "--watch", "--interval", "0.2", "--kubeconfig", str(kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    assert redraws == [0.2]
+    assert signal.getsignal(signal.SIGTERM) is before
