@@ -27,10 +27,10 @@ from ctl.output import ExitCode, emit_json, output_option
 from ctl.stopping import sigterm_interrupts
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS
+from dynamic_scoring.score_labels import score_selector
 from dynamic_scoring.timestamps import parse_time
 
 ADDON = "dynamic-scoring"
-AGENT_SCORES = "app.kubernetes.io/managed-by=dynamic-scoring-agent"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 SCORE_CONDITION = "ScoresUpToDate"
 # Conditions on the ManagedClusterAddOn that mean the addon is not working when they are False.
@@ -213,7 +213,7 @@ def read_fleet(api: KubeAPI, only: Sequence[str] = ()) -> Fleet:
     return build_fleet(
         list_all(api, MANAGED_CLUSTERS),
         list_all(api, MANAGED_CLUSTER_ADDONS, fieldSelector=f"metadata.name={ADDON}"),
-        list_all(api, ADDON_PLACEMENT_SCORES, labelSelector=AGENT_SCORES),
+        list_all(api, ADDON_PLACEMENT_SCORES, labelSelector=score_selector(ADDON)),
         only,
     )
 

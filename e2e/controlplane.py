@@ -196,18 +196,30 @@ class ControlPlane:
 
         hub_client = Client(hub.admin_kubeconfig)
 
-        def csrs_pending() -> bool:
-            items = hub_client.items(
+        def ready_to_accept() -> bool:
+            # `clusteradm accept` approves the CSR *and* sets hubAcceptsClient on the
+            # ManagedCluster; it fails when either is missing ("managedclusters ... not found, no
+            # csr is approved yet").  The registration agent creates the CSR and the ManagedCluster
+            # in either order, so wait for both.
+            csrs = hub_client.items(
                 "certificates.k8s.io/v1",
                 "CertificateSigningRequest",
                 label_selector="open-cluster-management.io/cluster-name",
             )
-            names = {i["metadata"]["labels"]["open-cluster-management.io/cluster-name"] for i in items}
-            return names >= set(CLUSTERS)
+            asked = {i["metadata"]["labels"]["open-cluster-management.io/cluster-name"] for i in csrs}
+            known = {
+                i["metadata"]["name"]
+                for i in hub_client.items("cluster.open-cluster-management.io/v1", "ManagedCluster")
+            }
+            return asked >= set(CLUSTERS) and known >= set(CLUSTERS)
 
-        wait_until(csrs_pending, timeout=120, what="registration CSRs of cluster1 and cluster2")
+        wait_until(
+            ready_to_accept,
+            timeout=120,
+            what="registration CSRs and ManagedClusters of cluster1 and cluster2",
+        )
         self.progress("accepting cluster1 and cluster2 with clusteradm")
-        ocm.clusteradm(tools, hub.admin_kubeconfig, "accept", "--clusters", ",".join(CLUSTERS))
+        ocm.accept_clusters(tools, hub.admin_kubeconfig, CLUSTERS)
         for k in klusterlets:
             self._track(k.start_work())
         wait_until(

@@ -10,7 +10,8 @@ approves it; kube-controller-manager signs it.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,6 +254,29 @@ def clusteradm(tools: Tools, hub_kubeconfig: Path, *args: str, timeout: float = 
     if proc.returncode != 0:
         raise RuntimeError(f"clusteradm {' '.join(args)} failed: {proc.stdout}{proc.stderr}")
     return proc.stdout + proc.stderr
+
+
+def accept_clusters(
+    tools: Tools, hub_kubeconfig: Path, clusters: Sequence[str], *, timeout: float = 60, pause: float = 1.0
+) -> str:
+    """`clusteradm accept --clusters ...`, tried again until it succeeds or `timeout` passes.
+
+    The caller waits until every cluster's CSR and ManagedCluster exist, which is what accept
+    needs; the retry covers what can still race after that (the hub's informer caches inside the
+    registration controller, an apiserver answering slowly right after start).  Accepting an
+    accepted cluster is a no-op, so trying again is safe.  The last failure is raised with its
+    output and the number of attempts.
+    """
+    deadline = time.monotonic() + timeout
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return clusteradm(tools, hub_kubeconfig, "accept", "--clusters", ",".join(clusters))
+        except RuntimeError as exc:
+            if time.monotonic() + pause > deadline:
+                raise RuntimeError(f"{exc} (after {attempts} attempts in {timeout:g} s)") from exc
+            time.sleep(pause)
 
 
 ADDON_LABEL = "open-cluster-management.io/addon-name"  # on the CSRs a klusterlet creates for an addon

@@ -14,8 +14,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from addon.constants import ADDON_NAME
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
+from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES
+from dynamic_scoring.score_labels import score_selector
 
 
 @dataclass
@@ -44,3 +48,13 @@ class HubContext:
 
 
 ControllerFactory = Callable[[HubContext], list[Controller]]
+
+
+def agent_scores(manager: ControllerManager, addon_name: str = ADDON_NAME) -> Informer:
+    """The one AddOnPlacementScore informer the controllers share: our agents' scores only.
+
+    Selected by `score_selector`, so the apiserver filters: a hub where other addons write
+    thousands of scores costs us neither their events nor their memory.  A score leaving the
+    selection (relabelled) arrives as DELETED, one entering it as ADDED, as for any selector.
+    """
+    return manager.informer(ADDON_PLACEMENT_SCORES, label_selector=score_selector(addon_name))

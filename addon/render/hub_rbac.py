@@ -22,15 +22,13 @@ from addon.registration.identity import rbac_subjects
 from addon.render.templating import TEMPLATES_DIR, render_objects
 from addon.work.builder import owner_reference
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.score_labels import written_by_agent
 
 JSON = dict[str, Any]
 
 HUB_RBAC_TEMPLATE = "hub/agent-rbac.yaml.j2"
 SUMMARIES_KEY = "summaries"
 """The config ConfigMap's key holding the summaries (addon.distribution.configmap writes it)."""
-AGENT_MANAGED_BY = "dynamic-scoring-agent"
-"""The `app.kubernetes.io/managed-by` label the agent puts on every score it creates."""
-AGENT_ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
 
 
 def sent_score_names(config_work: JSON | None) -> set[str]:
@@ -58,14 +56,6 @@ def sent_score_names(config_work: JSON | None) -> set[str]:
     return names
 
 
-def agent_written(score: JSON) -> bool:
-    """Whether this AddOnPlacementScore carries the labels our agent puts on the scores it creates."""
-    labels = (score.get("metadata") or {}).get("labels") or {}
-    return labels.get("app.kubernetes.io/managed-by") == AGENT_MANAGED_BY and (
-        labels.get(AGENT_ADDON_LABEL) == ADDON_NAME
-    )
-
-
 def granted_score_names(sent: Iterable[str], scores: Iterable[JSON]) -> list[str]:
     """The score names the agent's hub Role allows, sorted: the sent ones and its own leftovers.
 
@@ -73,7 +63,7 @@ def granted_score_names(sent: Iterable[str], scores: Iterable[JSON]) -> list[str
         sent: `sent_score_names` of the cluster's config work.
         scores: the AddOnPlacementScores in the cluster's namespace.
     """
-    return sorted({*sent, *(str(s["metadata"]["name"]) for s in scores if agent_written(s))})
+    return sorted({*sent, *(str(s["metadata"]["name"]) for s in scores if written_by_agent(s, ADDON_NAME))})
 
 
 def render_hub_rbac(

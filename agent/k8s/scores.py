@@ -33,14 +33,13 @@ from agent.errors import PublishError
 from agent.k8s.paths import namespaced
 from agent.ports import PublishRequest
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
 GROUP_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
-ADDON_LABEL = "dynamic-scoring.open-cluster-management.io/addon"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 OWNER_RETRY_SECONDS = 300.0
 """How long an unreadable ManagedClusterAddOn is not asked for again."""
 
@@ -124,7 +123,7 @@ class KubeScorePublisher:
 
     async def list_owned(self) -> list[str]:
         """Names of the APSs in this cluster's namespace that this addon's agent created."""
-        selector = f"{MANAGED_BY_LABEL}=dynamic-scoring-agent,{ADDON_LABEL}={self.addon_name}"
+        selector = score_selector(self.addon_name)
         try:
             listed = await self.api.arequest("GET", self._path(), query={"labelSelector": selector})
         except KubeError as exc:
@@ -211,7 +210,7 @@ class KubeScorePublisher:
             "metadata": {
                 "name": name,
                 "namespace": self.namespace,
-                "labels": {MANAGED_BY_LABEL: "dynamic-scoring-agent", ADDON_LABEL: self.addon_name},
+                "labels": score_labels(self.addon_name),
                 "annotations": {SCORE_NAME_ANNOTATION: score_name},
                 **({"ownerReferences": owners} if owners is not None else {}),
             },

@@ -25,10 +25,12 @@ from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry
 
 from addon.config.spec_hash import spec_hash
+from addon.controllers import agent_scores
 from addon.controllers.lifecycle import lifecycle_controllers
 from addon.manager import Manager, ManagerOptions
 from addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.score_labels import ADDON_LABEL, score_labels
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until
@@ -41,6 +43,8 @@ RBAC_V1 = "rbac.authorization.k8s.io/v1"
 HUB_RBAC = f"open-cluster-management:{ADDON}:agent"
 WORK = f"addon-{ADDON}-deploy-0"
 CSR_V1 = "certificates.k8s.io/v1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+APS_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
 
 
 def conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -224,6 +228,70 @@ def test_hub_rbac_is_reverted_when_edited_and_recreated_when_deleted(
     wait_until(
         lambda: hub.find(RBAC_V1, "RoleBinding", HUB_RBAC, cluster), timeout=20, what="RoleBinding recreated"
     )
+
+
+def test_only_our_agents_scores_are_cached_and_a_score_relabelled_away_loses_its_grant(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    """The shared AddOnPlacementScore informer selects our agents' scores by label on the apiserver.
+
+    A score our agent left behind is still granted (the agent must be able to delete it); another
+    addon's score and an unlabelled one never enter the cache.  A score relabelled out of the
+    selection arrives as a deletion: its grant goes; relabelled back, it returns.
+    """
+    cluster = clusters[1]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    labels = {
+        "ours": score_labels(ADDON),
+        "theirs": {"app.kubernetes.io/managed-by": "other-addon"},
+        "bare": {},
+    }
+    for name, these in labels.items():
+        hub.apply(
+            {
+                "apiVersion": APS_V1A1,
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": f"left-{name}", "namespace": cluster, "labels": these},
+            }
+        )
+    scores = agent_scores(manager.manager.controllers)
+    role = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{cluster}/roles/{HUB_RBAC}"
+
+    def granted() -> set[str]:
+        rules = hub.api.request("GET", role)["rules"]
+        return {
+            n for r in rules for n in r.get("resourceNames") or [] if "addonplacementscores" in r["resources"]
+        }
+
+    try:
+        wait_until(lambda: "left-ours" in granted(), timeout=30, what="our left-over score granted")
+        assert [s["metadata"]["name"] for s in scores.list(cluster)] == ["left-ours"]
+        assert granted() == {"left-ours"}
+
+        away = {"metadata": {"labels": {ADDON_LABEL: None}}}
+        hub.api.request(
+            "PATCH",
+            f"{APS_PATH}/namespaces/{cluster}/addonplacementscores/left-ours",
+            body=away,
+            content_type="application/merge-patch+json",
+        )
+        wait_until(
+            lambda: "left-ours" not in granted(), timeout=30, what="the relabelled score's grant removed"
+        )
+        assert scores.list(cluster) == []
+
+        back = {"metadata": {"labels": {ADDON_LABEL: ADDON}}}
+        hub.api.request(
+            "PATCH",
+            f"{APS_PATH}/namespaces/{cluster}/addonplacementscores/left-ours",
+            body=back,
+            content_type="application/merge-patch+json",
+        )
+        wait_until(lambda: "left-ours" in granted(), timeout=30, what="the score granted again")
+    finally:
+        for name in labels:
+            hub.delete(APS_V1A1, "AddOnPlacementScore", f"left-{name}", cluster)
+    wait_until(lambda: not granted(), timeout=30, what="no score granted once they are gone")
 
 
 def test_obsolete_deploy_works_are_deleted_and_other_works_left_alone(

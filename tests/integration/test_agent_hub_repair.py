@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 
 from agent.errors import AuthError, SecretNotFound
-from agent.k8s.scores import ADDON_LABEL, MANAGED_BY_LABEL, KubeScorePublisher
+from agent.k8s.scores import KubeScorePublisher
 from agent.k8s.secrets import KubeSecretReader
 from agent.memory import MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI, NotFound
+from dynamic_scoring.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
 from e2e.controlplane import ControlPlane
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_SPEC_HASH_ANNOTATION, MANAGED_BY_LABEL
-from addon.controllers import HubContext
+from addon.controllers import HubContext, agent_scores
 from addon.distribution.budget import fit
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, ScorerInput, ScorerOutcome, plan
@@ -63,7 +63,6 @@ from addon.work.builder import (
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
-    ADDON_PLACEMENT_SCORES,
     DYNAMIC_SCORERS,
     DYNAMIC_SCORING_CONFIGS,
     JSON,
@@ -127,7 +126,7 @@ class Caches:
             addons=manager.informer(MANAGED_CLUSTER_ADDONS, field_selector=f"metadata.name={ADDON_NAME}"),
             clusters=manager.informer(MANAGED_CLUSTERS),
             works=manager.informer(MANIFEST_WORKS, label_selector=f"{ADDON_NAME_LABEL}={ADDON_NAME}"),
-            scores=manager.informer(ADDON_PLACEMENT_SCORES),
+            scores=agent_scores(manager),
         )
 
 

@@ -23,11 +23,11 @@ from addon.constants import (
     MANAGED_BY_LABEL,
     RESERVED_NO_DEFAULT,
 )
+from addon.controllers import agent_scores
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
     ADDON_DEPLOYMENT_CONFIGS,
-    ADDON_PLACEMENT_SCORES,
     CLUSTER_MANAGEMENT_ADDONS,
     CSRS,
     JSON,
@@ -69,7 +69,7 @@ class Caches:
             configs=manager.informer(ADDON_DEPLOYMENT_CONFIGS),
             roles=manager.informer(ROLES, label_selector=managed),
             role_bindings=manager.informer(ROLE_BINDINGS, label_selector=managed),
-            scores=manager.informer(ADDON_PLACEMENT_SCORES),
+            scores=agent_scores(manager, addon_name),
         )
 
 

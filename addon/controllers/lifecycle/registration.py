@@ -42,7 +42,7 @@ from addon.registration.status import (
     registration_subject,
     supported_configs_patch,
 )
-from addon.render.hub_rbac import agent_written, granted_score_names, render_hub_rbac, sent_score_names
+from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import WatchEvent
@@ -186,13 +186,15 @@ def registration_controller(
             controller.enqueue(key)
 
     def on_score(event: WatchEvent) -> None:
-        """A score of our agent created or deleted (or relabelled); not its status writes."""
-        ours = agent_written(event.obj)
-        if event.type == "MODIFIED" and ours == agent_written(event.old or {}):
+        """A score of our agent created or deleted; not its status writes.
+
+        The informer selects our agents' scores by label, so a score relabelled into or out of
+        that selection arrives as ADDED or DELETED too.
+        """
+        if event.type == "MODIFIED":
             return
-        if ours or (event.old is not None and agent_written(event.old)):
-            for key in in_cluster_namespace(event.obj):
-                controller.enqueue(key)
+        for key in in_cluster_namespace(event.obj):
+            controller.enqueue(key)
 
     caches.works.add_handler(on_work)
     caches.scores.add_handler(on_score)

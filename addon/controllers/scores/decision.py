@@ -18,13 +18,13 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from addon.constants import ADDON_NAME
+from dynamic_scoring.score_labels import written_by_agent
 from dynamic_scoring.timestamps import parse_time
 
 EXPIRED_ANNOTATION = "dynamic-scoring.open-cluster-management.io/expired"
 """Holds the ``validUntil`` this controller last marked as expired; the write OCM reacts to."""
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-AGENT = "dynamic-scoring-agent"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 
 MARGIN_SECONDS = 1.0
@@ -40,9 +40,8 @@ them within milliseconds).  It is also the extra time an expired score can keep 
 
 
 def is_ours(obj: dict[str, Any]) -> bool:
-    """True for AddOnPlacementScores our agents wrote (the label `agent.k8s.scores` sets)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == AGENT
+    """True for AddOnPlacementScores our agents wrote (`score_labels`; the informer selects only those)."""
+    return written_by_agent(obj, ADDON_NAME)
 
 
 def parse_valid_until(text: object) -> dt.datetime | None:

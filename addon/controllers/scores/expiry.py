@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from addon.controllers import HubContext
+from addon.controllers import HubContext, agent_scores
 from addon.controllers.scores.decision import (
     EXPIRED_ANNOTATION,
     SCORE_NAME_ANNOTATION,
@@ -123,7 +123,7 @@ def _our_key(obj: JSON) -> Iterable[str]:
 
 def score_expiry_controller(ctx: HubContext) -> list[Controller]:
     """The controller on the manager's shared AddOnPlacementScore informer (a ``ControllerFactory``)."""
-    scores = ctx.manager.informer(ADDON_PLACEMENT_SCORES)
+    scores = agent_scores(ctx.manager)
     expiry = ScoreExpiry(ctx.manager.writer(NAME), scores.get, ctx.manager.registry)
     controller = Controller(NAME, expiry.reconcile, resync_seconds=ctx.resync_seconds)
     controller.watch(scores, _our_key)

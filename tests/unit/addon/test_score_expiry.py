@@ -19,6 +19,7 @@ from addon.controllers.scores.decision import (
 from addon.controllers.scores.expiry import ScoreExpiry
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.score_labels import score_labels
 
 JSON = dict[str, Any]
 T0 = dt.datetime(2026, 11, 22, 7, 0, 0, tzinfo=dt.UTC)
@@ -28,7 +29,7 @@ STAMP = "2026-11-22T07:00:00Z"
 def aps(valid_until: str | None = STAMP, *, ours: bool = True, marked: str | None = None) -> JSON:
     meta: JSON = {"name": "cpu", "namespace": "cluster1"}
     if ours:
-        meta["labels"] = {"app.kubernetes.io/managed-by": "dynamic-scoring-agent"}
+        meta["labels"] = score_labels("dynamic-scoring")
     if marked is not None:
         meta["annotations"] = {EXPIRED_ANNOTATION: marked}
     status: JSON = {"scores": [{"name": "s", "value": 5}]}
