@@ -31,6 +31,7 @@ from addon.scorers.health import HealthSettings, worst_case_detection
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.score_labels import score_labels
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
@@ -551,7 +552,12 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
     wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "distributed")
     until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for cluster, ok in ((clusters[0], True), (clusters[1], False)):
+    # clusters[2]'s score is written by someone else (no agent labels): the hub does not count it
+    for cluster, ok, labels in (
+        (clusters[0], True, score_labels(ADDON)),
+        (clusters[1], False, score_labels(ADDON)),
+        (clusters[2], True, {}),
+    ):
         aps = hub.apply(
             {
                 "apiVersion": APS_V1A1,
@@ -559,6 +565,7 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
                 "metadata": {
                     "name": aps_name(score),
                     "namespace": cluster,
+                    "labels": labels,
                     "annotations": {f"{GROUP}/score-name": score},
                 },
             }
@@ -598,7 +605,7 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
         and clusters[1] in dist["message"]
         and "parse error" in dist["message"]
     )
-    for cluster in clusters[:2]:
+    for cluster in clusters:
         hub.delete(APS_V1A1, "AddOnPlacementScore", aps_name(score), cluster)
     hub.delete(DS_V1A1, "DynamicScorer", "rep", namespace)
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -190,7 +189,6 @@ class Distribution:
         self.enqueue_after: Callable[[str, float], None] = lambda key, delay: None
         self._lock = threading.Lock()
         self._latest = _Latest()
-        self._status_wake: float | None = None
         self._status_soon = False
         self._status_parts: frozenset[str] = frozenset()
         self._written: dict[str, tuple[str, JSON]] = {}
@@ -343,12 +341,7 @@ class Distribution:
         return self._refresh()
 
     def _refresh(self) -> Result | None:
-        """One pending re-read of the reports per refresh period, however many events ask."""
-        now = time.monotonic()
-        with self._lock:
-            if self._status_wake is not None and self._status_wake > now + 0.05:
-                return None
-            self._status_wake = now + REPORT_REFRESH_SECONDS
+        """Re-read the reports once per refresh period: the queue keeps one wait per key, the earliest."""
         self.enqueue_after(STATUS_KEY, REPORT_REFRESH_SECONDS)
         return None
 

@@ -200,7 +200,6 @@ class ScorerProber:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._schedule: dict[str, _Schedule] = {}
-        self._wake: dict[str, float] = {}
         self.rounds = 0
 
     def _round(self, scorer: DynamicScorer) -> tuple[ProbeResult | None, ConfigResult | None]:
@@ -272,7 +271,6 @@ class ScorerProber:
         if obj is None:
             with self._lock:
                 self._schedule.pop(key, None)
-                self._wake.pop(key, None)
             return None
         generation = int(obj.get("metadata", {}).get("generation") or 0)
         with self._lock:
@@ -292,17 +290,8 @@ class ScorerProber:
         return self._wake_at(key, entry.due)
 
     def _wake_at(self, key: str, due: float) -> Result | None:
-        """Ask for one wake-up at ``due`` unless an earlier future one is already pending.
-
-        The queue keeps every delayed add, so re-asking on every event would pile them up.
-        """
-        now = time.monotonic()
-        with self._lock:
-            pending = self._wake.get(key)
-            if pending is not None and now + _EARLY < pending <= due + _EARLY:
-                return None  # a future wake-up no later than due is pending; it re-checks then
-            self._wake[key] = due
-        return Result(requeue_after=max(0.0, due - now))
+        """One wake-up at ``due``: asking again on every event is free, the queue keeps the earliest."""
+        return Result(requeue_after=max(0.0, due - time.monotonic()))
 
 
 def scorer_controller(ctx: HubContext) -> list[Controller]:

@@ -1,9 +1,9 @@
 """The score-expiry controller: makes Placement notice an AddOnPlacementScore the moment it expires.
 
-Keyed by AddOnPlacementScore, on the manager's shared (unfiltered) AddOnPlacementScore informer,
-which the distribution controller already keeps: this controller adds no watch and no cache of
-its own.  Only objects labelled as our agents' are acted on (`decision.is_ours`); the placement
-scores of other addons are theirs to manage.
+Keyed by AddOnPlacementScore, on the manager's shared AddOnPlacementScore informer
+(`addon.controllers.agent_scores`, selected by our agents' labels), which the distribution
+controller already keeps: this controller adds no watch and no cache of its own.  The placement
+scores of other addons are theirs to manage, and never reach this cache.
 
 A reconcile asks `decision.decide`: before expiry it sets one wake-up at ``validUntil`` plus the
 margin; after it, it merge-patches a single annotation naming the expired ``validUntil``.  That
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter
@@ -40,11 +38,10 @@ from dynamic_scoring.kube.writes import Writer
 log = logging.getLogger(__name__)
 
 NAME = "score-expiry"
-_EARLY = 0.05  # a pending wake-up this close to the wanted one is the same wake-up
 
 
 class ScoreExpiry:
-    """The reconcile, with the one wake-up per key it keeps pending."""
+    """The reconcile: a wake-up at expiry, then one mark."""
 
     def __init__(
         self,
@@ -57,8 +54,6 @@ class ScoreExpiry:
         self.writer = writer
         self._get = cache_get
         self._clock = clock
-        self._lock = threading.Lock()
-        self._wake: dict[str, float] = {}
         self.expired = Counter(
             "dynamic_scoring_hub_scores_expired",
             "AddOnPlacementScores written by our agents that expired without a newer score, each "
@@ -70,12 +65,10 @@ class ScoreExpiry:
         """Wait for the object's expiry, then mark it once (see `decision.decide`)."""
         obj = self._get(key)
         if obj is None or not is_ours(obj):
-            with self._lock:
-                self._wake.pop(key, None)
             return None
         verdict = decide(obj, self._clock())
         if verdict.requeue_after is not None:
-            return self._wake_in(key, verdict.requeue_after)
+            return Result(requeue_after=verdict.requeue_after)  # the queue keeps the earliest wait per key
         if verdict.mark is None:
             return None
         meta = obj["metadata"]
@@ -100,21 +93,6 @@ class ScoreExpiry:
         log.warning("AddOnPlacementScore %s: %s", key, message, extra={"controller": NAME, "key": key})
         self.writer.event(obj, "Warning", "ScoreExpired", message)
         return None
-
-    def _wake_in(self, key: str, delay: float) -> Result | None:
-        """Ask for a wake-up in `delay` seconds unless the same one is already pending.
-
-        The queue keeps every delayed add, so asking again on each event (an agent writing every
-        30 s) would pile them up.
-        """
-        now = time.monotonic()
-        due = now + delay
-        with self._lock:
-            pending = self._wake.get(key)
-            if pending is not None and now + _EARLY < pending and abs(pending - due) <= _EARLY:
-                return None
-            self._wake[key] = due
-        return Result(requeue_after=delay)
 
 
 def _our_key(obj: JSON) -> Iterable[str]:

@@ -18,6 +18,7 @@ from addon.controllers.scores.decision import (
 )
 from addon.controllers.scores.expiry import ScoreExpiry
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.score_labels import score_labels
 
@@ -92,15 +93,23 @@ def test_it_never_writes_before_expiry_plus_margin_and_never_twice(offset: float
         assert verdict.mark == (None if marked else STAMP)
 
 
-def test_repeated_events_before_expiry_keep_one_wake_up_pending() -> None:
-    """An agent rewriting the object every interval must not pile up delayed adds in the queue."""
+def test_repeated_events_before_expiry_keep_one_wake_up_in_the_queue() -> None:
+    """An agent rewriting the object every interval asks for the wake-up each time; the queue keeps one."""
     obj = aps()
     now = T0 - dt.timedelta(seconds=60)
     writer = Writer(KubeAPI.__new__(KubeAPI), "score-expiry")  # never called before expiry
     expiry = ScoreExpiry(writer, lambda key: obj, CollectorRegistry(), clock=lambda: now)
-    first = expiry.reconcile("cluster1/cpu")
-    assert first is not None and first.requeue_after == 60 + MARGIN_SECONDS
-    assert expiry.reconcile("cluster1/cpu") is None
-    obj["status"]["validUntil"] = "2026-11-22T07:01:00Z"  # a fresh score: a later wake-up
+    mono = [0.0]
+    queue = WorkQueue(clock=lambda: mono[0])
+    for _ in range(5):
+        result = expiry.reconcile("cluster1/cpu")
+        assert result is not None and result.requeue_after == 60 + MARGIN_SECONDS
+        queue.add_after("cluster1/cpu", result.requeue_after)
+    assert queue.delayed == 1
+    obj["status"]["validUntil"] = "2026-11-22T07:01:00Z"  # a fresh score: a later wake-up is wanted
     later = expiry.reconcile("cluster1/cpu")
     assert later is not None and later.requeue_after == 120 + MARGIN_SECONDS
+    queue.add_after("cluster1/cpu", later.requeue_after)
+    assert queue.delayed == 1
+    mono[0] = 60 + MARGIN_SECONDS  # the earlier wake-up fires; its reconcile asks for the later one
+    assert queue.get(timeout=0) == "cluster1/cpu" and queue.delayed == 0
