@@ -1,13 +1,21 @@
 """The summary ConfigMap on the managed cluster, watched and turned into `apply()` calls.
 
 The hub delivers `dynamic-scoring-config` (key `summaries`) into the install namespace through a
-ManifestWork.  A list-then-watch loop in a thread follows it and hands each new payload to the
-event loop.  The thread must outlive anything the network or a bug throws at it: a scorer list
-that silently stops following its ConfigMap looks healthy while it is not (an unmapped urllib3
-`ProtocolError` once ended it that way).  So every failure, expected or not, is logged and
-followed by a backoff and a relist; the loop also relists every `resync_seconds` even when the
-stream looks fine, and reports since when it has been unable to list (`down_for`), which the
-agent's health turns into an unhealthy `/healthz` and a Lease that stops being renewed.
+ManifestWork.  The agent follows it with the same `Informer` the hub's controllers use (one
+list+watch loop in the code base, with one set of robustness rules), narrowed by a field selector
+to that one ConfigMap:
+
+* every failure, expected or not (an unmapped urllib3 `ProtocolError` once ended a hand-written
+  loop here), is logged and followed by a relist after a jittered backoff (0.8 s doubling to
+  30 s), so a fleet of agents that lost their apiserver together does not return in step;
+* a watch that ends at once with no event (a proxy that accepts and closes) counts as a failure
+  and backs off, instead of re-watching in a tight loop;
+* a full relist at least every `resync_seconds`, whatever the stream says;
+* how long it has been unable to follow (`down_for`), which the agent's health turns into an
+  unhealthy `/healthz` and a Lease that stops being renewed.
+
+The informer's thread only pokes the event loop; the loop then reads the cached ConfigMap, so it
+always applies the newest payload (level-triggered), however many changes came in between.
 
 A deleted ConfigMap, or one without the key, means "no scorers": every worker stops (upstream kept
 them running).  Decoding, and what a malformed payload means, is the supervisor's business
@@ -19,13 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
 
-from agent.k8s.paths import namespaced
-from dynamic_scoring.kube.api import Gone, KubeAPI
+from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.informer import Informer, WatchEvent
+from dynamic_scoring.kube.resources import CONFIGMAPS
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +40,7 @@ CONFIGMAP_NAME = "dynamic-scoring-config"
 SUMMARIES_KEY = "summaries"
 _MISSING = object()
 
-BACKOFF_MIN = 1.0
-BACKOFF_MAX = 30.0
+APPLY_BACKOFF_MIN = 1.0
 APPLY_BACKOFF_MAX = 60.0
 
 Apply = Callable[[str | None], Awaitable[object]]
@@ -50,7 +56,8 @@ class SummaryWatcher:
         apply: receives each new payload (`Supervisor.apply_payload`).
         name: the ConfigMap's name.
         key: the data key holding the summary list.
-        watch_timeout: seconds the apiserver keeps one watch request open.
+        watch_timeout: seconds the apiserver keeps one watch request open (at least; the informer
+            spreads it up to twice that).
         resync_seconds: a full relist at least this often, whatever the stream says.
     """
 
@@ -65,20 +72,20 @@ class SummaryWatcher:
         watch_timeout: int = 300,
         resync_seconds: float = 300.0,
     ) -> None:
-        self.api = api
         self.namespace = namespace
         self.name = name
         self.key = key
         self.apply = apply
-        self.watch_timeout = watch_timeout
-        self.resync_seconds = resync_seconds
         self.applied_once = asyncio.Event()
-        self.relists = 0
-        """Successful lists so far (the first one included); for status and tests."""
-        self._stop = threading.Event()
+        self.informer = Informer(
+            api,
+            CONFIGMAPS,
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+            watch_timeout=watch_timeout,
+            relist_seconds=resync_seconds,
+        )
         self._last: object = _MISSING
-        self._down_since: float | None = None
-        self._thread: threading.Thread | None = None
         self._force = asyncio.Event()
 
     @property
@@ -87,73 +94,24 @@ class SummaryWatcher:
         return f"configmap {self.namespace}/{self.name}"
 
     @property
-    def path(self) -> str:
-        """The collection path the watch lists (namespace URL-quoted)."""
-        return namespaced("/api/v1", self.namespace, "configmaps")
+    def relists(self) -> int:
+        """Relists after the first list (410 Gone, a failure, or the resync period); for tests."""
+        return self.informer.relists
 
     def down_for(self) -> float:
-        """Seconds since the watch last failed without a successful list since; 0 while it follows."""
-        since = self._down_since
-        return 0.0 if since is None else time.monotonic() - since
+        """Seconds since following the ConfigMap started failing (0 while it follows)."""
+        return self.informer.failing_for()
 
     @property
     def thread_alive(self) -> bool:
         """False once the watch thread has ended (it only should when stopped)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self.informer.running
 
-    def _failed(self) -> None:
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-
-    def _follow(self, deliver: Callable[[str | None], None]) -> None:
-        """Blocking list+watch loop (runs in a thread until stopped); nothing it raises ends it."""
-        backoff = BACKOFF_MIN
-        while not self._stop.is_set():
-            try:
-                self._list_and_watch(deliver)
-                backoff = BACKOFF_MIN
-            except Gone:
-                log.info("%s: watch expired; relisting", self.where)
-            except Exception as exc:  # every failure, mapped or not, ends in a relist
-                self._failed()
-                log.warning(
-                    "%s: watch failed (%s: %s); relisting in %.0fs",
-                    self.where,
-                    type(exc).__name__,
-                    exc,
-                    backoff,
-                )
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-
-    def _list_and_watch(self, deliver: Callable[[str | None], None]) -> None:
-        """One list, then watches from its version until the resync period is over."""
-        selector = {"fieldSelector": f"metadata.name={self.name}"}
-        listed = self.api.request("GET", self.path, query=selector)
-        items = listed.get("items") or []
-        version = str(listed["metadata"]["resourceVersion"])
-        self._down_since = None
-        self.relists += 1
-        deliver(self._payload(items[0]) if items else None)
-        resync_at = time.monotonic() + self.resync_seconds
-        while not self._stop.is_set():
-            left = resync_at - time.monotonic()
-            if left <= 0:
-                return
-            query = {
-                **selector,
-                "resourceVersion": version,
-                "timeoutSeconds": str(max(1, min(self.watch_timeout, int(left) + 1))),
-            }
-            for event in self.api.watch(self.path, query, self._stop):
-                obj = event.get("object") or {}
-                version = str((obj.get("metadata") or {}).get("resourceVersion", version))
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    deliver(self._payload(obj))
-                elif event["type"] == "DELETED":
-                    deliver(None)
-
-    def _payload(self, configmap: dict[str, Any]) -> str | None:
+    def _payload(self) -> str | None:
+        """The `key` value of the cached ConfigMap; None when it or the key is absent."""
+        configmap = self.informer.get(f"{self.namespace}/{self.name}")
+        if configmap is None:
+            return None
         data = configmap.get("data") or {}
         value = data.get(self.key) if isinstance(data, dict) else None
         if value is None:
@@ -181,47 +139,43 @@ class SummaryWatcher:
                 ends the process so that it is restarted, instead of running on a dead watch.
         """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        changed = asyncio.Event()
 
-        def deliver(payload: str | None) -> None:
+        def poke(_: WatchEvent | None = None) -> None:
             if not loop.is_closed():
-                loop.call_soon_threadsafe(queue.put_nowait, payload)
+                loop.call_soon_threadsafe(changed.set)
 
-        self._thread = threading.Thread(
-            target=self._follow, args=(deliver,), name="summary-watch", daemon=True
-        )
-        self._thread.start()
-        pending: object = _MISSING  # the payload whose apply failed, retried with backoff
+        self.informer.add_handler(poke)
+        self.informer.start()
+        synced = False
+        failed = False  # the last apply raised: try again at retry_at, with the newest payload
         retry_at = 0.0
-        backoff = BACKOFF_MIN
-        force = False
+        backoff = APPLY_BACKOFF_MIN
         try:
             while True:
-                payload: object = _MISSING
-                wait = 1.0 if pending is _MISSING else min(1.0, max(0.01, retry_at - time.monotonic()))
+                wait = 1.0 if not failed else min(1.0, max(0.01, retry_at - time.monotonic()))
                 try:
-                    payload = await asyncio.wait_for(queue.get(), timeout=wait)
+                    await asyncio.wait_for(changed.wait(), timeout=wait)
                 except TimeoutError:
-                    if not self._thread.is_alive():
+                    if not self.informer.running:
                         raise RuntimeError(f"{self.where}: the watch thread ended") from None
-                while not queue.empty():  # only the newest payload matters
-                    payload = queue.get_nowait()
-                if self._force.is_set():
-                    self._force.clear()
-                    force = True
-                    if payload is _MISSING:  # a failed payload first, else the applied one again
-                        payload = pending if pending is not _MISSING else self._last
-                if payload is _MISSING:
-                    if pending is _MISSING or time.monotonic() < retry_at:
-                        continue
-                    payload = pending
+                due = changed.is_set()
+                changed.clear()
+                if not self.informer.synced:
+                    continue
+                if not synced:  # the first list: apply what it found, nothing included
+                    synced = due = True
+                force = self._force.is_set()
+                self._force.clear()
+                if not (due or force or (failed and time.monotonic() >= retry_at)):
+                    continue
                 try:
-                    await self._handle(cast("str | None", payload), force)
-                    pending, backoff, force = _MISSING, BACKOFF_MIN, False
+                    await self._handle(self._payload(), force or failed)
+                    failed, backoff = False, APPLY_BACKOFF_MIN
                 except Exception:
                     log.exception("%s: applying summaries failed; retrying in %.0fs", self.where, backoff)
                     self._last = _MISSING
-                    pending, retry_at = payload, time.monotonic() + backoff
+                    failed, retry_at = True, time.monotonic() + backoff
                     backoff = min(backoff * 2, APPLY_BACKOFF_MAX)
         finally:
-            self._stop.set()
+            self.informer.stop(timeout=0)

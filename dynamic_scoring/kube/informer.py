@@ -15,6 +15,10 @@ The loop is client-go's reflector, on plain JSON:
 `healthy` turns False when failures have lasted longer than `unhealthy_after` seconds (default
 60), so a readiness probe tells an operator the cache is stale instead of looking fine.
 
+`relist_seconds` (off by default, as in client-go) also relists at least that often, whatever the
+stream says, emitting only the difference: the agent, which follows one ConfigMap and has no
+resync of its own, uses it as a guard against a watch that misses a change.
+
 A list answered 404 (nobody serves the resource: its CRD is not installed, or not established
 yet) or 403 (the identity may not list it) is retried like any failure, so a CRD installed later
 or a permission granted later is picked up with no restart; but those two say what to do, so the
@@ -100,8 +104,10 @@ class Informer:
         backoff: Backoff | None = None,
         watch_timeout: int = WATCH_TIMEOUT_MIN,
         remedy_404: str = DEFAULT_REMEDY_404,
+        relist_seconds: float | None = None,
     ) -> None:
         self.api = api
+        self.relist_seconds = relist_seconds
         self.remedy_404 = remedy_404
         self.resource = resource
         self.namespace = namespace
@@ -125,8 +131,10 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._cancel: Callable[[], None] | None = None
         self._failing_since: float | None = None
+        self._opened_at: float | None = None  # when the current watch was accepted
         self._last_error: str | None = None
         self.resource_version: str | None = None
+        self._listed_at = 0.0
         self.relists = 0
         self.errors = 0
         self.metrics.track_watch(
@@ -197,9 +205,30 @@ class Informer:
         return self._synced.wait(timeout)
 
     @property
+    def running(self) -> bool:
+        """True while the list+watch thread runs (from `start` until `stop`; it never ends on its own)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _failure_start(self) -> float | None:
+        """When the current run of failures began; None once a list succeeded or a watch proved itself.
+
+        A watch proves itself with an event or by staying open `WATCH_MIN_HEALTHY_SECONDS`: being
+        accepted is not enough, or a proxy that accepts and closes at once would look healthy while
+        nothing is followed.
+        """
+        since, opened = self._failing_since, self._opened_at
+        proven = opened is not None and time.monotonic() - opened >= WATCH_MIN_HEALTHY_SECONDS
+        return None if proven else since
+
+    def failing_for(self) -> float:
+        """Seconds since lists or watches started failing with no success since; 0 while it follows."""
+        since = self._failure_start()
+        return 0.0 if since is None else time.monotonic() - since
+
+    @property
     def healthy(self) -> bool:
         """False while lists or watches have been failing for longer than `unhealthy_after`."""
-        since = self._failing_since
+        since = self._failure_start()
         return since is None or time.monotonic() - since < self.unhealthy_after
 
     @property
@@ -326,30 +355,40 @@ class Informer:
 
     def _watch(self, rv: str) -> tuple[str, int]:
         """Watch from `rv` until the stream ends; return the last version and the event count."""
-        query = {
-            **self._query(),
-            "resourceVersion": rv,
-            "timeoutSeconds": str(self.watch_timeout + random.randrange(self.watch_timeout + 1)),
-        }
+        timeout = self.watch_timeout + random.randrange(self.watch_timeout + 1)
+        if self.relist_seconds is not None:  # end the watch when the next relist is due
+            left = self._listed_at + self.relist_seconds - time.monotonic()
+            timeout = max(1, min(timeout, int(left) + 1))
+        query = {**self._query(), "resourceVersion": rv, "timeoutSeconds": str(timeout)}
 
         def opened(cancel: Callable[[], None]) -> None:
             self._cancel = cancel
-            self._failing_since = None
-            self._last_error = None
-            self._backoff.reset()
+            self._opened_at = time.monotonic()
             if self._stop.is_set():
                 cancel()
 
         count = 0
+        started = time.monotonic()
         try:
             for event in self.api.watch(
                 self.resource.path(self.namespace), query, self._stop, on_open=opened
             ):
+                if count == 0:
+                    self._recovered()
                 self._apply(event)
                 count += 1
         finally:
             self._cancel = None
+            self._opened_at = None
+        if count == 0 and time.monotonic() - started >= WATCH_MIN_HEALTHY_SECONDS:
+            self._recovered()  # a quiet watch that ran its course
         return self.resource_version or rv, count
+
+    def _recovered(self) -> None:
+        """A list succeeded or a watch proved itself: failures are over, the backoff starts again."""
+        self._failing_since = None
+        self._last_error = None
+        self._backoff.reset()
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.errors += 1
@@ -375,13 +414,15 @@ class Informer:
                     log.exception("list of %s raised", self.name)
                     self._failed("list", exc)
                     continue
-                self._failing_since = None
-                self._last_error = None
-                self._backoff.reset()
+                self._recovered()
+                self._listed_at = time.monotonic()
                 if self._synced.is_set():
                     self.relists += 1
                     self.metrics.watch_relists_total.labels(self.name).inc()
                 self._synced.set()
+            if self.relist_seconds is not None and time.monotonic() - self._listed_at >= self.relist_seconds:
+                rv = None
+                continue
             started = time.monotonic()
             try:
                 rv, count = self._watch(rv)

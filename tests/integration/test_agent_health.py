@@ -9,6 +9,7 @@ the watch did not expect), and a worker's asyncio task is cancelled from outside
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -230,6 +231,81 @@ def test_watch_thread_survives_an_unexpected_exception(control_plane: ControlPla
                 admin.request, "PUT", f"{cm_path}/dynamic-scoring-config", body=configmap("[2]")
             )
             await eventually(lambda: seen[-1] == "[2]", timeout=40, what="the change after the fault")
+            assert not task.done()
+        finally:
+            task.cancel()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+class ClosingWatchAPI(KubeAPI):
+    """The real managed-cluster API, except that while `closing` every watch is accepted and ends at once.
+
+    That is what a proxy in front of the apiserver does when it answers the watch and closes it
+    straight away: no error and no event.  Each watch call's start time is recorded.
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        super().__init__(kubeconfig)
+        self.closing = True
+        self.watch_calls: list[float] = []
+
+    def watch(self, path: str, query: dict[str, str], stop: threading.Event, **kwargs: Any) -> Iterator[JSON]:
+        if not self.closing:
+            yield from super().watch(path, query, stop, **kwargs)
+            return
+        self.watch_calls.append(time.monotonic())
+        on_open = kwargs.get("on_open")
+        if on_open is not None:
+            on_open(lambda: None)  # accepted ...
+        return  # ... and closed with nothing in it
+
+
+def test_a_watch_stream_that_ends_at_once_backs_off_with_jitter_and_reports_down(
+    control_plane: ControlPlane,
+) -> None:
+    """No tight re-watch loop: the delays grow, and the watcher says it is not following."""
+    assert control_plane.spoke2 is not None
+    admin = KubeAPI(control_plane.spoke2.admin_kubeconfig)
+    ns = f"it-closing-{uuid.uuid4().hex[:5]}"
+    admin.request(
+        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    cm_path = f"/api/v1/namespaces/{ns}/configmaps"
+
+    def configmap(value: str) -> dict[str, Any]:
+        meta = {"name": "dynamic-scoring-config"}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"summaries": value}}
+
+    admin.request("POST", cm_path, body=configmap("[1]"))
+    seen: list[str | None] = []
+
+    async def apply(payload: str | None) -> None:
+        seen.append(payload)
+
+    managed = ClosingWatchAPI(control_plane.spoke2.admin_kubeconfig)
+
+    async def scenario() -> None:
+        watcher = SummaryWatcher(managed, ns, apply, watch_timeout=60)
+        task = asyncio.create_task(watcher.run())
+        try:
+            await eventually(lambda: seen == ["[1]"], what="the first payload, from the list")
+            await eventually(lambda: len(managed.watch_calls) >= 4, timeout=20, what="four watch attempts")
+            calls = list(managed.watch_calls)
+            gaps = [b - a for a, b in itertools.pairwise(calls)]
+            print(f"measured: gaps between watch attempts {[round(g, 2) for g in gaps]} s")
+            # backoff 0.8 s doubling, each delay in [d/2, d]: 0.4-0.8, 0.8-1.6, 1.6-3.2
+            assert 0.35 <= gaps[0] <= 1.0 and gaps[1] >= 0.75 and gaps[2] >= 1.5, gaps
+            assert watcher.down_for() > 0 and watcher.thread_alive  # not following, and says so
+            managed.closing = False
+            await asyncio.to_thread(
+                admin.request, "PUT", f"{cm_path}/dynamic-scoring-config", body=configmap("[2]")
+            )
+            await eventually(lambda: seen[-1] == "[2]", timeout=40, what="the change once watches stay open")
+            await eventually(lambda: watcher.down_for() == 0, timeout=10, what="following again")
             assert not task.done()
         finally:
             task.cancel()
