@@ -17,6 +17,11 @@ Exit status, as a Deployment's restart policy expects it:
 * 1 when leadership is lost (the Lease could not be renewed within the renew deadline: a replica
   that cannot be sure it still leads must stop writing, and a fresh process is the simplest way
   to start from clean caches) or when the controller loop ended or raised on its own.
+
+Fencing: the controllers write through `KubeAPI.fenced(elector.fence)`, so from the instant the
+renew deadline has passed since the last renewal, no write leaves the process, even from a
+reconcile already running, and even when the process was frozen (SIGSTOP, a paused VM) and has
+not noticed yet.  The refused request raises `Fenced`, and the process exits 1 as above.
 """
 
 from __future__ import annotations
@@ -144,15 +149,13 @@ class Manager:
         factories: Sequence[ControllerFactory] = CONTROLLER_FACTORIES,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.api = api
         self.options = options
         self.factories = list(factories)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.controllers = ControllerManager(api, metrics_registry=self.registry, remedy_404=crd_remedy)
         self.elector: LeaderElector | None = None
         if options.leader_elect:
             self.elector = LeaderElector(
-                api,
+                api,  # the Lease itself is written unfenced: renewing is how the fence stays open
                 options.leader_election_namespace or options.namespace,
                 options.leader_election_id,
                 options.identity,
@@ -160,6 +163,10 @@ class Manager:
                 renew_deadline=options.renew_deadline,
                 retry_period=options.retry_period,
             )
+            # every controller write asks the elector first: none is sent once leadership lapsed
+            api = api.fenced(self.elector.fence)
+        self.api = api
+        self.controllers = ControllerManager(api, metrics_registry=self.registry, remedy_404=crd_remedy)
         self._leader_gauge = Gauge(
             "dynamic_scoring_manager_leader",
             "1 while this replica leads and runs the controllers.",

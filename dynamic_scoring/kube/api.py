@@ -16,13 +16,15 @@ Errors::
     ├── Conflict              409 (AlreadyExists or a stale resourceVersion)
     ├── Forbidden             401/403: the identity lacks a permission
     ├── Gone                  410: a watch's resourceVersion expired; relist
-    └── Invalid               422: the apiserver rejected the object (schema, enum, range)
+    ├── Invalid               422: the apiserver rejected the object (schema, enum, range)
+    └── Fenced                a write not sent: this process may no longer write (see `fenced`)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 import logging
@@ -68,6 +70,14 @@ class Gone(KubeError):  # noqa: N818 - named after the HTTP status, like the api
 
 class Invalid(KubeError):  # noqa: N818 - named after the HTTP status, like the apiserver does
     """The apiserver rejected the object."""
+
+
+class Fenced(KubeError):  # noqa: N818 - like its siblings, named for what happened
+    """A write refused before it was sent, because this process may no longer write.
+
+    The hub manager's controllers write through a fenced `KubeAPI` whose fence is the leader
+    elector: once leadership cannot be vouched for, not one more write leaves the process.
+    """
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
@@ -152,9 +162,20 @@ class KubeAPI:
     def __init__(self, kubeconfig: Path | None, *, timeout: float = 30.0) -> None:
         self.kubeconfig = kubeconfig
         self.timeout = timeout
+        self.write_fence: Callable[[], str | None] | None = None
         self._lock = threading.Lock()
         self._stamp = self._files_stamp()
         self._client = _load(kubeconfig)
+
+    def fenced(self, fence: Callable[[], str | None]) -> KubeAPI:
+        """This API (same transport) for a writer that must stop at once when `fence` says so.
+
+        Before every request other than GET, `fence()` is asked; a reason (not None) refuses the
+        request with `Fenced`, naming it.  Reads and watches are never fenced.
+        """
+        view = copy.copy(self)
+        view.write_fence = fence
+        return view
 
     def _files_stamp(self) -> tuple[float, ...]:
         if self.kubeconfig is None:
@@ -189,6 +210,11 @@ class KubeAPI:
         content_type: str,
         timeout: float | tuple[float, float],
     ) -> urllib3.BaseHTTPResponse:
+        fence = self.write_fence
+        if fence is not None and method != "GET":
+            reason = fence()
+            if reason is not None:
+                raise Fenced(0, "Fenced", f"{method} {path} not sent: {reason}")
         api = self.api_client
         headers = {"Accept": "application/json"}
         if body is not None:

@@ -5,10 +5,17 @@
   Comparing the Lease's renewTime with our wall clock would let clock skew between replicas
   decide; client-go avoids that the same way.
 * Every write is an update carrying the resourceVersion read, so two candidates cannot both win.
-* The leader renews every `retry_period`; when it cannot renew for `renew_deadline` it stops
+* The leader renews every `retry_period`; when it has not renewed for `renew_deadline` it stops
   leading (sets the event it gave `on_started`) and `run` returns, and the process is expected to
-  exit and restart, as client-go's callers do.  renew_deadline < lease_seconds, so the old leader
-  has stopped before anyone else may take over.
+  exit and restart, as controller-runtime's callers do.
+* **Fencing.**  Stopping the work takes time (a reconcile in flight finishes its writes), and a
+  process frozen by the scheduler, a debugger or SIGSTOP notices nothing until it runs again.  So
+  the leader's writes ask `fence()` before they are sent: it refuses from the moment
+  `renew_deadline` has passed since the start of the last successful renewal, measured on our
+  monotonic clock, which keeps counting while the process is frozen.  A standby may take over only
+  `lease_seconds` after it saw that renewal, and renew_deadline < lease_seconds, so the old
+  leader's last write is sent at least lease_seconds - renew_deadline (5 s by default) before the
+  new leader can write.
 * On a clean stop the leader releases the Lease (empty holder, 1 s duration), so the standby
   takes over within one retry period instead of a lease duration.
 
@@ -70,12 +77,29 @@ class LeaderElector:
         self._observed: JSON | None = None  # the spec last read
         self._observed_at = 0.0  # our clock when it last changed
         self._leader = threading.Event()
+        self._renewed_at: float | None = None  # our clock when the last successful attempt began
         self.transitions = 0
 
     @property
     def is_leader(self) -> bool:
         """True while this candidate holds the Lease and has renewed it in time."""
         return self._leader.is_set()
+
+    def fence(self) -> str | None:
+        """None while this candidate may write as the leader; otherwise why not, in one line.
+
+        Cheap and lock-free: the manager's API asks it before every write.
+        """
+        if not self._leader.is_set():
+            return f"{self.identity} does not lead lease {self.namespace}/{self.name}"
+        renewed = self._renewed_at
+        age = self._clock() - renewed if renewed is not None else float("inf")
+        if age >= self.renew_deadline:
+            return (
+                f"leadership of lease {self.namespace}/{self.name} lapsed: last renewed {age:.1f}s ago "
+                f"(renew deadline {self.renew_deadline:g}s)"
+            )
+        return None
 
     def _now(self) -> str:
         return micro_time(dt.datetime.now(dt.UTC))
@@ -92,6 +116,7 @@ class LeaderElector:
     def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
         """One attempt to take or keep the Lease; True if we hold it now."""
         request_timeout = timeout if timeout is not None else self.retry_period * 2
+        began = self._clock()
         try:
             lease = self.api.request("GET", self._path, timeout=request_timeout)
         except NotFound:
@@ -108,6 +133,7 @@ class LeaderElector:
             except Conflict:
                 return False
             self._observe(created.get("spec") or {})
+            self._renewed_at = began
             return True
         spec = lease.get("spec") or {}
         self._observe(spec)
@@ -130,6 +156,7 @@ class LeaderElector:
             self.transitions += 1
             log.info("%s took lease %s/%s from %r", self.identity, self.namespace, self.name, holder or None)
         self._observe(updated.get("spec") or {})
+        self._renewed_at = began
         return True
 
     def _observe(self, spec: JSON) -> None:
@@ -159,9 +186,13 @@ class LeaderElector:
             return False
 
     def _renew(self, stop: threading.Event, leading_stop: threading.Event) -> bool:
-        """Keep renewing; False when renewal failed for `renew_deadline` (we must stop leading)."""
+        """Keep renewing; False once `renew_deadline` passed since the last renewal (we must stop leading).
+
+        The deadline counts from the last successful renewal, not from when we noticed: a process
+        that was frozen for longer gives up as soon as it runs again.
+        """
         while not stop.wait(self.retry_period) and not leading_stop.is_set():
-            deadline = self._clock() + self.renew_deadline
+            deadline = (self._renewed_at or self._clock()) + self.renew_deadline
             while True:
                 left = deadline - self._clock()
                 if left <= 0:

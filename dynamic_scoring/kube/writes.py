@@ -8,6 +8,12 @@ labels); a field missing from `desired` is none of our business.
 Status is shared with other writers (OCM's addon-manager, the klusterlet), so `patch_status`
 always works from a fresh GET, sends a merge patch carrying `uid` and `resourceVersion` (the
 apiserver answers 409 if anyone wrote in between), and recomputes on 409.
+
+`ensure` patches carry the `resourceVersion` of the object they were computed from, too: a patch
+computed from a cache that is behind (our own previous write not seen yet, or a change by another
+writer, such as a new leader) is refused with 409 instead of applied, and `ensure` compares once
+more with a fresh GET.  So a stale view never overwrites a newer one, and a cache that is merely
+behind costs a read, not a redundant write.
 """
 
 from __future__ import annotations
@@ -65,6 +71,14 @@ def owned_fields(desired: JSON) -> JSON:
     return wanted
 
 
+def _guarded(patch: JSON, current: JSON) -> JSON:
+    """`patch` made conditional on `current` being the object's latest version (409 otherwise)."""
+    version = (current.get("metadata") or {}).get("resourceVersion")
+    if not version:
+        return patch
+    return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -116,9 +130,20 @@ class Writer:
         patch = merge_patch(current, wanted)
         if patch is None:
             return current
-        result = self._call(
-            "patch", resource, "PATCH", resource.path(namespace, name), body=patch, content_type=MERGE_PATCH
-        )
+        path = resource.path(namespace, name)
+        try:
+            result = self._call(
+                "patch", resource, "PATCH", path, body=_guarded(patch, current), content_type=MERGE_PATCH
+            )
+        except Conflict:
+            current = self.api.request("GET", path)
+            patch = merge_patch(current, wanted)
+            log.debug("%s %s changed since it was read; compared again: %s", resource.kind, name, patch)
+            if patch is None:
+                return current
+            result = self._call(
+                "patch", resource, "PATCH", path, body=_guarded(patch, current), content_type=MERGE_PATCH
+            )
         left = merge_patch(result, wanted)
         if left is not None:
             # the apiserver normalised a value (e.g. "1000m" -> "1"): every resync would patch again

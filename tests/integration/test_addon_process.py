@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -21,6 +23,7 @@ from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS, NAMES
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import free_port, wait_until
+from tests.integration.test_addon_controllers import ADDON_V1A1, add_cluster, hub_install
 
 SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +77,7 @@ def start(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterat
         hub.apply_yaml((Path(__file__).resolve().parents[2] / "manifests" / "crds" / crd).read_text())
     procs: list[Proc] = []
 
-    def run(name: str) -> Proc:
+    def run(name: str, *extra: str) -> Proc:
         port = free_port()
         log = tmp_path / f"{name}.log"
         popen = subprocess.Popen(
@@ -87,6 +90,7 @@ def start(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterat
                 "--leader-election-lease-duration=4",
                 "--leader-election-renew-deadline=3",
                 "--leader-election-retry-period=0.5",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=log.open("wb"),
@@ -173,3 +177,70 @@ def test_health_metrics_json_logs_handover_and_exit_codes(api: KubeAPI, namespac
     wait_until(steal, timeout=10, interval=0.05, what="the Lease taken by someone else")
     assert second.popen.wait(30) == 1
     assert any(line["level"] == "error" and "lost lease" in line["message"] for line in second.lines())
+
+
+def _work_image(hub: Client, cluster: str) -> tuple[int, str] | None:
+    """The deploy work's generation and the agent image it deploys, or None before it exists."""
+    work = hub.find("work.open-cluster-management.io/v1", "ManifestWork", f"addon-{ADDON}-deploy-0", cluster)
+    if work is None:
+        return None
+    images = {
+        c["image"]
+        for m in work["spec"]["workload"]["manifests"]
+        if m.get("kind") == "Deployment"
+        for c in m["spec"]["template"]["spec"]["containers"]
+    }
+    assert len(images) == 1, images
+    return int(work["metadata"]["generation"]), images.pop()
+
+
+def test_a_leader_frozen_past_its_lease_writes_nothing_when_it_runs_again(
+    control_plane: ControlPlane, namespace: str, start: Any
+) -> None:
+    """SIGSTOP the leader past its lease; the standby leads; SIGCONT: the old one is fenced and exits.
+
+    The two replicas are told different agent images, so every write of the old leader would show
+    on the deploy work: its spec would go back to the old image and its generation would move.
+    """
+    assert control_plane.hub is not None
+    hub = Client(control_plane.hub.admin_kubeconfig)
+    hub_install(hub)
+    cluster = f"fence-{uuid.uuid4().hex[:6]}"
+    add_cluster(hub, cluster)
+    common = ("--namespace=dynamic-scoring", f"--leader-election-namespace={namespace}")
+    try:
+        first: Proc = start("first", *common, "--agent-image=example.com/agent:old")
+        wait_until(lambda: first.get("/readyz") == (200, "leading\n"), timeout=60, what="first leads")
+        second: Proc = start("second", *common, "--agent-image=example.com/agent:new")
+        wait_until(lambda: second.get("/readyz") == (200, "standby\n"), timeout=30, what="second stands by")
+        wait_until(
+            lambda: (_work_image(hub, cluster) or (0, ""))[1] == "example.com/agent:old",
+            timeout=60,
+            what="the deploy work written by the first leader",
+        )
+
+        os.kill(first.popen.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        wait_until(lambda: second.get("/readyz") == (200, "leading\n"), timeout=30, what="second took over")
+        wait_until(
+            lambda: (_work_image(hub, cluster) or (0, ""))[1] == "example.com/agent:new",
+            timeout=30,
+            what="the deploy work rewritten by the new leader",
+        )
+        after_takeover = _work_image(hub, cluster)
+        print(f"measured: standby led and rewrote the work {time.monotonic() - frozen:.1f}s after the freeze")
+
+        os.kill(first.popen.pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        assert first.popen.wait(30) == 1  # leadership lost: exit so that the kubelet restarts it
+        print(f"measured: the old leader exited {time.monotonic() - resumed:.1f}s after it ran again")
+        messages = [line["message"] for line in first.lines()]
+        assert any("lost lease" in m for m in messages), messages[-5:]
+        refused = sum("Fenced" in m for m in messages)
+        print(f"measured: {refused} write(s) of the old leader refused by the fence after it resumed")
+        # the new leader still leads, and the work is as it wrote it: not one write of the old one
+        assert second.get("/readyz") == (200, "leading\n")
+        assert _work_image(hub, cluster) == after_takeover
+    finally:
+        hub.delete(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+        hub.delete("cluster.open-cluster-management.io/v1", "ManagedCluster", cluster)

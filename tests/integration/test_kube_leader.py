@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
+from dynamic_scoring.kube.api import MERGE_PATCH, Fenced, KubeAPI
 from dynamic_scoring.kube.leader import LeaderElector, micro_time
 from dynamic_scoring.kube.resources import LEASES, NAMESPACES
 from e2e.controlplane import ControlPlane
@@ -157,5 +157,40 @@ def test_a_leader_that_cannot_renew_stops_its_work_within_the_renew_deadline(
         assert not a.thread.is_alive()  # run() returned: the process would exit and restart
         assert not a.elector.is_leader
         assert lease(api, namespace)["holderIdentity"] == "intruder"  # not released: it is not ours
+    finally:
+        a.halt()
+
+
+def test_writes_are_fenced_the_moment_the_renew_deadline_passes_even_before_the_leader_notices(
+    api: KubeAPI, namespace: str
+) -> None:
+    """A leader frozen past its renew deadline sends no write when it runs again, not even one in flight.
+
+    The elector's clock jumps forward as a frozen process's monotonic clock does, without its
+    renewal thread having run in between.
+    """
+    skew = [0.0]
+    a = Candidate(elector(api, namespace, "a", clock=lambda: time.monotonic() + skew[0])).start()
+    fenced = api.fenced(a.elector.fence)
+    path = NAMESPACES.path(None, namespace)
+    label = {"metadata": {"labels": {"written-by": "a"}}}
+    try:
+        wait_until(lambda: a.elector.is_leader and a.started_at, timeout=15, what="a leads")
+        assert a.elector.fence() is None
+        fenced.request("PATCH", path, body=label, content_type=MERGE_PATCH)  # while leading: sent
+        skew[0] = 3.0  # the renew deadline, as if frozen that long since the last renewal began
+        reason = a.elector.fence()
+        assert reason is not None and "lapsed" in reason and "renew deadline 3s" in reason, reason
+        with pytest.raises(Fenced, match=r"PATCH /api/v1/namespaces/.* not sent: leadership of lease"):
+            fenced.request(
+                "PATCH",
+                path,
+                body={"metadata": {"labels": {"written-by": "a-late"}}},
+                content_type=MERGE_PATCH,
+            )
+        assert api.request("GET", path)["metadata"]["labels"]["written-by"] == "a"  # nothing reached it
+        fenced.request("GET", path)  # reads are never fenced
+        # and the elector gives up at once instead of trying for another renew deadline
+        assert a.leading_stopped.wait(0.5 + 2.0), "a kept leading after its deadline had passed"
     finally:
         a.halt()
