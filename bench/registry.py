@@ -16,11 +16,16 @@ Measured, from the controllers' own write counters and the apiserver:
 * **one scorer changed** (its interval, on a scorer sent to every unmasked cluster): seconds from the
   edit until the last affected work is patched (target <= 30 s at 1,000), and work writes per affected
   cluster (target exactly 1);
-* **no-op resync**: every cluster's work key and the plan reconciled again; writes (target 0).
+* **no-op resync**: every cluster's work key and the plan reconciled again; writes (target 0);
+* **the floor** (`bench.floor`), once the controllers have stopped: the same writes replayed by a Go
+  client-go program with no client-side rate limit, 32 in flight.  For the scorer change: a patch of
+  every config work with the same edit (another interval); for the cold start: every config work
+  deleted (not timed) and created again.  Ours is reported as a ratio to it (goal <= 1.5x).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import Row, benchmark, verdict
+from bench.floor import FloorRun, creates, deletes, replay
 
 ADDON = "dynamic-scoring"
 ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
@@ -120,6 +126,44 @@ def _scorer(i: int, url: str, interval: int = 30) -> dict[str, Any]:
         "metadata": {"name": f"bench-scorer-{i:02d}", "namespace": NAMESPACE},
         "spec": spec,
     }
+
+
+def _floor(kubeconfig: Path, api: Any) -> tuple[FloorRun, FloorRun]:
+    """The floor of the scorer change (every config work patched alike) and of the cold start."""
+    from dynamic_scoring.kube.resources import MANIFEST_WORKS
+
+    label = {"labelSelector": f"open-cluster-management.io/addon-name={ADDON}"}
+    works = [
+        w
+        for w in api.list_all(MANIFEST_WORKS.path(), label)[0]
+        if w["metadata"]["name"] == f"addon-{ADDON}-config"
+    ]
+
+    def edited(work: dict[str, Any]) -> Any:
+        before = json.dumps(work["spec"]["workload"]["manifests"])
+        after = before.replace('\\"scoringInterval\\":45', '\\"scoringInterval\\":60')
+        assert after != before, "the floor's edit must change every work, as the scorer change did"
+        return json.loads(after)
+
+    patches = [
+        {
+            "method": "PATCH",
+            "path": MANIFEST_WORKS.path(w["metadata"]["namespace"], w["metadata"]["name"]),
+            "contentType": "application/merge-patch+json",
+            "body": {"spec": {"workload": {"manifests": edited(w)}}},
+        }
+        for w in works
+    ]
+    change = replay(kubeconfig, patches)
+    works = [
+        w
+        for w in api.list_all(MANIFEST_WORKS.path(), label)[0]
+        if w["metadata"]["name"] == f"addon-{ADDON}-config"
+    ]
+    path = "/apis/work.open-cluster-management.io/v1/namespaces/{ns}/manifestworks"
+    replay(kubeconfig, deletes(path + "/{name}", works))
+    cold = replay(kubeconfig, creates(path, works))
+    return change, cold
 
 
 def _measure(workdir: Path, count: int) -> list[Row]:
@@ -264,6 +308,17 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             flush=True,
         )
         assert changed == count, changed
+
+        stop.set()  # the floor runs with the controllers gone
+        if runner is not None:
+            runner.join(60)
+            runner = None
+        floor_change, floor_cold = _floor(cp.hub.admin_kubeconfig, api)
+        print(
+            f"[{name}] floor: change {floor_change.seconds:.1f}s, cold start {floor_cold.seconds:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         rows += [
             Row(name, "cold start to every config work (s)", f"{cold:.1f}"),
             Row(name, "work writes per cluster, cold start", f"{cold_writes:.2f}"),
@@ -282,6 +337,24 @@ def _measure(workdir: Path, count: int) -> list[Row]:
                 verdict(per_cluster == 1.0),
             ),
             Row(name, "writes on a no-op resync", f"{resync_writes:.0f}", "0", verdict(resync_writes == 0)),
+            Row(
+                name,
+                "floor: the same work patches by client-go, 32 in flight (s)",
+                f"{floor_change.seconds:.1f} ({floor_change.per_second:.0f}/s)",
+            ),
+            Row(
+                name,
+                "scorer change / floor",
+                f"{change / floor_change.seconds:.2f}x",
+                "<= 1.5x",
+                verdict(change <= 1.5 * floor_change.seconds),
+            ),
+            Row(
+                name,
+                "floor: every config work created by client-go (s)",
+                f"{floor_cold.seconds:.1f} ({floor_cold.per_second:.0f}/s)",
+            ),
+            Row(name, "cold start / floor", f"{cold / floor_cold.seconds:.2f}x"),
             Row(name, "fleet creation (s, not the controllers)", f"{created:.0f}"),
         ]
     finally:

@@ -177,17 +177,22 @@ class Writer:
         name: str,
         compute: Callable[[JSON], JSON | None],
         *,
+        current: JSON | None = None,
         attempts: int = 5,
     ) -> bool:
         """Merge-patch the status fields `compute` returns, on the latest object; True if it wrote.
 
-        `compute(obj)` gets the freshly read object and returns the status merge patch (only the
-        fields we own: a list such as `conditions` must be the full list as read, with only our
-        entries changed) or None when nothing differs.  On 409 it is called again on a fresh read.
+        `compute(obj)` gets the object and returns the status merge patch (only the fields we own:
+        a list such as `conditions` must be the full list as read, with only our entries changed)
+        or None when nothing differs.  The first attempt works from `current` (the cache's object)
+        when given, else from a GET; the patch is conditional on that object's resourceVersion, so
+        on 409 (someone wrote since, or the cache was behind) `compute` runs again on a fresh GET.
+        A controller whose cache is current thus writes status with one request instead of two.
         """
         path = resource.path(namespace, name)
         for attempt in range(1, attempts + 1):
-            obj = self.api.request("GET", path)
+            first = attempt == 1 and current is not None
+            obj = current if first and current is not None else self.api.request("GET", path)
             patch = compute(obj)
             if patch is None:
                 return False

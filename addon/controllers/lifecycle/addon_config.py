@@ -33,7 +33,11 @@ def addon_config_controller(
             return None
         namespace, name = split_key(key)
         if writer.patch_status(
-            MANAGED_CLUSTER_ADDONS, namespace, name, lambda fresh: mca_config_hash_patch(fresh, lookup)
+            MANAGED_CLUSTER_ADDONS,
+            namespace,
+            name,
+            lambda fresh: mca_config_hash_patch(fresh, lookup),
+            current=mca,
         ):
             log.info("updated config generations and hashes", extra={"key": key})
         return None

@@ -88,7 +88,7 @@ def deploy_controller(
             return manifest_applied_patch(fresh, applied)
 
         if compute(mca) is not None:
-            writer.patch_status(MANAGED_CLUSTER_ADDONS, namespace, addon_name, compute)
+            writer.patch_status(MANAGED_CLUSTER_ADDONS, namespace, addon_name, compute, current=mca)
 
     def refuse(key: str, mca: JSON, reason: str, message: str) -> None:
         """Report a problem the user must fix; the existing works are left as they are."""

@@ -132,7 +132,9 @@ def registration_controller(
         if lookup.pending:
             # OCM needs supportedConfigs before it accepts an MCA's own config references
             if supported_configs_patch(mca) is not None:
-                writer.patch_status(MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch)
+                writer.patch_status(
+                    MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch, current=mca
+                )
             log.debug(
                 "waiting for OCM to resolve the deployment config %s",
                 lookup.ref or "(the CMA default or the MCA's own)",
@@ -158,7 +160,7 @@ def registration_controller(
             return patch or None
 
         if compute(mca) is not None and writer.patch_status(
-            MANAGED_CLUSTER_ADDONS, cluster, addon_name, compute
+            MANAGED_CLUSTER_ADDONS, cluster, addon_name, compute, current=mca
         ):
             log.info("registration status updated (namespace %s)", namespace, extra={"key": key})
         if error is not None:
