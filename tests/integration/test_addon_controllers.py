@@ -263,30 +263,23 @@ def test_only_our_agents_scores_are_cached_and_a_score_relabelled_away_loses_its
             n for r in rules for n in r.get("resourceNames") or [] if "addonplacementscores" in r["resources"]
         }
 
+    def relabel(addon: str | None) -> None:
+        path = f"{APS_PATH}/namespaces/{cluster}/addonplacementscores/left-ours"
+        body = {"metadata": {"labels": {ADDON_LABEL: addon}}}
+        hub.api.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+
     try:
         wait_until(lambda: "left-ours" in granted(), timeout=30, what="our left-over score granted")
         assert [s["metadata"]["name"] for s in scores.list(cluster)] == ["left-ours"]
         assert granted() == {"left-ours"}
 
-        away = {"metadata": {"labels": {ADDON_LABEL: None}}}
-        hub.api.request(
-            "PATCH",
-            f"{APS_PATH}/namespaces/{cluster}/addonplacementscores/left-ours",
-            body=away,
-            content_type="application/merge-patch+json",
-        )
+        relabel(None)
         wait_until(
             lambda: "left-ours" not in granted(), timeout=30, what="the relabelled score's grant removed"
         )
         assert scores.list(cluster) == []
 
-        back = {"metadata": {"labels": {ADDON_LABEL: ADDON}}}
-        hub.api.request(
-            "PATCH",
-            f"{APS_PATH}/namespaces/{cluster}/addonplacementscores/left-ours",
-            body=back,
-            content_type="application/merge-patch+json",
-        )
+        relabel(ADDON)
         wait_until(lambda: "left-ours" in granted(), timeout=30, what="the score granted again")
     finally:
         for name in labels:

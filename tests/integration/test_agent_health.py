@@ -18,8 +18,11 @@ import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent.cli import Agent, build_agent
 from agent.k8s.summaries import SummaryWatcher
@@ -195,50 +198,65 @@ def test_dead_worker_task_turns_unhealthy_stops_the_lease_then_exits_1(control_p
     asyncio.run(scenario())
 
 
-def test_watch_thread_survives_an_unexpected_exception(control_plane: ControlPlane) -> None:
-    """An exception type the watch does not expect ends in a relist, not in a dead thread."""
+@dataclass
+class Followed:
+    """A namespace on cluster2 holding the summaries ConfigMap (``"[1]"`` at first) and what `apply` saw."""
+
+    admin: KubeAPI
+    ns: str
+    seen: list[str | None] = field(default_factory=list)
+
+    async def apply(self, payload: str | None) -> None:
+        self.seen.append(payload)
+
+    async def put(self, value: str) -> None:
+        path = f"/api/v1/namespaces/{self.ns}/configmaps/dynamic-scoring-config"
+        await asyncio.to_thread(self.admin.request, "PUT", path, body=_configmap(value))
+
+
+def _configmap(value: str) -> dict[str, Any]:
+    meta = {"name": "dynamic-scoring-config"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"summaries": value}}
+
+
+@pytest.fixture
+def followed(control_plane: ControlPlane) -> Iterator[Followed]:
     assert control_plane.spoke2 is not None
     admin = KubeAPI(control_plane.spoke2.admin_kubeconfig)
-    ns = f"it-unkillable-{uuid.uuid4().hex[:5]}"
+    ns = f"it-watch-{uuid.uuid4().hex[:5]}"
     admin.request(
         "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     )
-    cm_path = f"/api/v1/namespaces/{ns}/configmaps"
+    admin.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body=_configmap("[1]"))
+    yield Followed(admin, ns)
+    admin.request("DELETE", f"/api/v1/namespaces/{ns}")
 
-    def configmap(value: str) -> dict[str, Any]:
-        meta = {"name": "dynamic-scoring-config"}
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"summaries": value}}
 
-    admin.request("POST", cm_path, body=configmap("[1]"))
-    seen: list[str | None] = []
-
-    async def apply(payload: str | None) -> None:
-        seen.append(payload)
+def test_watch_thread_survives_an_unexpected_exception(
+    control_plane: ControlPlane, followed: Followed
+) -> None:
+    """An exception type the watch does not expect ends in a relist, not in a dead thread."""
+    f = followed
 
     async def scenario() -> None:
         managed = FaultInjectedAPI(control_plane.spoke2.admin_kubeconfig)  # type: ignore[union-attr]
-        watcher = SummaryWatcher(managed, ns, apply, watch_timeout=1)
+        watcher = SummaryWatcher(managed, f.ns, f.apply, watch_timeout=1)
         task = asyncio.create_task(watcher.run())
         try:
-            await eventually(lambda: seen == ["[1]"], what="the first payload")
+            await eventually(lambda: f.seen == ["[1]"], what="the first payload")
             managed.fault = RuntimeError("injected: not a KubeError, not an OSError")
             # the open watch ends within its 1 s timeout; the next call meets the fault
             await eventually(
                 lambda: managed.faults_raised > 0, timeout=10, what="the watch to meet the fault"
             )
             managed.fault = None
-            await asyncio.to_thread(
-                admin.request, "PUT", f"{cm_path}/dynamic-scoring-config", body=configmap("[2]")
-            )
-            await eventually(lambda: seen[-1] == "[2]", timeout=40, what="the change after the fault")
+            await f.put("[2]")
+            await eventually(lambda: f.seen[-1] == "[2]", timeout=40, what="the change after the fault")
             assert not task.done()
         finally:
             task.cancel()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+    asyncio.run(scenario())
 
 
 class ClosingWatchAPI(KubeAPI):
@@ -265,34 +283,17 @@ class ClosingWatchAPI(KubeAPI):
 
 
 def test_a_watch_stream_that_ends_at_once_backs_off_with_jitter_and_reports_down(
-    control_plane: ControlPlane,
+    control_plane: ControlPlane, followed: Followed
 ) -> None:
     """No tight re-watch loop: the delays grow, and the watcher says it is not following."""
-    assert control_plane.spoke2 is not None
-    admin = KubeAPI(control_plane.spoke2.admin_kubeconfig)
-    ns = f"it-closing-{uuid.uuid4().hex[:5]}"
-    admin.request(
-        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-    )
-    cm_path = f"/api/v1/namespaces/{ns}/configmaps"
-
-    def configmap(value: str) -> dict[str, Any]:
-        meta = {"name": "dynamic-scoring-config"}
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"summaries": value}}
-
-    admin.request("POST", cm_path, body=configmap("[1]"))
-    seen: list[str | None] = []
-
-    async def apply(payload: str | None) -> None:
-        seen.append(payload)
-
-    managed = ClosingWatchAPI(control_plane.spoke2.admin_kubeconfig)
+    f = followed
+    managed = ClosingWatchAPI(control_plane.spoke2.admin_kubeconfig)  # type: ignore[union-attr]
 
     async def scenario() -> None:
-        watcher = SummaryWatcher(managed, ns, apply, watch_timeout=60)
+        watcher = SummaryWatcher(managed, f.ns, f.apply, watch_timeout=60)
         task = asyncio.create_task(watcher.run())
         try:
-            await eventually(lambda: seen == ["[1]"], what="the first payload, from the list")
+            await eventually(lambda: f.seen == ["[1]"], what="the first payload, from the list")
             await eventually(lambda: len(managed.watch_calls) >= 4, timeout=20, what="four watch attempts")
             calls = list(managed.watch_calls)
             gaps = [b - a for a, b in itertools.pairwise(calls)]
@@ -301,16 +302,13 @@ def test_a_watch_stream_that_ends_at_once_backs_off_with_jitter_and_reports_down
             assert 0.35 <= gaps[0] <= 1.0 and gaps[1] >= 0.75 and gaps[2] >= 1.5, gaps
             assert watcher.down_for() > 0 and watcher.thread_alive  # not following, and says so
             managed.closing = False
-            await asyncio.to_thread(
-                admin.request, "PUT", f"{cm_path}/dynamic-scoring-config", body=configmap("[2]")
+            await f.put("[2]")
+            await eventually(
+                lambda: f.seen[-1] == "[2]", timeout=40, what="the change once watches stay open"
             )
-            await eventually(lambda: seen[-1] == "[2]", timeout=40, what="the change once watches stay open")
             await eventually(lambda: watcher.down_for() == 0, timeout=10, what="following again")
             assert not task.done()
         finally:
             task.cancel()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+    asyncio.run(scenario())

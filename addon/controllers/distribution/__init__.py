@@ -60,7 +60,7 @@ from addon.work.builder import (
     owner_reference,
 )
 from dynamic_scoring.kube.controller import Controller, Result
-from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.resources import (
     DYNAMIC_SCORERS,
     DYNAMIC_SCORING_CONFIGS,
@@ -161,6 +161,28 @@ def config_work(mca: JSON, namespace: str, payload: str) -> JSON:
         "metadata": metadata,
         "spec": {"workload": {"manifests": [configmap]}},
     }
+
+
+def _mca_plan_inputs(mca: JSON) -> tuple[object, ...]:
+    """What of an MCA the plan reads (`Distribution._clusters`, `config_work`).
+
+    Most MCA events are condition writes (ours, OCM's, the klusterlet's) that change none of it;
+    planning on those would run the whole fleet's plan once per event.
+    """
+    meta = mca.get("metadata") or {}
+    status = mca.get("status") or {}
+    return (
+        meta.get("uid"),
+        meta.get("deletionTimestamp"),
+        status.get("namespace"),
+        config_spec_hash_annotation(mca),
+    )
+
+
+def _cluster_plan_inputs(cluster: JSON) -> tuple[object, ...]:
+    """What of a ManagedCluster the plan reads: its labels (cluster selectors) and whether it goes."""
+    meta = cluster.get("metadata") or {}
+    return meta.get("uid"), meta.get("deletionTimestamp"), meta.get("labels")
 
 
 def _rv(obj: JSON) -> str:
@@ -476,8 +498,18 @@ def distribution_controller(ctx: HubContext) -> list[Controller]:
     to_plan = lambda _obj: [PLAN_KEY]  # noqa: E731 - one line per watch reads best
     controller.watch(caches.configs, keys=to_plan)
     controller.watch(caches.scorers, keys=to_plan)
-    controller.watch(caches.addons, keys=to_plan)
-    controller.watch(caches.clusters, keys=to_plan)
+
+    def plan_when_changed(inputs: Callable[[JSON], tuple[object, ...]]) -> Callable[[WatchEvent], None]:
+        def on_event(event: WatchEvent) -> None:
+            if event.type == "MODIFIED" and event.old is not None and inputs(event.old) == inputs(event.obj):
+                return  # nothing the plan reads changed
+            controller.enqueue(PLAN_KEY)
+
+        return on_event
+
+    for informer, inputs in ((caches.addons, _mca_plan_inputs), (caches.clusters, _cluster_plan_inputs)):
+        controller.uses(informer)
+        informer.add_handler(plan_when_changed(inputs))
     controller.watch(caches.works, keys=_work_keys(logic))
     controller.watch(caches.scores, keys=_report_keys(logic))
     return [controller]

@@ -1,0 +1,69 @@
+"""Which MCA and ManagedCluster changes make the distribution plan the fleet again, and which do not.
+
+Most MCA events are condition writes by us, OCM and the klusterlet; at 3,500 clusters planning on
+each kept a core busy during a cold start (a third of the manager's samples).  The plan reads only
+what these fingerprints hold.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from addon.controllers.distribution import _cluster_plan_inputs, _mca_plan_inputs
+
+MCA: dict[str, Any] = {
+    "metadata": {"name": "dynamic-scoring", "namespace": "c1", "uid": "u1"},
+    "status": {
+        "namespace": "open-cluster-management-agent-addon",
+        "conditions": [{"type": "Available", "status": "Unknown"}],
+        "configReferences": [
+            {
+                "group": "addon.open-cluster-management.io",
+                "resource": "addondeploymentconfigs",
+                "namespace": "dynamic-scoring",
+                "name": "default",
+                "desiredConfig": {"namespace": "dynamic-scoring", "name": "default", "specHash": "h1"},
+            }
+        ],
+    },
+}
+
+
+def changed(path: list[str], value: object) -> dict[str, Any]:
+    obj = copy.deepcopy(MCA)
+    node = obj
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return obj
+
+
+def test_condition_writes_do_not_change_what_the_plan_reads() -> None:
+    conditions = [{"type": "Available", "status": "True"}, {"type": "RegistrationApplied", "status": "True"}]
+    assert _mca_plan_inputs(changed(["status", "conditions"], conditions)) == _mca_plan_inputs(MCA)
+
+
+def test_install_namespace_spec_hash_deletion_and_identity_do() -> None:
+    refs = copy.deepcopy(MCA["status"]["configReferences"])
+    refs[0]["desiredConfig"]["specHash"] = "h2"
+    for other in (
+        changed(["status", "namespace"], "elsewhere"),
+        changed(["status", "configReferences"], refs),
+        changed(["metadata", "deletionTimestamp"], "2026-11-25T00:00:00Z"),
+        changed(["metadata", "uid"], "u2"),
+    ):
+        assert _mca_plan_inputs(other) != _mca_plan_inputs(MCA)
+
+
+def test_a_cluster_matters_by_its_labels_and_its_deletion_only() -> None:
+    cluster: dict[str, Any] = {
+        "metadata": {"name": "c1", "uid": "k1", "labels": {"tier": "gold"}},
+        "status": {},
+    }
+    heartbeat = copy.deepcopy(cluster)
+    heartbeat["status"] = {"conditions": [{"type": "ManagedClusterConditionAvailable", "status": "True"}]}
+    assert _cluster_plan_inputs(heartbeat) == _cluster_plan_inputs(cluster)
+    relabelled = copy.deepcopy(cluster)
+    relabelled["metadata"]["labels"] = {"tier": "silver"}
+    assert _cluster_plan_inputs(relabelled) != _cluster_plan_inputs(cluster)
