@@ -368,7 +368,6 @@ class Informer:
                 cancel()
 
         count = 0
-        started = time.monotonic()
         try:
             for event in self.api.watch(
                 self.resource.path(self.namespace), query, self._stop, on_open=opened
@@ -380,8 +379,6 @@ class Informer:
         finally:
             self._cancel = None
             self._opened_at = None
-        if count == 0 and time.monotonic() - started >= WATCH_MIN_HEALTHY_SECONDS:
-            self._recovered()  # a quiet watch that ran its course
         return self.resource_version or rv, count
 
     def _recovered(self) -> None:
@@ -438,9 +435,8 @@ class Informer:
                 log.exception("watch of %s raised", self.name)
                 self._failed("watch", exc)
                 continue
-            if (
-                count == 0
-                and time.monotonic() - started < WATCH_MIN_HEALTHY_SECONDS
-                and not self._stop.is_set()
-            ):
-                self._failed("watch", KubeError(0, "Closed", "the stream ended at once with no event"))
+            if count == 0 and not self._stop.is_set():
+                if time.monotonic() - started < WATCH_MIN_HEALTHY_SECONDS:
+                    self._failed("watch", KubeError(0, "Closed", "the stream ended at once with no event"))
+                else:
+                    self._recovered()  # a quiet watch that ran its course

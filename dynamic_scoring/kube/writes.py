@@ -72,11 +72,14 @@ def owned_fields(desired: JSON) -> JSON:
 
 
 def _guarded(patch: JSON, current: JSON) -> JSON:
-    """`patch` made conditional on `current` being the object's latest version (409 otherwise)."""
-    version = (current.get("metadata") or {}).get("resourceVersion")
-    if not version:
-        return patch
-    return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}
+    """`patch` made conditional on `current` being the object's latest version (409 otherwise).
+
+    The `uid` and `resourceVersion` of `current` go into the patch's metadata, which the apiserver
+    treats as preconditions: an object changed or re-created since is not patched.
+    """
+    meta = current.get("metadata") or {}
+    preconditions = {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
+    return {**patch, "metadata": {**(patch.get("metadata") or {}), **preconditions}}
 
 
 def _now() -> str:
@@ -191,16 +194,11 @@ class Writer:
         """
         path = resource.path(namespace, name)
         for attempt in range(1, attempts + 1):
-            first = attempt == 1 and current is not None
-            obj = current if first and current is not None else self.api.request("GET", path)
+            obj = current if attempt == 1 and current is not None else self.api.request("GET", path)
             patch = compute(obj)
             if patch is None:
                 return False
-            meta = obj.get("metadata", {})
-            body = {
-                "metadata": {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
-                "status": patch,
-            }
+            body = _guarded({"status": patch}, obj)
             try:
                 self._call(
                     "status",
