@@ -24,12 +24,16 @@ given time to own the MCAs, and then `dynamic-scoring-addon manager` is started 
   cold start, against its wall time (2 cores: at most 2 CPU seconds per second).  With
   ``DS_BENCH_PYSPY=/path/to/py-spy`` the manager's cold start is also sampled (20 Hz, collapsed
   stacks in ``<workdir>/cold-<N>.stacks``; ``pip install py-spy`` into any venv).
+
+For experiments: ``DS_BENCH_MANAGER_ARGS`` adds arguments to the manager's command line (for
+example ``--workers 8``), and ``DS_BENCH_HUB_COLD_ONLY=1`` stops after the cold start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -119,6 +123,7 @@ def _start_manager(kubeconfig: Path, log: Path, image: str) -> ManagerProc:
             f"--resync-period={RESYNC_SECONDS}",
             f"--agent-image={image}",
             "--log-level=warning",
+            *shlex.split(os.environ.get("DS_BENCH_MANAGER_ARGS", "")),
         ],
         stdout=subprocess.DEVNULL,
         stderr=log.open("ab"),
@@ -158,14 +163,32 @@ def _sample(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     )
 
 
-def _quiet(proc: ManagerProc, done: Any, timeout: float) -> tuple[float, dict[Any, float]]:
-    """Poll until `done(metrics)` and the writes stop with empty queues; (time of the last write, metrics)."""
+CONTROLLERS = ("cma-config", "addon-config", "registration", "csr-approver", "deploy")
+
+
+def _quiet(
+    proc: ManagerProc, done: Any, timeout: float, timeline: list[tuple[float, dict[str, float]]] | None = None
+) -> tuple[float, dict[Any, float]]:
+    """Poll until `done(metrics)` and the writes stop with empty queues; (time of the last write, metrics).
+
+    With `timeline`, each poll appends (monotonic time, writes so far per controller).
+    """
     deadline = time.monotonic() + timeout
     last_writes, last_change = -1.0, time.monotonic()
     while True:
         metrics = proc.metrics()
         writes = _writes(metrics)
         now = time.monotonic()
+        if timeline is not None:
+            timeline.append(
+                (
+                    now,
+                    {
+                        c: _sum(metrics, "dynamic_scoring_controller_writes_total", controller=c)
+                        for c in CONTROLLERS
+                    },
+                )
+            )
         if writes != last_writes:
             last_writes, last_change = writes, now
         queued = _sum(metrics, "dynamic_scoring_controller_queue_depth")
@@ -174,6 +197,28 @@ def _quiet(proc: ManagerProc, done: Any, timeout: float) -> tuple[float, dict[An
         if now > deadline:
             raise TimeoutError(f"not converged in {timeout:.0f}s: writes {writes}, queued {queued}")
         time.sleep(0.5)
+
+
+def _phases(timeline: list[tuple[float, dict[str, float]]], started: float) -> str:
+    """When each controller wrote its first, half and last writes, in seconds from `started`.
+
+    Shows the cold start's pipeline: registration first, then (once OCM copied the config hash
+    into the MCAs) deploy and addon-config.
+    """
+    if not timeline:
+        return "-"
+    final = timeline[-1][1]
+    parts = []
+    for c in CONTROLLERS:
+        total = final.get(c, 0.0)
+        if total == 0:
+            continue
+
+        def at(share: float, c: str = c, total: float = total) -> float:
+            return next(t for t, w in timeline if w.get(c, 0.0) >= max(1.0, share * total)) - started
+
+        parts.append(f"{c} {total:.0f} (first {at(0.0):.1f}s, half {at(0.5):.1f}s, last {at(1.0):.1f}s)")
+    return "; ".join(parts)
 
 
 def _populate(api: Any, count: int) -> float:
@@ -369,8 +414,21 @@ def _measure(workdir: Path, count: int) -> list[Row]:
                 >= count
             )
 
-        last_write, metrics = _quiet(proc, all_works, timeout=900)
+        timeline: list[tuple[float, dict[str, float]]] = []
+        last_write, metrics = _quiet(proc, all_works, timeout=900, timeline=timeline)
         cold = last_write - started
+        print(f"[{name}] writes over time: {_phases(timeline, started)}", file=sys.stderr)
+        refused = {
+            c: _sum(metrics, "dynamic_scoring_controller_write_errors_total", controller=c)
+            for c in CONTROLLERS
+        }
+        reconciles = {
+            c: _sum(metrics, "dynamic_scoring_controller_reconcile_total", controller=c) for c in CONTROLLERS
+        }
+        print(
+            f"[{name}] refused writes (409s and errors): {refused}; reconciles: {reconciles}",
+            file=sys.stderr,
+        )
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
             sampler.wait(60)
@@ -384,12 +442,15 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             verb="status",
             resource="managedclusteraddons.addon.open-cluster-management.io",
         )
+        print(f"[{name}] CPU s: {cpu} in {cpu_wall:.0f}s", file=sys.stderr)
+        if os.environ.get("DS_BENCH_HUB_COLD_ONLY"):  # an experiment on the cold start alone
+            return [Row(name, "cold start to all works (s)", f"{cold:.1f}")]
         works, _, registered = _hub_state(api)
         assert works == count and registered == count, (works, registered)
         per_cluster = _writes(metrics) / count
         breakdown = ", ".join(
             f"{c}:{_sum(metrics, 'dynamic_scoring_controller_writes_total', controller=c) / count:.2f}"
-            for c in ("cma-config", "addon-config", "registration", "csr-approver", "deploy")
+            for c in CONTROLLERS
         )
         print(
             f"[{name}] converged in {cold:.1f}s; writes/cluster {per_cluster:.2f} ({breakdown})",

@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+# How often the kubeconfig and its certificate files are looked at for a rotation: a busy manager
+# sends hundreds of requests a second, and three stat calls before each were a tenth of its time.
+CREDENTIALS_CHECK_SECONDS = 1.0
 
 
 class KubeError(Exception):
@@ -165,6 +169,7 @@ class KubeAPI:
         self.write_fence: Callable[[], str | None] | None = None
         self._lock = threading.Lock()
         self._stamp = self._files_stamp()
+        self._checked_at = time.monotonic()
         self._client = _load(kubeconfig)
 
     def fenced(self, fence: Callable[[], str | None]) -> KubeAPI:
@@ -190,7 +195,15 @@ class KubeAPI:
 
     @property
     def api_client(self) -> client.ApiClient:
-        """The transport, rebuilt first if the kubeconfig or its certificate files changed."""
+        """The transport, rebuilt first if the kubeconfig or its certificate files changed.
+
+        The files are looked at once a second at most (`CREDENTIALS_CHECK_SECONDS`): a rotated
+        certificate is used from the first request after that.
+        """
+        now = time.monotonic()
+        if self.kubeconfig is None or now - self._checked_at < CREDENTIALS_CHECK_SECONDS:
+            return self._client
+        self._checked_at = now
         stamp = self._files_stamp()
         if stamp != self._stamp:
             with self._lock:

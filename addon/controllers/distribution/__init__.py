@@ -69,6 +69,7 @@ from dynamic_scoring.kube.resources import (
     MANAGED_CLUSTERS,
     MANIFEST_WORKS,
 )
+from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer, merge_patch
 from dynamic_scoring.naming import aps_name
 
@@ -97,6 +98,10 @@ SCORER_STATUS = frozenset({"scorers"})
 ALL_STATUS = CONFIG_STATUS | SCORER_STATUS
 STATUS_DEBOUNCE_SECONDS = 1.0
 """Status is recomputed at most this soon after the events that ask for it."""
+FLEET_PLAN_DELAY_SECONDS = 1.0
+"""A plan woken by an MCA or a ManagedCluster runs this long after the first such change (the queue
+keeps the earliest wait per key), so a burst of fleet changes costs one plan a second.  Config and
+scorer edits plan at once."""
 REPORT_REFRESH_SECONDS = 60.0
 """How often the per-cluster reports are re-read without an event (scores expire by time alone)."""
 
@@ -279,7 +284,6 @@ class Distribution:
 
     def _plan(self) -> None:
         config = self._config()
-        clusters, mcas = self._clusters()
         parsed: DynamicScoringConfig | SpecProblem | None = parse_config(config) if config else None
         if isinstance(parsed, SpecProblem):
             with self._lock:
@@ -287,7 +291,9 @@ class Distribution:
             return  # an unreadable spec changes nothing: the last good works stay (status says why)
         desired: dict[str, JSON] = {}
         result: Plan | None = None
-        if parsed is not None:
+        clusters: list[ClusterInput] = []
+        if parsed is not None:  # without a config nothing is distributed: the fleet is not read
+            clusters, mcas = self._clusters()
             result = plan(self._scorers(), parsed.spec.masks, clusters, mask_policy=parsed.spec.mask_policy)
             result = fit(result, clusters)  # what one ConfigMap in one work can carry (budget.py)
             encoded = payloads(result)
@@ -487,6 +493,24 @@ def _report_keys(logic: Distribution) -> Callable[[JSON], list[str]]:
     return keys
 
 
+def plan_when_changed(
+    queue: WorkQueue, inputs: Callable[[JSON], tuple[object, ...]]
+) -> Callable[[WatchEvent], None]:
+    """The handler that asks for a plan when what the plan reads of an object changed.
+
+    A fleet enabled at once changes every MCA twice (install namespace, config hash): the plan
+    runs `FLEET_PLAN_DELAY_SECONDS` after the first of such changes, once for all of them, not
+    once per event (each plan reads the whole fleet).
+    """
+
+    def on_event(event: WatchEvent) -> None:
+        if event.type == "MODIFIED" and event.old is not None and inputs(event.old) == inputs(event.obj):
+            return  # nothing the plan reads changed
+        queue.add_after(PLAN_KEY, FLEET_PLAN_DELAY_SECONDS)
+
+    return on_event
+
+
 def distribution_controller(ctx: HubContext) -> list[Controller]:
     """The distribution controller (a ``ControllerFactory``)."""
     caches = Caches.of(ctx)
@@ -499,20 +523,12 @@ def distribution_controller(ctx: HubContext) -> list[Controller]:
     controller.watch(caches.configs, keys=to_plan)
     controller.watch(caches.scorers, keys=to_plan)
 
-    def plan_when_changed(inputs: Callable[[JSON], tuple[object, ...]]) -> Callable[[WatchEvent], None]:
-        def on_event(event: WatchEvent) -> None:
-            if event.type == "MODIFIED" and event.old is not None and inputs(event.old) == inputs(event.obj):
-                return  # nothing the plan reads changed
-            controller.enqueue(PLAN_KEY)
-
-        return on_event
-
     for informer, inputs in ((caches.addons, _mca_plan_inputs), (caches.clusters, _cluster_plan_inputs)):
         controller.uses(informer)
-        informer.add_handler(plan_when_changed(inputs))
+        informer.add_handler(plan_when_changed(controller.queue, inputs))
     controller.watch(caches.works, keys=_work_keys(logic))
     controller.watch(caches.scores, keys=_report_keys(logic))
     return [controller]
 
 
-__all__ = ["NAME", "WORK_NAME", "Distribution", "config_work", "distribution_controller"]
+__all__ = ["NAME", "WORK_NAME", "Distribution", "config_work", "distribution_controller", "plan_when_changed"]

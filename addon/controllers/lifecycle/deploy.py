@@ -16,7 +16,10 @@ Event, and the last good work stays as it is (for a new MCA: no work is created)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import threading
 
 from addon.config.install_namespace import InstallNamespaceRefusedError
 from addon.constants import ADDON_NAME, DEFAULT_IMAGE
@@ -69,6 +72,40 @@ def _where(exc: Exception, ref: str | None) -> str:
     return f"AddOnDeploymentConfig {ref}: "
 
 
+def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str) -> bytes:
+    """A digest of everything the agent's works are built from (`render_agent`, `build_deploy_works`).
+
+    The MCA's identity, spec, annotations and config references; the ADC's identity and version;
+    the cluster's annotations (image mirrors); the manager's agent image.  Its conditions, which
+    OCM, the klusterlet and we rewrite all the time, are not among them.
+    """
+    meta = mca.get("metadata") or {}
+    adc_meta = (adc or {}).get("metadata") or {}
+    inputs = [
+        meta.get("uid"),
+        meta.get("name"),
+        meta.get("annotations"),
+        mca.get("spec"),
+        (mca.get("status") or {}).get("configReferences"),
+        adc_meta.get("uid"),
+        adc_meta.get("resourceVersion"),
+        ((cluster.get("metadata") or {}).get("annotations")),
+        image,
+    ]
+    return hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).digest()
+
+
+def _versions(works: list[JSON]) -> tuple[tuple[str, str], ...]:
+    """(name, resourceVersion) of the deploy works among `works`, sorted."""
+    return tuple(
+        sorted(
+            (str(w["metadata"]["name"]), str(w["metadata"].get("resourceVersion") or ""))
+            for w in works
+            if work_index(str(w["metadata"]["name"])) is not None
+        )
+    )
+
+
 def deploy_controller(
     caches: Caches,
     writer: Writer,
@@ -80,6 +117,12 @@ def deploy_controller(
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, their works, clusters and referenced ADCs."""
     notices = Notices(writer)
+    # MCA key -> (render fingerprint, deploy works' versions) when the works last matched that
+    # render.  A cluster's MCA changes half a dozen times during a cold start (conditions by us,
+    # OCM and the klusterlet); while neither its inputs nor its works changed, rendering and
+    # comparing again would find nothing to write.
+    verified: dict[str, tuple[bytes, tuple[tuple[str, str], ...]]] = {}
+    verified_lock = threading.Lock()
 
     def set_applied(mca: JSON, applied: tuple[str, str, str] | None) -> None:
         namespace = mca["metadata"]["namespace"]
@@ -98,6 +141,8 @@ def deploy_controller(
     def reconcile(key: str) -> Result | None:
         mca = caches.addons.get(key)
         if mca is None:
+            with verified_lock:
+                verified.pop(key, None)
             return None
         cluster_name = mca["metadata"]["namespace"]
         cluster = caches.clusters.get(cluster_name)
@@ -119,9 +164,18 @@ def deploy_controller(
             return None
         if lookup.pending:
             return None  # the hash fillers and OCM are catching up; their status write wakes us
+        existing = caches.works.list(cluster_name)
+        fingerprint = render_fingerprint(mca, lookup.adc, cluster, agent_image)
+        with verified_lock:
+            unchanged = verified.get(key) == (fingerprint, _versions(existing))
+        if unchanged:
+            notices.clear(key)
+            set_applied(
+                mca, manifest_applied([w for w in existing if work_index(w["metadata"]["name"]) is not None])
+            )
+            return None
         try:
             rendered = render_agent(mca=mca, adc=lookup.adc, cluster=cluster, default_image=agent_image)
-            existing = caches.works.list(cluster_name)
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
             refuse(
@@ -141,6 +195,8 @@ def deploy_controller(
         except KubeError as exc:
             set_applied(mca, ("False", APPLY_FAILED, f"failed to apply the deploy work: {exc}"))
             raise
+        with verified_lock:
+            verified[key] = (fingerprint, _versions(works))
         notices.clear(key)
         set_applied(mca, manifest_applied(works))
         return None

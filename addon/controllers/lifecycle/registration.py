@@ -1,12 +1,12 @@
 """C and F. Registration: the MCA status fields that let the klusterlet register the agent.
 
-Per MCA owned by our CMA (OCM sets that ownerReference; the framework waits for it): first
-`supportedConfigs` (so OCM accepts ADC references), then the agent's hub Role/RoleBinding in the
+Per MCA owned by our CMA (OCM sets that ownerReference; the framework waits for it) whose
+deployment config OCM has resolved (its spec hash is in the status): the agent's hub Role/RoleBinding in the
 cluster namespace (owned by the MCA, so garbage collection removes them on disable; compared on
 every reconcile, so an edit is reverted and a deletion recreated), then `registrations` (the CSR
 subject the klusterlet asks for), `namespace` (where the klusterlet writes the hub kubeconfig and
-reads the Lease), `healthCheck.mode: Lease` (the klusterlet then owns `Available`) and
-`RegistrationApplied`.  Nothing is written where the cache shows it right already.
+reads the Lease), `healthCheck.mode: Lease` (the klusterlet then owns `Available`), `RegistrationApplied` and
+`supportedConfigs`, in one status write.  Nothing is written where the cache shows it right already.
 
 The hub Role names the AddOnPlacementScores the agent may touch (`render.hub_rbac`): those in the
 cluster's config work and those its agent wrote.  So a change of the config work's spec, or a score
@@ -130,11 +130,9 @@ def registration_controller(
             return None
         lookup = desired_config(mca, caches.configs, caches.cma.get(addon_name))
         if lookup.pending:
-            # OCM needs supportedConfigs before it accepts an MCA's own config references
-            if supported_configs_patch(mca) is not None:
-                writer.patch_status(
-                    MANAGED_CLUSTER_ADDONS, cluster, addon_name, supported_configs_patch, current=mca
-                )
+            # Nothing is written yet: OCM resolves configs from the CMA and the MCA's spec, not from
+            # the MCA's supportedConfigs (which only its Progressing condition reads), so writing
+            # that field alone first would cost every cluster a second status write.
             log.debug(
                 "waiting for OCM to resolve the deployment config %s",
                 lookup.ref or "(the CMA default or the MCA's own)",
