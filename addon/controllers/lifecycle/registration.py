@@ -20,6 +20,8 @@ into the MCA status, is not bound: `RegistrationApplied=False` and one Warning E
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 
@@ -98,15 +100,35 @@ def registration_controller(
                 sent[cluster] = known
         return granted_score_names(known[1], caches.scores.list(cluster))
 
+    # cluster -> (digest of the RBAC's inputs, [(kind, key, resourceVersion)] of the Role and
+    # RoleBinding as they were when they last matched them): while both hold, the objects need
+    # neither a render nor a comparison.  An edit or a deletion changes the resourceVersion.
+    verified: dict[str, tuple[bytes, tuple[tuple[str, str, str], ...]]] = {}
+
+    def unchanged(cluster: str, digest: bytes) -> bool:
+        with sent_lock:
+            known = verified.get(cluster)
+        if known is None or known[0] != digest:
+            return False
+        return all(_rv(rbac_caches[kind][1].get(key)) == rv for kind, key, rv in known[1])
+
     def ensure_rbac(mca: JSON, subject: JSON) -> str | None:
         """Make the hub Role/RoleBinding agree; the error text when the apiserver refused."""
-        scores = score_names(mca["metadata"]["namespace"])
+        cluster = mca["metadata"]["namespace"]
+        scores = score_names(cluster)
+        digest = _digest([mca["metadata"].get("uid"), mca["metadata"]["name"], cluster, subject, scores])
+        if unchanged(cluster, digest):
+            return None
+        written = []
         try:
             for obj in render_hub_rbac(mca, subject, score_names=scores):
                 resource, cache = rbac_caches[obj["kind"]]
-                writer.ensure(resource, obj, cache.get(object_key(obj)))
+                result = writer.ensure(resource, obj, cache.get(object_key(obj)))
+                written.append((str(obj["kind"]), object_key(obj), _rv(result)))
         except (KubeError, TemplatesUnavailableError) as exc:
             return str(exc)  # a missing template: the deploy controller reports it on ManifestApplied
+        with sent_lock:
+            verified[cluster] = (digest, tuple(written))
         return None
 
     def reconcile(key: str) -> Result | None:
@@ -114,6 +136,7 @@ def registration_controller(
         if mca is None:
             with sent_lock:
                 sent.pop(key.partition("/")[0], None)
+                verified.pop(key.partition("/")[0], None)
             return None  # disabled: garbage collection removes what it owned
         cluster = mca["metadata"]["namespace"]
         if caches.clusters.get(cluster) is None:
@@ -199,6 +222,14 @@ def registration_controller(
     caches.works.add_handler(on_work)
     caches.scores.add_handler(on_score)
     return controller
+
+
+def _rv(obj: JSON | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _digest(inputs: list[object]) -> bytes:
+    return hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).digest()
 
 
 def _generation(obj: JSON | None) -> object:
