@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -98,6 +99,10 @@ SCORER_STATUS = frozenset({"scorers"})
 ALL_STATUS = CONFIG_STATUS | SCORER_STATUS
 STATUS_DEBOUNCE_SECONDS = 1.0
 """Status is recomputed at most this soon after the events that ask for it."""
+FIRST_PLAN_PROBE_WAIT_SECONDS = 30.0
+"""A process's first plan waits up to this long for every DynamicScorer's first probe: a manager
+started beside scorers no one has probed yet would otherwise write every config work without them
+and again a few seconds later with them.  A scorer's status write wakes the plan at once."""
 FLEET_PLAN_DELAY_SECONDS = 1.0
 """A plan woken by an MCA or a ManagedCluster runs this long after the first such change (the queue
 keeps the earliest wait per key), so a burst of fleet changes costs one plan a second.  Config and
@@ -219,6 +224,8 @@ class Distribution:
         self._status_soon = False
         self._status_parts: frozenset[str] = frozenset()
         self._written: dict[str, tuple[str, JSON]] = {}
+        self._probe_wait_until: float | None = None
+        self.clock: Callable[[], float] = time.monotonic
         self.plans = 0
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -289,6 +296,8 @@ class Distribution:
             with self._lock:
                 self._latest.config = config
             return  # an unreadable spec changes nothing: the last good works stay (status says why)
+        if parsed is not None and self._waiting_for_first_probes():
+            return
         desired: dict[str, JSON] = {}
         result: Plan | None = None
         clusters: list[ClusterInput] = []
@@ -311,6 +320,33 @@ class Distribution:
             have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
             if want is None or have is None or merge_patch(have, want) is not None:
                 self.enqueue(WORK_KEY_PREFIX + cluster)
+
+    def _waiting_for_first_probes(self) -> bool:
+        """Whether this first plan waits for scorers never probed (`FIRST_PLAN_PROBE_WAIT_SECONDS`)."""
+        with self._lock:
+            if self._latest.planned:
+                return False
+        unprobed = [
+            o["metadata"]["name"]
+            for o in self.caches.scorers.list(self.namespace)
+            if not (o.get("status") or {}).get("healthStatus") and not _deleting(o)
+        ]
+        if not unprobed:
+            return False
+        now = self.clock()
+        if self._probe_wait_until is None:
+            self._probe_wait_until = now + FIRST_PLAN_PROBE_WAIT_SECONDS
+        left = self._probe_wait_until - now
+        if left <= 0:
+            return False
+        log.info(
+            "first plan waits up to %.0f s for the first probe of %d scorer(s), e.g. %s",
+            left,
+            len(unprobed),
+            sorted(unprobed)[0],
+        )
+        self.enqueue_after(PLAN_KEY, left)
+        return True
 
     def _work(self, cluster: str) -> None:
         with self._lock:
