@@ -118,6 +118,11 @@ DYNAMIC_SCORING_CONFIGS = Resource(
 )
 
 
+def resource_version(obj: JSON | None) -> str:
+    """The object's `metadata.resourceVersion`, or "" (no object, or none set)."""
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
 def object_key(obj: JSON) -> str:
     """`namespace/name`, or `name` for a cluster-scoped object (client-go's MetaNamespaceKeyFunc)."""
     meta = obj.get("metadata") or {}

@@ -213,9 +213,10 @@ class Writer:
                     raise
                 log.debug("status of %s %s changed under us; retrying (%d)", resource.kind, name, attempt)
                 continue
-            log.debug(
-                "wrote status fields %s of %s %s/%s", sorted(patch), resource.kind, namespace or "", name
-            )
+            if log.isEnabledFor(logging.DEBUG):  # sorting the fields is not free on every write
+                log.debug(
+                    "wrote status fields %s of %s %s/%s", sorted(patch), resource.kind, namespace or "", name
+                )
             return True
         return False  # attempts < 1
 

@@ -69,6 +69,7 @@ from dynamic_scoring.kube.resources import (
     MANAGED_CLUSTER_ADDONS,
     MANAGED_CLUSTERS,
     MANIFEST_WORKS,
+    resource_version,
 )
 from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer, merge_patch
@@ -193,10 +194,6 @@ def _cluster_plan_inputs(cluster: JSON) -> tuple[object, ...]:
     """What of a ManagedCluster the plan reads: its labels (cluster selectors) and whether it goes."""
     meta = cluster.get("metadata") or {}
     return meta.get("uid"), meta.get("deletionTimestamp"), meta.get("labels")
-
-
-def _rv(obj: JSON) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _applied(work: JSON | None) -> Literal["True", "False", "Unknown"]:
@@ -359,7 +356,7 @@ class Distribution:
             self.enqueue(PLAN_KEY)
             return
         have = self.caches.works.get(f"{cluster}/{WORK_NAME}")
-        if written is not None and have is not None and _rv(have) == written[0]:
+        if written is not None and have is not None and resource_version(have) == written[0]:
             # the watch has not delivered our last write yet: compare with what the apiserver answered,
             # or a plan run in between would make us send the same patch twice
             have = written[1]
@@ -371,10 +368,10 @@ class Distribution:
             return
         want = dropping_stale_hash(want, have)  # the MCA lost its config references
         result = self.writer.ensure(MANIFEST_WORKS, want, have)
-        if have is None or _rv(result) != _rv(have):
+        if have is None or resource_version(result) != resource_version(have):
             cached = self.caches.works.get(f"{cluster}/{WORK_NAME}")
             with self._lock:
-                self._written[cluster] = (_rv(cached) if cached is not None else "", result)
+                self._written[cluster] = (resource_version(cached) if cached is not None else "", result)
 
     # -- status ---------------------------------------------------------------------------------
 

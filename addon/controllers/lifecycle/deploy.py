@@ -16,8 +16,6 @@ Event, and the last good work stays as it is (for a new MCA: no work is created)
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 
@@ -27,6 +25,7 @@ from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
+    digest,
     every_addon,
     in_cluster_namespace,
     of_cluster,
@@ -39,7 +38,13 @@ from addon.work.builder import build_deploy_works, manifest_applied, work_index
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.conditions import find_condition
 from dynamic_scoring.kube.controller import Controller, Result
-from dynamic_scoring.kube.resources import JSON, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS, object_key
+from dynamic_scoring.kube.resources import (
+    JSON,
+    MANAGED_CLUSTER_ADDONS,
+    MANIFEST_WORKS,
+    object_key,
+    resource_version,
+)
 from dynamic_scoring.kube.writes import Writer
 
 log = logging.getLogger(__name__)
@@ -92,18 +97,17 @@ def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str) -
         ((cluster.get("metadata") or {}).get("annotations")),
         image,
     ]
-    return hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).digest()
+    return digest(inputs)
 
 
 def _versions(works: list[JSON]) -> tuple[tuple[str, str], ...]:
     """(name, resourceVersion) of the deploy works among `works`, sorted."""
-    return tuple(
-        sorted(
-            (str(w["metadata"]["name"]), str(w["metadata"].get("resourceVersion") or ""))
-            for w in works
-            if work_index(str(w["metadata"]["name"])) is not None
-        )
-    )
+    return tuple(sorted((str(w["metadata"]["name"]), resource_version(w)) for w in _deploy_works(works)))
+
+
+def _deploy_works(works: list[JSON]) -> list[JSON]:
+    """The numbered deploy works among `works` (the namespace also holds the config work)."""
+    return [w for w in works if work_index(str(w["metadata"]["name"])) is not None]
 
 
 def deploy_controller(
@@ -170,9 +174,7 @@ def deploy_controller(
             unchanged = verified.get(key) == (fingerprint, _versions(existing))
         if unchanged:
             notices.clear(key)
-            set_applied(
-                mca, manifest_applied([w for w in existing if work_index(w["metadata"]["name"]) is not None])
-            )
+            set_applied(mca, manifest_applied(_deploy_works(existing)))
             return None
         try:
             rendered = render_agent(mca=mca, adc=lookup.adc, cluster=cluster, default_image=agent_image)

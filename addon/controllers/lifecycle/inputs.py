@@ -11,6 +11,8 @@ MCAs open one watch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -193,3 +195,12 @@ def desired_config(mca: JSON, configs: Informer, cma: JSON | None = None) -> Con
         pending = not (ref.get("desiredConfig") or {}).get("specHash")
         return ConfigLookup(ref=key, adc=configs.get(key), pending=pending)
     return ConfigLookup(ref="", adc=None, pending=expects_deployment_config(mca, cma))
+
+
+def digest(inputs: object) -> bytes:
+    """A 16-byte digest of JSON-able `inputs`: what a controller remembers instead of a render.
+
+    Deploy and registration keep one per cluster, beside the resourceVersions of what they wrote
+    from those inputs, and skip the render while both are the same.
+    """
+    return hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).digest()

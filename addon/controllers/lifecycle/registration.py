@@ -20,8 +20,6 @@ into the MCA status, is not bound: `RegistrationApplied=False` and one Warning E
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 
@@ -31,6 +29,7 @@ from addon.controllers.lifecycle.events import Notices
 from addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
+    digest,
     every_addon,
     in_cluster_namespace,
     of_cluster,
@@ -48,7 +47,14 @@ from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_sco
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import WatchEvent
-from dynamic_scoring.kube.resources import JSON, MANAGED_CLUSTER_ADDONS, ROLE_BINDINGS, ROLES, object_key
+from dynamic_scoring.kube.resources import (
+    JSON,
+    MANAGED_CLUSTER_ADDONS,
+    ROLE_BINDINGS,
+    ROLES,
+    object_key,
+    resource_version,
+)
 from dynamic_scoring.kube.writes import Writer
 
 log = logging.getLogger(__name__)
@@ -105,30 +111,30 @@ def registration_controller(
     # neither a render nor a comparison.  An edit or a deletion changes the resourceVersion.
     verified: dict[str, tuple[bytes, tuple[tuple[str, str, str], ...]]] = {}
 
-    def unchanged(cluster: str, digest: bytes) -> bool:
+    def unchanged(cluster: str, inputs: bytes) -> bool:
         with sent_lock:
             known = verified.get(cluster)
-        if known is None or known[0] != digest:
+        if known is None or known[0] != inputs:
             return False
-        return all(_rv(rbac_caches[kind][1].get(key)) == rv for kind, key, rv in known[1])
+        return all(resource_version(rbac_caches[kind][1].get(key)) == rv for kind, key, rv in known[1])
 
     def ensure_rbac(mca: JSON, subject: JSON) -> str | None:
         """Make the hub Role/RoleBinding agree; the error text when the apiserver refused."""
         cluster = mca["metadata"]["namespace"]
         scores = score_names(cluster)
-        digest = _digest([mca["metadata"].get("uid"), mca["metadata"]["name"], cluster, subject, scores])
-        if unchanged(cluster, digest):
+        inputs = digest([mca["metadata"].get("uid"), mca["metadata"]["name"], cluster, subject, scores])
+        if unchanged(cluster, inputs):
             return None
         written = []
         try:
             for obj in render_hub_rbac(mca, subject, score_names=scores):
                 resource, cache = rbac_caches[obj["kind"]]
                 result = writer.ensure(resource, obj, cache.get(object_key(obj)))
-                written.append((str(obj["kind"]), object_key(obj), _rv(result)))
+                written.append((str(obj["kind"]), object_key(obj), resource_version(result)))
         except (KubeError, TemplatesUnavailableError) as exc:
             return str(exc)  # a missing template: the deploy controller reports it on ManifestApplied
         with sent_lock:
-            verified[cluster] = (digest, tuple(written))
+            verified[cluster] = (inputs, tuple(written))
         return None
 
     def reconcile(key: str) -> Result | None:
@@ -222,14 +228,6 @@ def registration_controller(
     caches.works.add_handler(on_work)
     caches.scores.add_handler(on_score)
     return controller
-
-
-def _rv(obj: JSON | None) -> str:
-    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _digest(inputs: list[object]) -> bytes:
-    return hashlib.blake2b(json.dumps(inputs, sort_keys=True).encode(), digest_size=16).digest()
 
 
 def _generation(obj: JSON | None) -> object:
