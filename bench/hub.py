@@ -27,6 +27,9 @@ given time to own the MCAs, and then `dynamic-scoring-addon manager` is started 
   writes under its own client rate limit (50 requests a second by default), so on a fleet enabled
   at once it paces the cold start; the cold start is also reported against the slower of the floor
   and that copy;
+* **OCM alone**: last, with the manager stopped, the bench edits the default config, writes its new
+  hash into the CMA status itself (as `cma-config` would) and times OCM's copy into every MCA: OCM's
+  own pace on this machine with nothing of ours running, the floor under the cold start;
 * **request latency**: the apiserver's own mean latency for our requests
   (`apiserver_request_duration_seconds`), beside the registration workers' time per request;
 * **where the time goes**: CPU seconds of the manager, the hub kube-apiserver and etcd during the
@@ -216,16 +219,21 @@ class _HashWatch:
     our writes, it tells our share of the time from OCM's.
     """
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, want: str | None = None) -> None:
+        """Watch every MCA of the addon for a spec hash: any hash, or `want` when given."""
         from dynamic_scoring.kube.informer import Informer, WatchEvent
         from dynamic_scoring.kube.resources import MANAGED_CLUSTER_ADDONS
 
         self.first: dict[str, float] = {}
         self.informer = Informer(api, MANAGED_CLUSTER_ADDONS, field_selector="metadata.name=dynamic-scoring")
 
+        def hashed(ref: dict[str, Any]) -> bool:
+            value = (ref.get("desiredConfig") or {}).get("specHash")
+            return bool(value) and (want is None or value == want)
+
         def on_event(event: WatchEvent) -> None:
             refs = (event.obj.get("status") or {}).get("configReferences") or []
-            if any((r.get("desiredConfig") or {}).get("specHash") for r in refs):
+            if any(hashed(r) for r in refs):
                 self.first.setdefault(str(event.obj["metadata"]["namespace"]), time.monotonic())
 
         self.informer.add_handler(on_event)
@@ -485,6 +493,55 @@ def _floor(kubeconfig: Path, api: Any, status_per_cluster: int) -> tuple[FloorRu
     return change, cold
 
 
+def _ocm_alone(api: Any, count: int) -> tuple[float, str]:
+    """OCM's hash copy with no manager running: seconds until every MCA has a new default-config hash.
+
+    Edits the default AddOnDeploymentConfig and writes its new spec hash into the CMA status
+    itself, as the manager's `cma-config` controller would, then watches OCM's addon-manager copy
+    it into every MCA.  Nothing of ours runs, so this is OCM's own pace on this machine: the
+    floor under any cold start that must wait for the hash.
+    """
+    from addon.config.hashes import cma_hash_patch
+    from addon.config.spec_hash import spec_hash
+    from dynamic_scoring.kube.resources import ADDON_DEPLOYMENT_CONFIGS, CLUSTER_MANAGEMENT_ADDONS
+
+    adc = api.request(
+        "PATCH",
+        ADDON_DEPLOYMENT_CONFIGS.path("dynamic-scoring", "dynamic-scoring-default"),
+        body={
+            "spec": {
+                "customizedVariables": [
+                    {"name": "LogLevel", "value": "debug"},
+                    {"name": "MetricsBindAddress", "value": ":8080"},
+                ]
+            }
+        },
+        content_type=MERGE,
+    )
+    cma = api.request("GET", CLUSTER_MANAGEMENT_ADDONS.path(None, ADDON))
+    patch = cma_hash_patch(cma, lambda _ns, _name: adc)
+    assert patch is not None, "the CMA names no default config to hash"
+    watch = _HashWatch(api, want=spec_hash(adc))
+    try:
+        started = time.monotonic()
+        api.request(
+            "PATCH",
+            CLUSTER_MANAGEMENT_ADDONS.path(None, ADDON, "status"),
+            body={"status": patch},
+            content_type=MERGE,
+        )
+        allowed = 120 + 0.3 * count
+        while len(watch.first) < count:
+            if time.monotonic() - started > allowed:
+                raise TimeoutError(
+                    f"OCM copied the hash into {len(watch.first)} of {count} MCAs in {allowed:.0f}s"
+                )
+            time.sleep(0.5)
+        return watch.last(started), watch.report(started)
+    finally:
+        watch.stop()
+
+
 def _measure(workdir: Path, count: int) -> list[Row]:
     from dynamic_scoring.kube.api import KubeAPI
     from e2e.controlplane import ControlPlane
@@ -633,6 +690,9 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             file=sys.stderr,
         )
 
+        ocm_alone, ocm_alone_report = _ocm_alone(api, count)
+        print(f"[{name}] OCM alone, a new hash: {ocm_alone_report}", file=sys.stderr)
+
         rows += [
             Row(
                 name,
@@ -675,6 +735,11 @@ def _measure(workdir: Path, count: int) -> list[Row]:
                 f"{ocm_paced:.1f}",
             ),
             Row(name, "cold start's last write after OCM's last hash (s)", f"{cold - ocm_paced:.1f}"),
+            Row(
+                name,
+                "OCM alone, no manager: a new default-config hash in every MCA (s)",
+                f"{ocm_alone:.1f}",
+            ),
             Row(
                 name,
                 "cold start / the slower of the floor and OCM's hash copy",
