@@ -7,7 +7,8 @@
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
 # Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api ocm13 helm argocd
-#        actionlint; default all.  ocm13 is OCM v1.3.1, built from a pinned git mirror, not the proxy)
+#        actionlint kueue kueue-addon; default all.  ocm13 (OCM v1.3.1), kueue and kueue-addon are built
+#        from pinned git mirrors, not the proxy)
 # Prints the cache directory of every component on success.
 # With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
 # message saying to run `make tools` (`make lint` locates actionlint this way).
@@ -31,16 +32,42 @@ ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
 OCM13_VERSION=${OCM13_VERSION:-v1.3.1}
 OCM13_COMMIT=${OCM13_COMMIT:-805fa6103d8bc1761dbc9cb4e420def42703ec53}
 OCM_SOURCE_URL=${OCM_SOURCE_URL:-https://github.com/open-cluster-management-io/ocm}
+# Kueue (component kueue): the MultiKueue manager and worker.  v0.16.9 is the newest patch of the line
+# kueue-addon is built against (v0.16, the first whose storage version is v1beta2).  The proxy refuses
+# sigs.k8s.io/kueue v0.16.x, so it is built from the public repository's git history like ocm13, pinned by
+# tag AND commit; its dependencies come through the proxy.
+KUEUE_VERSION=${KUEUE_VERSION:-v0.16.9}
+KUEUE_COMMIT=${KUEUE_COMMIT:-762bba717f69b4621a973318846133bee2df7990}
+KUEUE_SOURCE_URL=${KUEUE_SOURCE_URL:-https://github.com/kubernetes-sigs/kueue}
+# kueue-addon (component kueue-addon): OCM's hub controller for Kueue, from addon-contrib at a pinned
+# commit (it has no tags).  Its go.mod requires sigs.k8s.io/kueue v0.16.0, which the proxy refuses, so
+# that requirement is replaced by the v0.16.0 tree of the same Kueue git history.
+KUEUE_ADDON_COMMIT=${KUEUE_ADDON_COMMIT:-f5844b98e8e24a8677ca04a5a4bcff942ccde382}
+KUEUE_ADDON_KUEUE_VERSION=${KUEUE_ADDON_KUEUE_VERSION:-v0.16.0}
+KUEUE_ADDON_KUEUE_COMMIT=${KUEUE_ADDON_KUEUE_COMMIT:-09892864c24aaec45c6b5bca87b6e199715a691b}
+# It also requires open-cluster-management.io/cluster-permission v0.13.1-0.20250526133535-587622ddceb0,
+# whose zip the proxy refuses too (403): replaced by that commit of the cluster-permission mirror.
+CLUSTER_PERMISSION_COMMIT=${CLUSTER_PERMISSION_COMMIT:-587622ddceb0b40a6b840089c57375863feac25b}
+CLUSTER_PERMISSION_SOURCE_URL=${CLUSTER_PERMISSION_SOURCE_URL:-https://github.com/open-cluster-management-io/cluster-permission}
+ADDON_CONTRIB_SOURCE_URL=${ADDON_CONTRIB_SOURCE_URL:-https://github.com/open-cluster-management-io/addon-contrib}
 # Bump when a recipe below changes in a way that alters the produced binaries.  RECIPE_<component>
 # overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
 RECIPE_ocm13=2   # 2: webhook servers bind 127.0.0.1
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
-if [[ -z "${OCM_SOURCE_GIT:-}" ]]; then
-  OCM_SOURCE_GIT=/work/.mirror/open-cluster-management-io+ocm/repo
-  [[ -d "$OCM_SOURCE_GIT" ]] || OCM_SOURCE_GIT=$TOOLS_ROOT/src/ocm.git
-fi
+# source_git <var> <mirror-name> <clone-name>: a git mirror's default place, unless <var> is set: this
+# machine keeps fetched mirrors under /work/.mirror; elsewhere the first build clones into the cache.
+source_git() {
+  local var=$1 mirror=/work/.mirror/$2/repo
+  if [[ -z "${!var:-}" ]]; then
+    if [[ -d "$mirror" ]]; then printf -v "$var" '%s' "$mirror"; else printf -v "$var" '%s' "$TOOLS_ROOT/src/$3.git"; fi
+  fi
+}
+source_git OCM_SOURCE_GIT open-cluster-management-io+ocm ocm
+source_git KUEUE_SOURCE_GIT kubernetes-sigs+kueue kueue
+source_git ADDON_CONTRIB_SOURCE_GIT open-cluster-management-io+addon-contrib addon-contrib
+source_git CLUSTER_PERMISSION_SOURCE_GIT open-cluster-management-io+cluster-permission cluster-permission
 export GOTOOLCHAIN=local CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$TOOLS_ROOT/gomod}
 export GOCACHE=${GOCACHE_OVERRIDE:-$TOOLS_ROOT/gocache}
@@ -84,7 +111,10 @@ build() {
   tmp="$dir.tmp.$$"; mkdir -p "$tmp/bin" "$tmp/src"
   start=$(date +%s)
   say "$comp $ver: building (cold builds take minutes; log in $tmp/build.log)"
-  if ! ( cd "$tmp/src" && "$fn" "$tmp" "$ver" ) >"$tmp/build.log" 2>&1; then
+  # `set -e` does not reach inside a recipe run as an `if` condition, so a recipe must return non-zero
+  # itself; and a component that should have binaries but has none failed, whatever it returned.
+  if ! ( cd "$tmp/src" && "$fn" "$tmp" "$ver" ) >"$tmp/build.log" 2>&1 \
+      || { [[ "$comp" != ocm-api ]] && [[ -z "$(ls -A "$tmp/bin")" ]]; }; then
     tail -n 30 "$tmp/build.log" >&2
     die "$comp $ver failed to build; full log: $tmp/build.log"
   fi
@@ -168,23 +198,32 @@ recipe_ocm() {
     open-cluster-management.io/ocm/cmd/placement open-cluster-management.io/ocm/cmd/addon
 }
 
-# ocm13_source: fail early, and say how to get it, unless OCM_SOURCE_GIT holds OCM13_VERSION at OCM13_COMMIT.
-ocm13_source() {
-  local how="get it with: git clone --mirror $OCM_SOURCE_URL <dir> && export OCM_SOURCE_GIT=<dir>"
-  if [[ "$OCM_SOURCE_GIT" == "$TOOLS_ROOT/src/ocm.git" && ! -d "$OCM_SOURCE_GIT" ]]; then
-    say "ocm13: cloning $OCM_SOURCE_URL into $OCM_SOURCE_GIT (once; set OCM_SOURCE_GIT to use a mirror you have)"
+# pinned_source <what> <git-dir-var> <url> <ref> <commit>: fail early, and say how to get it, unless the
+# git directory in <git-dir-var> holds <ref> (a tag, or "-" for a bare commit) at <commit>; clones the
+# repository into the tools cache once when no mirror is there.
+pinned_source() {
+  local what=$1 var=$2 url=$3 ref=$4 commit=$5 git_dir
+  git_dir=${!var}
+  local how="get it with: git clone --mirror $url <dir> && export $var=<dir>"
+  if [[ "$git_dir" == "$TOOLS_ROOT/src/"* && ! -d "$git_dir" ]]; then
+    say "$what: cloning $url into $git_dir (once; set $var to use a mirror you have)"
     mkdir -p "$TOOLS_ROOT/src"
-    timeout 900 git clone --quiet --bare "$OCM_SOURCE_URL" "$OCM_SOURCE_GIT.tmp.$$" \
-      && mv "$OCM_SOURCE_GIT.tmp.$$" "$OCM_SOURCE_GIT" \
-      || { rm -rf "$OCM_SOURCE_GIT.tmp.$$"; die "cannot clone $OCM_SOURCE_URL for OCM $OCM13_VERSION; $how"; }
+    timeout 900 git clone --quiet --bare "$url" "$git_dir.tmp.$$" \
+      && mv "$git_dir.tmp.$$" "$git_dir" \
+      || { rm -rf "$git_dir.tmp.$$"; die "cannot clone $url for $what; $how"; }
   fi
-  git --git-dir="$OCM_SOURCE_GIT" rev-parse --git-dir >/dev/null 2>&1 \
-    || die "no OCM git mirror at OCM_SOURCE_GIT=$OCM_SOURCE_GIT (needed for OCM $OCM13_VERSION); $how"
+  git --git-dir="$git_dir" rev-parse --git-dir >/dev/null 2>&1 \
+    || die "no git mirror at $var=$git_dir (needed for $what); $how"
+  if [[ "$ref" == - ]]; then
+    git --git-dir="$git_dir" cat-file -e "$commit^{commit}" 2>/dev/null \
+      || die "$git_dir has no commit $commit (needed for $what); update it (git --git-dir=<dir> fetch) or $how"
+    return 0
+  fi
   local tagged
-  tagged=$(git --git-dir="$OCM_SOURCE_GIT" rev-parse -q --verify "refs/tags/$OCM13_VERSION^{commit}" 2>/dev/null) \
-    || die "OCM mirror $OCM_SOURCE_GIT has no tag $OCM13_VERSION; update it (git --git-dir=<dir> fetch --tags) or $how"
-  [[ "$tagged" == "$OCM13_COMMIT" ]] \
-    || die "OCM tag $OCM13_VERSION in $OCM_SOURCE_GIT is $tagged, pinned commit is $OCM13_COMMIT; refusing to build a moved tag"
+  tagged=$(git --git-dir="$git_dir" rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null) \
+    || die "$git_dir has no tag $ref (needed for $what); update it (git --git-dir=<dir> fetch --tags) or $how"
+  [[ "$tagged" == "$commit" ]] \
+    || die "tag $ref in $git_dir is $tagged, pinned commit is $commit; refusing to build a moved tag"
 }
 
 # OCM v1.3.1 from source: the tree at the pinned commit is the main module.  It ships vendor/ (with
@@ -213,6 +252,52 @@ recipe_ocm13() {
   cp manifests/klusterlet/managed/*.crd.yaml "$out/crds/managed/"
   printf '{"tag": "%s", "commit": "%s"}\n' "$ver" "$OCM13_COMMIT" > "$out/source.json"
   "$out/bin/registration" --version
+}
+
+# Kueue's controller manager from the pinned tag: the tree is the main module (no replace directives,
+# dependencies through the proxy).  Also copied, for the harness to install as Kueue's own kustomize
+# build would: the CRDs (config/components/crd/bases), the webhook configurations (their service
+# references become loopback URLs at install time) and the manager's ClusterRole.
+recipe_kueue() {
+  local out=$1 ver=${2%%+*} vpkg=sigs.k8s.io/kueue/pkg/version
+  git --git-dir="$KUEUE_SOURCE_GIT" archive "$KUEUE_COMMIT" | tar -x -C . || return 1
+  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/kueue-manager" \
+    -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.GitCommit=$KUEUE_COMMIT -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
+    ./cmd/kueue || return 1
+  mkdir -p "$out/crds" "$out/webhook" "$out/rbac"
+  cp config/components/crd/bases/*.yaml "$out/crds/" || return 1
+  cp config/components/webhook/manifests.yaml "$out/webhook/" || return 1
+  cp config/components/rbac/role.yaml "$out/rbac/" || return 1
+  printf '{"tag": "%s", "commit": "%s"}\n' "$ver" "$KUEUE_COMMIT" > "$out/source.json"
+}
+
+# kueue-addon's hub controller from addon-contrib at the pinned commit, its Kueue and cluster-permission
+# requirements replaced by the pinned trees of their mirrors.  Also copied: the CRDs its informers need
+# besides Kueue's and OCM's (ManagedServiceAccount, ClusterPermission, ClusterProfile, as its own
+# integration tests install them) and the hub ClusterRole its chart grants (plain YAML, without the
+# chart's templated binding).
+recipe_kueue_addon() {
+  local out=$1 vpkg=open-cluster-management.io/addon-contrib/kueue-addon/pkg/version
+  git --git-dir="$ADDON_CONTRIB_SOURCE_GIT" archive "$KUEUE_ADDON_COMMIT" kueue-addon | tar -x -C . || return 1
+  mkdir kueue cluster-permission
+  git --git-dir="$KUEUE_SOURCE_GIT" archive "$KUEUE_ADDON_KUEUE_COMMIT" | tar -x -C kueue || return 1
+  git --git-dir="$CLUSTER_PERMISSION_SOURCE_GIT" archive "$CLUSTER_PERMISSION_COMMIT" \
+    | tar -x -C cluster-permission || return 1
+  cd kueue-addon || return 1
+  go mod edit -replace "sigs.k8s.io/kueue=../kueue" \
+    -replace "open-cluster-management.io/cluster-permission=../cluster-permission" || return 1
+  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/kueue-addon-controller" \
+    -ldflags "-s -w -X $vpkg.commitFromGit=$KUEUE_ADDON_COMMIT" ./cmd/kueue || return 1
+  mkdir -p "$out/crds" "$out/rbac"
+  for dep in managed-serviceaccount cluster-permission clusterprofile; do
+    cp "test/integration/testdeps/$dep/crd.yaml" "$out/crds/$dep.yaml" || return 1
+  done
+  # the chart's ClusterRole (its first document; the binding after it is a Helm template)
+  awk '/^---/{exit} {print}' charts/kueue-addon/templates/cluster-role.yaml > "$out/rbac/cluster-role.yaml"
+  grep -q '^kind: ClusterRole$' "$out/rbac/cluster-role.yaml" && ! grep -q '{{' "$out/rbac/cluster-role.yaml" \
+    || { echo "kueue-addon's chart cluster-role.yaml no longer starts with a plain ClusterRole"; return 1; }
+  printf '{"commit": "%s", "kueue": "%s+%s", "cluster-permission": "%s"}\n' "$KUEUE_ADDON_COMMIT" \
+    "$KUEUE_ADDON_KUEUE_VERSION" "$KUEUE_ADDON_KUEUE_COMMIT" "$CLUSTER_PERMISSION_COMMIT" > "$out/source.json"
 }
 
 # clusteradm v1.3.1 is the only release whose zip the proxy serves.  It requires ocm v1.3.1 solely for
@@ -296,7 +381,7 @@ GO
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon)
 mkdir -p "$TOOLS_ROOT"
 # One lock per component, not one for the script: a cold argocd build takes many minutes, and the
 # control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
@@ -315,8 +400,22 @@ for c in "${components[@]}"; do
     actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
     ocm13)  # the cache key holds tag and commit
       [[ -f "$(key_dir ocm13 "$OCM13_VERSION+$OCM13_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
-        || ocm13_source
+        || pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT"
       build ocm13 "$OCM13_VERSION+$OCM13_COMMIT" recipe_ocm13 ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13)" ;;
+    kueue)
+      [[ -f "$(key_dir kueue "$KUEUE_VERSION+$KUEUE_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
+        || pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT"
+      build kueue "$KUEUE_VERSION+$KUEUE_COMMIT" recipe_kueue ;;
+    kueue-addon)
+      key="$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}"
+      if [[ ! -f "$(key_dir kueue-addon "$key")/manifest.json" && "${DS_TOOLS_CACHED_ONLY:-}" != 1 ]]; then
+        pinned_source kueue-addon ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - "$KUEUE_ADDON_COMMIT"
+        pinned_source "Kueue $KUEUE_ADDON_KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" \
+          "$KUEUE_ADDON_KUEUE_VERSION" "$KUEUE_ADDON_KUEUE_COMMIT"
+        pinned_source cluster-permission CLUSTER_PERMISSION_SOURCE_GIT "$CLUSTER_PERMISSION_SOURCE_URL" - \
+          "$CLUSTER_PERMISSION_COMMIT"
+      fi
+      build kueue-addon "$key" recipe_kueue_addon ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13 kueue kueue-addon)" ;;
   esac
 done

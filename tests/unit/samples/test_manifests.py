@@ -1,8 +1,8 @@
 """The sample manifests agree with each other, with the scorers, and with what their readers expect.
 
-Kueue's and Argo CD's CRDs cannot be installed here, so their samples are checked against the
-documented APIs (Kueue v0.13 ``kueue.x-k8s.io/v1beta1``; Argo CD's ``clusterDecisionResource``
-generator); the OCM objects are applied to a real hub in tests/integration/test_samples_crds.py.
+Here the samples are checked against each other; the OCM objects are applied to a real hub in
+tests/integration/test_samples_crds.py, and the Kueue objects to Kueue's own v0.16.9 CRDs in
+tests/integration/test_kueue_build.py.
 """
 
 from __future__ import annotations
@@ -147,41 +147,25 @@ def test_applicationset_controller_may_only_read_placementdecisions_in_its_names
 
 # -- Kueue ------------------------------------------------------------------------------------------
 
-KUEUE = "kueue.x-k8s.io/v1beta1"
-# Kueue v0.13's v1beta1 API: scope and the spec fields each kind accepts.
-KUEUE_KINDS: dict[str, tuple[bool, set[str]]] = {
-    "ResourceFlavor": (False, {"nodeLabels", "nodeTaints", "tolerations", "topologyName"}),
-    "AdmissionCheck": (False, {"controllerName", "parameters", "retryDelayMinutes"}),
-    "ClusterQueue": (
-        False,
-        {
-            "resourceGroups",
-            "cohort",
-            "queueingStrategy",
-            "namespaceSelector",
-            "flavorFungibility",
-            "preemption",
-            "admissionChecks",
-            "admissionChecksStrategy",
-            "stopPolicy",
-            "fairSharing",
-        },
-    ),
-    "LocalQueue": (True, {"clusterQueue", "stopPolicy", "fairSharing"}),
+KUEUE = "kueue.x-k8s.io/v1beta2"
+# Scope of each kind; the fields themselves are checked against Kueue's own CRDs by a strict
+# server-side apply in tests/integration/test_kueue_build.py.
+KUEUE_NAMESPACED = {
+    "ResourceFlavor": False,
+    "AdmissionCheck": False,
+    "ClusterQueue": False,
+    "LocalQueue": True,
 }
 
 
-def test_kueue_objects_match_the_documented_v1beta1_api() -> None:
+def test_kueue_objects_are_the_v1beta2_kinds_multikueue_needs() -> None:
     objects = docs("kueue/multikueue.yaml")
     assert sorted(o["kind"] for o in objects) == sorted(
         ["ResourceFlavor", "AdmissionCheck", "AdmissionCheck", "ClusterQueue", "LocalQueue"]
     )
     for o in objects:
-        namespaced, fields = KUEUE_KINDS[o["kind"]]
         assert o["apiVersion"] == KUEUE, o
-        assert ("namespace" in o["metadata"]) == namespaced, o
-        spec = o.get("spec", {})  # a ResourceFlavor needs none
-        assert set(spec) <= fields, (o["kind"], set(spec) - fields)
+        assert ("namespace" in o["metadata"]) == KUEUE_NAMESPACED[o["kind"]], o
     for check in (o for o in objects if o["kind"] == "AdmissionCheck"):
         assert set(check["spec"]["parameters"]) == {"apiGroup", "kind", "name"}
 
@@ -205,7 +189,8 @@ def test_multikueue_is_driven_by_the_placement() -> None:
         "name": placement["metadata"]["name"],
     }
     queue = one("kueue/multikueue.yaml", "ClusterQueue")
-    assert set(queue["spec"]["admissionChecks"]) == {c["metadata"]["name"] for c in checks.values()}
+    required = {rule["name"] for rule in queue["spec"]["admissionChecksStrategy"]["admissionChecks"]}
+    assert required == {c["metadata"]["name"] for c in checks.values()}
     flavor = one("kueue/multikueue.yaml", "ResourceFlavor")
     [group] = queue["spec"]["resourceGroups"]
     [used] = group["flavors"]

@@ -1,0 +1,168 @@
+"""The pinned Kueue and kueue-addon builds are usable on the local hub.
+
+`make tools` builds Kueue's controller manager and OCM's kueue-addon hub controller from pinned git
+mirrors (e2e/kueue.py).  Here, against the real hub kube-apiserver of the test control plane:
+
+* both binaries start far enough to print their command line help, and each build records the
+  tag and commit it was built from;
+* Kueue's CRDs and the CRDs kueue-addon's informers need install and become Established, and
+  Kueue's objects are stored as `v1beta2`, the only version kueue-addon speaks;
+* a `v1beta2` AdmissionCheck of kueue-addon's controller, its Placement parameters and a
+  MultiKueueConfig round-trip through the apiserver;
+* `samples/kueue/multikueue.yaml` passes Kueue's own schema with strict validation;
+* the manager's and kueue-addon's ClusterRoles apply.
+
+Everything installed is removed again, so the rest of the session's hub does not see Kueue.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl
+from e2e.kueue import KueueBuild, kueue_build
+
+pytestmark = pytest.mark.integration
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_V1B2 = f"{KUEUE_GROUP}/v1beta2"
+# The kinds kueue-addon reads or writes, and the queueing kinds a MultiKueue setup needs.
+KUEUE_KINDS = (
+    "admissionchecks",
+    "clusterqueues",
+    "localqueues",
+    "multikueueclusters",
+    "multikueueconfigs",
+    "resourceflavors",
+    "workloads",
+)
+ADDON_CRDS = (
+    "managedserviceaccounts.authentication.open-cluster-management.io",
+    "clusterpermissions.rbac.open-cluster-management.io",
+    "clusterprofiles.multicluster.x-k8s.io",
+)
+
+
+@pytest.fixture(scope="module")
+def build() -> KueueBuild:
+    return kueue_build()
+
+
+def _crd_names(paths: tuple[Path, ...]) -> list[str]:
+    names = []
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                names.append(doc["metadata"]["name"])
+    return names
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane, build: KueueBuild) -> Iterator[Kubectl]:
+    assert control_plane.hub is not None and control_plane.tools is not None
+    kubectl = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+    crds = (*build.kueue_crds, *build.addon_crds)
+    names = _crd_names(crds)
+    try:
+        for path in crds:
+            kubectl.run("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        for name in names:
+            kubectl.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+        yield kubectl
+    finally:
+        kubectl.run("delete", "crd", "--ignore-not-found", "--wait=false", *names, check=False)
+
+
+def test_both_binaries_run_and_say_what_they_were_built_from(build: KueueBuild) -> None:
+    manager = subprocess.run([str(build.manager), "--help"], capture_output=True, text=True, timeout=60)
+    assert "-config" in manager.stdout + manager.stderr, manager.stderr[-2000:]
+    addon = subprocess.run(
+        [str(build.addon_controller), "hub", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert addon.returncode == 0, addon.stderr[-2000:]
+    assert "--kubeconfig" in addon.stdout
+    assert build.kueue_source["tag"].startswith("v0.16."), build.kueue_source
+    assert len(build.kueue_source["commit"]) == 40
+    assert len(build.addon_source["commit"]) == 40
+    assert build.addon_source["kueue"].startswith("v0.16.0+"), build.addon_source
+
+
+def test_kueue_stores_v1beta2_and_kueue_addon_has_its_crds(hub: Kubectl) -> None:
+    for kind in KUEUE_KINDS:
+        crd = hub.get_json("crd", f"{kind}.{KUEUE_GROUP}")
+        stored = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")]
+        served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
+        assert stored == ["v1beta2"], (kind, stored)
+        assert "v1beta2" in served, (kind, served)
+    for name in ADDON_CRDS:
+        crd = hub.get_json("crd", name)
+        assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+
+
+def test_kueue_addons_admission_check_and_a_multikueue_config_round_trip(hub: Kubectl) -> None:
+    name = f"kueue-build-{uuid.uuid4().hex[:8]}"
+    objects = [
+        {
+            "apiVersion": KUEUE_V1B2,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": name},
+            "spec": {
+                "controllerName": "open-cluster-management.io/placement",
+                "parameters": {
+                    "apiGroup": "cluster.open-cluster-management.io",
+                    "kind": "Placement",
+                    "name": "least-loaded",
+                },
+            },
+        },
+        {
+            "apiVersion": KUEUE_V1B2,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": name},
+            "spec": {"clusters": ["cluster1", "cluster2"]},
+        },
+    ]
+    try:
+        hub.run("apply", "--server-side", "--validate=strict", "-f", "-", stdin=yaml.safe_dump_all(objects))
+        check = hub.get_json(f"admissionchecks.v1beta2.{KUEUE_GROUP}", name)
+        assert check["spec"]["controllerName"] == "open-cluster-management.io/placement"
+        config = hub.get_json(f"multikueueconfigs.v1beta2.{KUEUE_GROUP}", name)
+        assert config["spec"]["clusters"] == ["cluster1", "cluster2"]
+    finally:
+        hub.run(
+            "delete",
+            f"admissionchecks.{KUEUE_GROUP}/{name}",
+            f"multikueueconfigs.{KUEUE_GROUP}/{name}",
+            "--ignore-not-found",
+            check=False,
+        )
+
+
+def test_the_kueue_sample_is_valid_v1beta2_for_kueue_itself(hub: Kubectl) -> None:
+    """samples/kueue/multikueue.yaml passes Kueue's own schema, strictly (no unknown field)."""
+    sample = SAMPLES / "kueue" / "multikueue.yaml"
+    out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(sample))
+    for kind in ("resourceflavor", "admissioncheck", "clusterqueue", "localqueue"):
+        assert kind in out, out
+    # and a field of the old v1beta1 API is refused, so this check can fail
+    old = [d for d in yaml.safe_load_all(sample.read_text()) if d and d["kind"] == "ClusterQueue"]
+    old[0]["spec"]["admissionChecks"] = ["multikueue"]
+    with pytest.raises(RuntimeError, match="admissionChecks"):
+        hub.run(
+            *("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", "-"),
+            stdin=yaml.safe_dump(old[0]),
+        )
+
+
+def test_the_manager_and_kueue_addon_cluster_roles_apply(hub: Kubectl, build: KueueBuild) -> None:
+    for path in (build.manager_role, build.addon_role):
+        out = hub.run("apply", "--server-side", "--dry-run=server", "-f", str(path))
+        assert "clusterrole" in out.lower(), out
