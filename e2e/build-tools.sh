@@ -54,6 +54,7 @@ ADDON_CONTRIB_SOURCE_URL=${ADDON_CONTRIB_SOURCE_URL:-https://github.com/open-clu
 # overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
 RECIPE_ocm13=2   # 2: webhook servers bind 127.0.0.1
+RECIPE_kueue=2   # 2: the metrics certificate directory can be set (KUEUE_METRICS_CERT_DIR)
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
 # source_git <var> <mirror-name> <clone-name>: a git mirror's default place, unless <var> is set: this
@@ -261,6 +262,13 @@ recipe_ocm13() {
 recipe_kueue() {
   local out=$1 ver=${2%%+*} vpkg=sigs.k8s.io/kueue/pkg/version
   git --git-dir="$KUEUE_SOURCE_GIT" archive "$KUEUE_COMMIT" | tar -x -C . || return 1
+  # The one source change: without Kueue's internal cert management, the metrics server reads its
+  # certificate from a fixed /etc/kueue/metrics/certs; the harness runs Kueue as a process, so the
+  # directory comes from $KUEUE_METRICS_CERT_DIR when set (the fixed path otherwise).
+  local main=cmd/kueue/main.go fixed='metricsCertPath := "/etc/kueue/metrics/certs"'
+  grep -qF "$fixed" "$main" || { echo "metrics cert patch: '$fixed' not found in $main"; return 1; }
+  sed -i 's#'"$fixed"'#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")\n\t\tif metricsCertPath == "" {\n\t\t\tmetricsCertPath = "/etc/kueue/metrics/certs"\n\t\t}#' "$main"
+  grep -qF 'os.Getenv("KUEUE_METRICS_CERT_DIR")' "$main" || { echo "metrics cert patch did not apply"; return 1; }
   GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/kueue-manager" \
     -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.GitCommit=$KUEUE_COMMIT -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
     ./cmd/kueue || return 1

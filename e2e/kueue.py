@@ -10,13 +10,20 @@ See docs/local-control-plane.md, "Kueue and kueue-addon from pinned git mirrors"
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import os
 import subprocess
-from dataclasses import dataclass
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from e2e.procs import StartupError
+import yaml
+
+from e2e.kube import Client, KubeCluster
+from e2e.procs import Proc, StartupError, free_port, wait_until
 from e2e.tools import BUILD_SCRIPT
 
 KUEUE_MANAGER = "kueue-manager"
@@ -69,3 +76,131 @@ def kueue_build() -> KueueBuild:
         addon_role=addon / "rbac" / "cluster-role.yaml",
         addon_source=json.loads((addon / "source.json").read_text()),
     )
+
+
+NAMESPACE = "kueue-system"
+# Kueue's webhooks the harness installs: those for Kueue's own kinds and for batch/v1 Jobs, the one
+# integration it enables.  The others (Pods, Deployments, StatefulSets, Kubeflow, Ray, ...) belong to
+# integrations left off, and with `failurePolicy: Fail` they would put Kueue in the path of every Pod
+# of the shared test hub.
+WEBHOOK_GROUPS = {"kueue.x-k8s.io", "batch"}
+
+
+def _webhooks(build: KueueBuild, base_url: str, ca_bundle: str, prefix: str) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations, pointed at `base_url` with `ca_bundle`, for the kinds above."""
+    configs = []
+    for doc in yaml.safe_load_all(build.webhooks.read_text()):
+        if not doc:
+            continue
+        hooks = []
+        for hook in doc.get("webhooks") or []:
+            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            if not groups & WEBHOOK_GROUPS:
+                continue
+            path = hook["clientConfig"]["service"]["path"]
+            hooks.append({**hook, "clientConfig": {"url": base_url + path, "caBundle": ca_bundle}})
+        configs.append(
+            {**doc, "metadata": {"name": f"{prefix}-{doc['metadata']['name']}"}, "webhooks": hooks}
+        )
+    return configs
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class KueueManager:
+    """Kueue's controller manager as a process against one cluster, its webhooks on loopback.
+
+    What Kueue's kustomize install does, done for a process: the CRDs, the `kueue-system` namespace, a
+    Configuration (no internal cert management, no leader election, the batch/Job integration), a
+    serving certificate for 127.0.0.1 from the cluster's CA, and the webhook configurations with
+    `url:` and `caBundle` instead of a Service.  Every listener binds 127.0.0.1.
+    """
+
+    build: KueueBuild
+    cluster: KubeCluster
+    proc: Proc | None = None
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.dir = self.cluster.dir / "kueue"
+        self.prefix = f"kueue-{self.cluster.name}"
+
+    def install(self) -> None:
+        """CRDs and namespace (idempotent): before `start`, and before any Kueue object."""
+        client = Client(self.cluster.admin_kubeconfig)
+        for path in self.build.kueue_crds:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc:
+                    client.apply(doc)
+        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+
+    def start(self, timeout: float = 90) -> Proc:
+        """Start the manager, register its webhooks, and wait until it is ready."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        issued = self.cluster.ca.issue(
+            "kueue-serving", common_name=f"{self.prefix}-webhooks", server_hosts=("127.0.0.1",)
+        )
+        certs = self.dir / "certs"
+        certs.mkdir(exist_ok=True)
+        (certs / "tls.crt").write_bytes(issued.cert_pem)
+        (certs / "tls.key").write_bytes(issued.key_pem)
+        (certs / "tls.key").chmod(0o600)
+        self.ports = {name: free_port() for name in ("webhook", "health", "metrics")}
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": NAMESPACE,
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.ports['health']}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.ports['metrics']}"},
+            "webhook": {"host": "127.0.0.1", "port": self.ports["webhook"], "certDir": str(certs)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "manageJobsWithoutQueueName": False,
+            "integrations": {"frameworks": ["batch/job"]},
+        }
+        config_path = self.dir / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        self.proc = Proc(
+            f"{self.cluster.name}-kueue",
+            [
+                str(self.build.manager),
+                f"--config={config_path}",
+                f"--kubeconfig={self.cluster.admin_kubeconfig}",
+                # the visibility API server is an aggregated apiserver on every interface: not needed
+                "--feature-gates=VisibilityOnDemand=false",
+            ],
+            self.cluster.run_dir / "logs" / f"{self.cluster.name}-kueue.log",
+            env={**os.environ, "KUEUE_METRICS_CERT_DIR": str(certs)},
+        ).start()
+        ca_bundle = base64.b64encode(self.cluster.ca.cert_pem).decode()
+        client = Client(self.cluster.admin_kubeconfig)
+        for obj in _webhooks(
+            self.build, f"https://127.0.0.1:{self.ports['webhook']}", ca_bundle, self.prefix
+        ):
+            client.apply(obj)
+        wait_until(
+            lambda: _healthy(self.ports["health"]),
+            timeout=timeout,
+            what=f"Kueue on {self.cluster.name} ready (127.0.0.1:{self.ports['health']}/readyz)",
+            proc=self.proc,
+        )
+        return self.proc
+
+    def stop(self) -> None:
+        """Remove the webhook configurations first (they fail closed), then stop the process."""
+        client = Client(self.cluster.admin_kubeconfig)
+        for doc in yaml.safe_load_all(self.build.webhooks.read_text()):
+            if doc:
+                client.delete(
+                    "admissionregistration.k8s.io/v1", doc["kind"], f"{self.prefix}-{doc['metadata']['name']}"
+                )
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None

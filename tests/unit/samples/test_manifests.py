@@ -2,7 +2,7 @@
 
 Here the samples are checked against each other; the OCM objects are applied to a real hub in
 tests/integration/test_samples_crds.py, and the Kueue objects to Kueue's own v0.16.9 CRDs in
-tests/integration/test_kueue_build.py.
+tests/integration/test_kueue.py.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_applicationset_controller_may_only_read_placementdecisions_in_its_names
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 # Scope of each kind; the fields themselves are checked against Kueue's own CRDs by a strict
-# server-side apply in tests/integration/test_kueue_build.py.
+# server-side apply in tests/integration/test_kueue.py.
 KUEUE_NAMESPACED = {
     "ResourceFlavor": False,
     "AdmissionCheck": False,

@@ -10,24 +10,29 @@ mirrors (e2e/kueue.py).  Here, against the real hub kube-apiserver of the test c
 * a `v1beta2` AdmissionCheck of kueue-addon's controller, its Placement parameters and a
   MultiKueueConfig round-trip through the apiserver;
 * `samples/kueue/multikueue.yaml` passes Kueue's own schema with strict validation;
-* the manager's and kueue-addon's ClusterRoles apply.
+* the manager's and kueue-addon's ClusterRoles apply;
+* Kueue's manager runs as a process on the hub with its webhooks (every listener on 127.0.0.1): a
+  queued Job is suspended by its webhook, then admitted through a ClusterQueue and unsuspended.
 
 Everything installed is removed again, so the rest of the session's hub does not see Kueue.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
-from e2e.kueue import KueueBuild, kueue_build
+from e2e.kueue import KueueBuild, KueueManager, kueue_build
+from e2e.procs import listening_addresses, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -166,3 +171,117 @@ def test_the_manager_and_kueue_addon_cluster_roles_apply(hub: Kubectl, build: Ku
     for path in (build.manager_role, build.addon_role):
         out = hub.run("apply", "--server-side", "--dry-run=server", "-f", str(path))
         assert "clusterrole" in out.lower(), out
+
+
+# -- Kueue's manager running, with its webhooks --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kueue(control_plane: ControlPlane, hub: Kubectl, build: KueueBuild) -> Iterator[KueueManager]:
+    assert control_plane.hub is not None
+    manager = KueueManager(build, control_plane.hub)
+    manager.install()
+    try:
+        manager.start()
+        yield manager
+    finally:
+        manager.stop()
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return str(c["status"])
+    return None
+
+
+def test_kueue_listens_on_loopback_only(kueue: KueueManager) -> None:
+    assert kueue.proc is not None and kueue.proc.pid is not None
+    addresses = listening_addresses({kueue.proc.pid})
+    assert {port for _, port in addresses} >= set(kueue.ports.values()), (addresses, kueue.ports)
+    assert {host for host, _ in addresses} == {"127.0.0.1"}, addresses
+
+
+def test_a_queued_job_is_suspended_by_kueues_webhook_then_admitted(kueue: KueueManager, hub: Kubectl) -> None:
+    """The Job webhook (a real admission call to the process) and the scheduler, end to end on one cluster."""
+    name = f"kueue-{uuid.uuid4().hex[:8]}"
+    namespace = name
+    hub.run("create", "namespace", namespace)
+    queueing = [
+        {"apiVersion": KUEUE_V1B2, "kind": "ResourceFlavor", "metadata": {"name": name}},
+        {
+            "apiVersion": KUEUE_V1B2,
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE_V1B2,
+            "kind": "LocalQueue",
+            "metadata": {"name": "user-queue", "namespace": namespace},
+            "spec": {"clusterQueue": name},
+        },
+    ]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "queued",
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+        },
+        "spec": {
+            "suspend": False,  # Kueue's webhook must turn this into true
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "sleep",
+                            "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                            "resources": {"requests": {"cpu": "500m"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    try:
+        hub.run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(queueing))
+        wait_until(
+            lambda: _condition(hub.get_json(f"clusterqueues.{KUEUE_GROUP}", name), "Active") == "True",
+            timeout=60,
+            what=f"ClusterQueue {name} Active",
+        )
+        created = json.loads(hub.run("create", "-o", "json", "-f", "-", stdin=yaml.safe_dump(job)))
+        assert created["spec"]["suspend"] is True, "Kueue's Job webhook did not suspend the queued Job"
+
+        def admitted() -> dict[str, Any] | None:
+            items = hub.get_json(f"workloads.{KUEUE_GROUP}", "-n", namespace)["items"]
+            return next((w for w in items if _condition(w, "Admitted") == "True"), None)
+
+        workload = wait_until(admitted, timeout=60, what="the Job's Workload admitted")
+        assert workload["status"]["admission"]["clusterQueue"] == name
+        wait_until(
+            lambda: hub.get_json("job", "queued", "-n", namespace)["spec"]["suspend"] is False,
+            timeout=60,
+            what="the admitted Job unsuspended by Kueue",
+        )
+    finally:
+        hub.run("delete", "namespace", namespace, "--wait=false", check=False)
+        hub.run(
+            "delete",
+            f"clusterqueues.{KUEUE_GROUP}/{name}",
+            f"resourceflavors.{KUEUE_GROUP}/{name}",
+            "--ignore-not-found",
+            "--wait=false",
+            check=False,
+        )
