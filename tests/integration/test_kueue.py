@@ -276,12 +276,13 @@ def test_a_queued_job_is_suspended_by_kueues_webhook_then_admitted(kueue: KueueM
             what="the admitted Job unsuspended by Kueue",
         )
     finally:
-        hub.run("delete", "namespace", namespace, "--wait=false", check=False)
+        # while Kueue still runs: it holds finalizers on the Workload, ClusterQueue and flavor
+        hub.run("delete", "namespace", namespace, "--timeout=60s", check=False)
         hub.run(
             "delete",
             f"clusterqueues.{KUEUE_GROUP}/{name}",
             f"resourceflavors.{KUEUE_GROUP}/{name}",
             "--ignore-not-found",
-            "--wait=false",
+            "--timeout=60s",
             check=False,
         )
