@@ -96,6 +96,10 @@ check_proxy() {
     || die "the Go module proxy $base is unreachable (GET $probe failed); check GOPROXY and the network"
 }
 
+# will_build <component> <version>: true when `build` would compile it (not cached, building allowed), so
+# a component's git sources are checked only then.
+will_build() { [[ ! -f "$(key_dir "$1" "$2")/manifest.json" && "${DS_TOOLS_CACHED_ONLY:-}" != 1 ]]; }
+
 # build <component> <version> <function>: runs the function in a temp dir, then moves it into place.
 build() {
   local comp=$1 ver=$2 fn=$3 dir tmp start
@@ -407,16 +411,18 @@ for c in "${components[@]}"; do
     argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
     actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
     ocm13)  # the cache key holds tag and commit
-      [[ -f "$(key_dir ocm13 "$OCM13_VERSION+$OCM13_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
-        || pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT"
+      if will_build ocm13 "$OCM13_VERSION+$OCM13_COMMIT"; then
+        pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT"
+      fi
       build ocm13 "$OCM13_VERSION+$OCM13_COMMIT" recipe_ocm13 ;;
     kueue)
-      [[ -f "$(key_dir kueue "$KUEUE_VERSION+$KUEUE_COMMIT")/manifest.json" || "${DS_TOOLS_CACHED_ONLY:-}" == 1 ]] \
-        || pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT"
+      if will_build kueue "$KUEUE_VERSION+$KUEUE_COMMIT"; then
+        pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT"
+      fi
       build kueue "$KUEUE_VERSION+$KUEUE_COMMIT" recipe_kueue ;;
     kueue-addon)
       key="$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}"
-      if [[ ! -f "$(key_dir kueue-addon "$key")/manifest.json" && "${DS_TOOLS_CACHED_ONLY:-}" != 1 ]]; then
+      if will_build kueue-addon "$key"; then
         pinned_source kueue-addon ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - "$KUEUE_ADDON_COMMIT"
         pinned_source "Kueue $KUEUE_ADDON_KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" \
           "$KUEUE_ADDON_KUEUE_VERSION" "$KUEUE_ADDON_KUEUE_COMMIT"

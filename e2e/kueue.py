@@ -14,7 +14,6 @@ import base64
 import functools
 import json
 import os
-import subprocess
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +22,8 @@ from typing import Any
 import yaml
 
 from e2e.kube import Client, KubeCluster
-from e2e.procs import Proc, StartupError, free_port, wait_until
-from e2e.tools import BUILD_SCRIPT
+from e2e.procs import Proc, free_port, wait_until
+from e2e.tools import component_dirs
 
 KUEUE_MANAGER = "kueue-manager"
 KUEUE_ADDON_CONTROLLER = "kueue-addon-controller"
@@ -45,25 +44,10 @@ class KueueBuild:
     addon_source: dict[str, str]
 
 
-def _component_dirs(*components: str) -> dict[str, Path]:
-    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
-    dirs: dict[str, Path] = {}
-    for line in proc.stdout.splitlines():
-        name, _, path = line.partition("=")
-        if name in components and path:
-            dirs[name] = Path(path)
-    missing = [c for c in components if c not in dirs]
-    if proc.returncode != 0 or missing:
-        raise StartupError(
-            f"building {', '.join(missing or components)} failed (run `make tools`):\n{proc.stderr[-3000:]}"
-        )
-    return dirs
-
-
 @functools.cache
 def kueue_build() -> KueueBuild:
     """The pinned Kueue and kueue-addon, built on first use (cold: many minutes; `make tools` does it)."""
-    dirs = _component_dirs("kueue", "kueue-addon")
+    dirs = component_dirs("kueue", "kueue-addon")
     kueue, addon = dirs["kueue"], dirs["kueue-addon"]
     return KueueBuild(
         manager=kueue / "bin" / KUEUE_MANAGER,
@@ -127,6 +111,7 @@ class KueueManager:
     cluster: KubeCluster
     proc: Proc | None = None
     ports: dict[str, int] = field(default_factory=dict)
+    registered: list[tuple[str, str]] = field(default_factory=list)  # webhook configurations: (kind, name)
 
     def __post_init__(self) -> None:
         self.dir = self.cluster.dir / "kueue"
@@ -185,6 +170,7 @@ class KueueManager:
             self.build, f"https://127.0.0.1:{self.ports['webhook']}", ca_bundle, self.prefix
         ):
             client.apply(obj)
+            self.registered.append((obj["kind"], obj["metadata"]["name"]))
         wait_until(
             lambda: _healthy(self.ports["health"]),
             timeout=timeout,
@@ -196,11 +182,9 @@ class KueueManager:
     def stop(self) -> None:
         """Remove the webhook configurations first (they fail closed), then stop the process."""
         client = Client(self.cluster.admin_kubeconfig)
-        for doc in yaml.safe_load_all(self.build.webhooks.read_text()):
-            if doc:
-                client.delete(
-                    "admissionregistration.k8s.io/v1", doc["kind"], f"{self.prefix}-{doc['metadata']['name']}"
-                )
+        while self.registered:
+            kind, name = self.registered.pop()
+            client.delete("admissionregistration.k8s.io/v1", kind, name)
         if self.proc is not None:
             self.proc.stop()
             self.proc = None

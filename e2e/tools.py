@@ -98,13 +98,11 @@ class Tools:
         return sorted({self.kubectl.parent, self.clusteradm.parent})
 
 
-def locate(ocm_version: str | None = None) -> Tools:
-    """Return the tool paths for one OCM release (see `ocm_release`), building missing components first."""
-    release = ocm_release(ocm_version)
-    components = (*BASE_COMPONENTS, *release.components)
+def component_dirs(*components: str) -> dict[str, Path]:
+    """The cache directory of each component, building the missing ones first (`make tools` does it ahead)."""
     proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise ToolsError(f"building the control-plane tools failed:\n{proc.stderr[-4000:]}")
+        raise ToolsError(f"building {', '.join(components)} failed:\n{proc.stderr[-4000:]}")
     dirs: dict[str, Path] = {}
     for line in proc.stdout.splitlines():
         name, _, path = line.partition("=")
@@ -113,6 +111,13 @@ def locate(ocm_version: str | None = None) -> Tools:
     missing = [c for c in components if c not in dirs]
     if missing:
         raise ToolsError(f"build-tools.sh did not report {missing}; output:\n{proc.stdout}")
+    return dirs
+
+
+def locate(ocm_version: str | None = None) -> Tools:
+    """Return the tool paths for one OCM release (see `ocm_release`), building missing components first."""
+    release = ocm_release(ocm_version)
+    dirs = component_dirs(*BASE_COMPONENTS, *release.components)
     if release.webhooks:
         ocm_dir = dirs["ocm13"]
         hub_crds = tuple(sorted((ocm_dir / "crds/hub").glob("*.crd.yaml")))
