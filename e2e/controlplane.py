@@ -8,6 +8,7 @@ Topology (every listener on 127.0.0.1, every log under `<run_dir>/logs`):
     klusterlet registration + work agents for cluster1 and cluster2 (joined by `clusteradm accept`)
     one Prometheus per managed cluster, fed by a LoadExporter the tests shape
     the process runner (`e2e.runner`), standing in for the kubelet for this project's image
+    on demand, more managed clusters joined like cluster2 (`add_cluster`, `remove_cluster`)
 
 `ControlPlane.up()` starts it and records every process in `<run_dir>/state.json`, so that a
 different process (`python -m e2e.cli down`) can stop exactly what was started, and verify no
@@ -16,6 +17,7 @@ process and no port of the run is left.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -24,6 +26,7 @@ import shutil
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +102,8 @@ class ControlPlane:
         self.tools: Tools | None = None
         self.hub: KubeCluster | None = None
         self.spoke2: KubeCluster | None = None
+        self.extra: dict[str, KubeCluster] = {}  # clusters a test added with `add_cluster`
+        self.boot_token = ""
         self.etcd: Etcd | None = None
         self._stopped_ports: dict[str, set[int]] = {}
         self.prometheus: dict[str, Any] = {}
@@ -140,7 +145,7 @@ class ControlPlane:
         self._track(etcd.proc)
 
         token_id, token_secret = bootstrap_token()
-        boot_token = f"{token_id}.{token_secret}"
+        boot_token = self.boot_token = f"{token_id}.{token_secret}"
         hub = self.hub = KubeCluster(
             "hub",
             self.run_dir,
@@ -194,7 +199,24 @@ class ControlPlane:
         for k in klusterlets:
             self._track(k.start_registration())
 
-        hub_client = Client(hub.admin_kubeconfig)
+        self._join(klusterlets)
+        self.clusters = {
+            "cluster1": ManagedClusterInfo("cluster1", hub.admin_kubeconfig),
+            "cluster2": ManagedClusterInfo("cluster2", spoke2.admin_kubeconfig),
+        }
+        if self.with_prometheus:
+            self._start_prometheus()
+        if self.with_runner:
+            self._start_runner()
+
+    def _join(self, klusterlets: list[ocm.Klusterlet]) -> None:
+        """Accept the klusterlets' clusters with clusteradm once they ask, then start their work agents.
+
+        Returns once they are available members of the `default` ManagedClusterSet.
+        """
+        assert self.tools is not None and self.hub is not None
+        names = [k.cluster_name for k in klusterlets]
+        hub_client = Client(self.hub.admin_kubeconfig)
 
         def ready_to_accept() -> bool:
             # `clusteradm accept` approves the CSR *and* sets hubAcceptsClient on the
@@ -211,42 +233,31 @@ class ControlPlane:
                 i["metadata"]["name"]
                 for i in hub_client.items("cluster.open-cluster-management.io/v1", "ManagedCluster")
             }
-            return asked >= set(CLUSTERS) and known >= set(CLUSTERS)
+            return asked >= set(names) and known >= set(names)
 
-        wait_until(
-            ready_to_accept,
-            timeout=120,
-            what="registration CSRs and ManagedClusters of cluster1 and cluster2",
-        )
-        self.progress("accepting cluster1 and cluster2 with clusteradm")
-        ocm.accept_clusters(tools, hub.admin_kubeconfig, CLUSTERS)
+        wanted = " and ".join(names)
+        wait_until(ready_to_accept, timeout=120, what=f"registration CSRs and ManagedClusters of {wanted}")
+        self.progress(f"accepting {wanted} with clusteradm")
+        ocm.accept_clusters(self.tools, self.hub.admin_kubeconfig, names)
         for k in klusterlets:
             self._track(k.start_work())
         wait_until(
-            lambda: self._clusters_available(hub_client),
+            lambda: self._clusters_available(hub_client, names),
             timeout=180,
-            what="ManagedClusters joined and available",
+            what=f"ManagedClusters {wanted} joined and available",
         )
-        if not tools.ocm.webhooks:
+        if not self.tools.ocm.webhooks:
             # a real hub of any release runs OCM's registration webhook, which puts every joining
             # cluster into the `default` set; without it, the harness sets the same label itself
-            for name in CLUSTERS:
+            for name in names:
                 hub_client.api.request(
                     "PATCH",
                     f"/apis/cluster.open-cluster-management.io/v1/managedclusters/{name}",
                     body={"metadata": {"labels": {ocm.CLUSTERSET_LABEL: "default"}}},
                     content_type="application/merge-patch+json",
                 )
-        self.clusters = {
-            "cluster1": ManagedClusterInfo("cluster1", hub.admin_kubeconfig),
-            "cluster2": ManagedClusterInfo("cluster2", spoke2.admin_kubeconfig),
-        }
-        if self.with_prometheus:
-            self._start_prometheus()
-        if self.with_runner:
-            self._start_runner()
 
-    def _clusters_available(self, hub: Client) -> bool:
+    def _clusters_available(self, hub: Client, names: list[str]) -> bool:
         items = hub.items("cluster.open-cluster-management.io/v1", "ManagedCluster")
         ok = set()
         for mc in items:
@@ -257,41 +268,45 @@ class ControlPlane:
                 and conds.get("ManagedClusterConditionAvailable") == "True"
             ):
                 ok.add(mc["metadata"]["name"])
-        return ok >= set(CLUSTERS)
+        return ok >= set(names)
 
     def _start_prometheus(self) -> None:
+        for name in CLUSTERS:
+            self._start_prometheus_for(name, DEFAULT_LOAD[name])
+
+    def _start_prometheus_for(self, name: str, load_cores: tuple[float, ...]) -> None:
+        """A load exporter and a Prometheus scraping it for `name`: one demo pod per core value."""
         from e2e.loadgen import LoadFile
         from e2e.prometheus import PrometheusServer
 
-        for name in CLUSTERS:
-            self.progress(f"starting the load exporter and Prometheus for {name}")
-            workdir = self.run_dir / f"prometheus-{name}"
-            workdir.mkdir(parents=True, exist_ok=True)
-            load = LoadFile(workdir / "load.json")
-            for i, cores in enumerate(DEFAULT_LOAD[name], start=1):
-                load.set_cpu("demo", f"app-{i}", cores, node=f"{name}-node")
-            port_file = workdir / "exporter.port"
-            port_file.unlink(missing_ok=True)
-            exporter = Proc(
-                f"{name}-load-exporter",
-                [sys.executable, "-m", "e2e.loadgen", f"--load-file={load.path}", f"--port-file={port_file}"],
-                self.run_dir / "logs" / f"{name}-load-exporter.log",
-            ).start()
-            self._track(exporter)
-            port = wait_until(
-                lambda pf=port_file: pf.exists() and pf.read_text(),  # type: ignore[misc]
-                timeout=30,
-                what=f"{name} load exporter port",
-                proc=exporter,
-            )
-            prom = PrometheusServer(workdir, scrape_targets=[f"127.0.0.1:{port}"])
-            prom.start()
-            self.prometheus[name] = prom
-            assert prom.proc is not None
-            prom.proc.name = f"{name}-prometheus"
-            self._track(prom.proc)
-            self.clusters[name].prometheus_url = prom.url
-            self.clusters[name].load_file = load.path
+        self.progress(f"starting the load exporter and Prometheus for {name}")
+        workdir = self.run_dir / f"prometheus-{name}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        load = LoadFile(workdir / "load.json")
+        for i, cores in enumerate(load_cores, start=1):
+            load.set_cpu("demo", f"app-{i}", cores, node=f"{name}-node")
+        port_file = workdir / "exporter.port"
+        port_file.unlink(missing_ok=True)
+        exporter = Proc(
+            f"{name}-load-exporter",
+            [sys.executable, "-m", "e2e.loadgen", f"--load-file={load.path}", f"--port-file={port_file}"],
+            self.run_dir / "logs" / f"{name}-load-exporter.log",
+        ).start()
+        self._track(exporter)
+        port = wait_until(
+            lambda pf=port_file: pf.exists() and pf.read_text(),  # type: ignore[misc]
+            timeout=30,
+            what=f"{name} load exporter port",
+            proc=exporter,
+        )
+        prom = PrometheusServer(workdir, scrape_targets=[f"127.0.0.1:{port}"])
+        prom.start()
+        self.prometheus[name] = prom
+        assert prom.proc is not None
+        prom.proc.name = f"{name}-prometheus"
+        self._track(prom.proc)
+        self.clusters[name].prometheus_url = prom.url
+        self.clusters[name].load_file = load.path
 
     def _start_runner(self) -> None:
         assert self.hub is not None and self.spoke2 is not None
@@ -315,6 +330,7 @@ class ControlPlane:
                 f"--mode={self.runner_mode}",
                 f"--cluster=hub={self.hub.admin_kubeconfig}",
                 f"--cluster=cluster2={self.spoke2.admin_kubeconfig}",
+                f"--clusters-dir={self.run_dir / 'runner-clusters'}",
                 # every scorer of the tests listens on 127.0.0.1, which the manager's probe refuses
                 # by default; this host-only network is the harness's, so the opt-out is too
                 f"--extra-env={PROBE_ALLOW_CIDRS_ENV}=127.0.0.0/8",
@@ -328,6 +344,110 @@ class ControlPlane:
             what="the process runner to watch both clusters",
             proc=runner,
         )
+
+    # ------------------------------------------------------------------ extra managed clusters
+    def add_cluster(self, name: str, load_cores: tuple[float, ...] = (0.4, 0.4)) -> ManagedClusterInfo:
+        """Start one more managed cluster and join it as cluster2 was joined; returns how to reach it.
+
+        A third kube-apiserver (its own CA, its own etcd prefix) and controller-manager, a
+        klusterlet accepted with `clusteradm accept`, a load exporter and Prometheus like the
+        others', and the runner serving it (so an enabled addon's agent runs there).  For tests
+        that need a second worker besides cluster2 (MultiKueue cannot use the hub as its worker).
+        `remove_cluster` detaches and stops it; the session's other tests never see it.
+        """
+        if self.tools is None or self.hub is None or self.etcd is None:
+            raise RuntimeError("the control plane is not up")
+        if name in self.clusters or name in CLUSTERS:
+            raise ValueError(f"cluster {name} already exists")
+        started = time.monotonic()
+        spoke = KubeCluster(
+            name,
+            self.run_dir,
+            self.tools.kube_apiserver,
+            self.tools.kube_controller_manager,
+            self.etcd.url,
+            SPOKE_CONTROLLERS,
+        )
+        self.extra[name] = spoke
+        self.progress(f"adding managed cluster {name}: kube-apiserver")
+        spoke.launch_apiserver()
+        self._track(spoke.procs[-1])
+        spoke.wait_ready()
+        klusterlet = ocm.Klusterlet(name, spoke, self.hub, self.tools, self.boot_token)
+        klusterlet.prepare_spoke()
+        spoke.start_controller_manager()
+        self._track(spoke.procs[-1])
+        self._track(klusterlet.start_registration())
+        self._join([klusterlet])
+        self.clusters[name] = ManagedClusterInfo(name, spoke.admin_kubeconfig)
+        if self.with_prometheus:
+            self._start_prometheus_for(name, load_cores)
+        if self.with_runner:
+            served = self.run_dir / "runner-clusters"
+            served.mkdir(exist_ok=True)
+            (served / name).write_text(str(spoke.admin_kubeconfig))
+            wait_until(
+                lambda: name in self._runner_serves(),
+                timeout=60,
+                what=f"the runner to serve {name}",
+            )
+        self._save_state()
+        self._write_env()
+        self.progress(f"managed cluster {name} joined in {time.monotonic() - started:.0f}s")
+        return self.clusters[name]
+
+    def _runner_serves(self) -> list[str]:
+        try:
+            return (self.run_dir / "runner" / "clusters").read_text().split()
+        except FileNotFoundError:
+            return []
+
+    def remove_cluster(self, name: str, timeout: float = 180) -> None:
+        """Detach a cluster `add_cluster` started from the hub, then stop its processes and drop its data.
+
+        The order matters: the registration agent stops first (otherwise, once the hub revokes its
+        access, it would bootstrap again and re-create the ManagedCluster); then the ManagedCluster is
+        deleted and OCM cleans its namespace (ManifestWorks, addons) with the work agent still running to
+        remove what they applied; then its namespace, which OCM leaves; the runner stops serving it; only
+        then do its processes stop.
+        """
+        spoke = self.extra.get(name)
+        if spoke is None or self.hub is None or self.etcd is None:
+            raise KeyError(f"{name} was not added with add_cluster")
+        started = time.monotonic()
+        self.progress(f"removing managed cluster {name}")
+        self.stop_component(f"{name}-registration-agent")
+        hub = Client(self.hub.admin_kubeconfig)
+        hub.delete("cluster.open-cluster-management.io/v1", "ManagedCluster", name)
+        wait_until(
+            lambda: hub.find("cluster.open-cluster-management.io/v1", "ManagedCluster", name) is None,
+            timeout=timeout,
+            what=f"ManagedCluster {name} deleted from the hub (OCM first removes its works and addons)",
+        )
+        # OCM leaves the cluster's namespace on the hub; what is left in it (scores, leases) goes with it
+        hub.delete("v1", "Namespace", name)
+        wait_until(
+            lambda: hub.find("v1", "Namespace", name) is None,
+            timeout=timeout,
+            what=f"namespace {name} deleted from the hub",
+        )
+        (self.run_dir / "runner-clusters" / name).unlink(missing_ok=True)
+        if self.with_runner:
+            wait_until(
+                lambda: name not in self._runner_serves(), timeout=60, what=f"the runner to drop {name}"
+            )
+        mine = [p for p in self.procs if p.name.startswith(f"{name}-")]
+        kill_groups([p.pid for p in reversed(mine) if p.alive and p.pid is not None], timeout=10)
+        for p in mine:
+            p.stop(timeout=1)
+            self.procs.remove(p)
+        self.prometheus.pop(name, None)
+        self.clusters.pop(name, None)
+        del self.extra[name]
+        delete_etcd_prefix(self.etcd.url, f"/registry-{name}/")
+        self._save_state()
+        self._write_env()
+        self.progress(f"managed cluster {name} removed in {time.monotonic() - started:.0f}s")
 
     # ------------------------------------------------------------------ one component
     def components(self) -> list[str]:
@@ -484,6 +604,22 @@ class ControlPlane:
             proc.stop(timeout=1)
         self.procs.clear()
         return problems
+
+
+def delete_etcd_prefix(etcd_url: str, prefix: str) -> int:
+    """Delete every etcd key under `prefix` (a removed cluster's objects); returns how many.
+
+    Through etcd's JSON gateway, so no etcdctl is needed: keys are base64, and the range end is the
+    prefix with its last byte incremented.
+    """
+    key = prefix.encode()
+    end = key[:-1] + bytes([key[-1] + 1])
+    body = json.dumps(
+        {"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()}
+    ).encode()
+    req = urllib.request.Request(f"{etcd_url}/v3/kv/deleterange", data=body, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return int(json.load(resp).get("deleted", 0))
 
 
 def _records(state_path: Path) -> list[dict[str, Any]]:

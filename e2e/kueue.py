@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from dynamic_scoring.kube.api import JSON
 from e2e.kube import Client, KubeCluster
 from e2e.procs import Proc, free_port, wait_until
 from e2e.tools import component_dirs
@@ -63,6 +64,26 @@ def kueue_build() -> KueueBuild:
 
 
 NAMESPACE = "kueue-system"
+
+
+def install_crds(client: Client, paths: tuple[Path, ...], timeout: float = 60) -> list[str]:
+    """Apply the CRDs of `paths` and wait until each is Established; returns their names."""
+    names = []
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                client.apply(doc)
+                names.append(str(doc["metadata"]["name"]))
+
+    def established(name: str) -> bool:
+        crd = client.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
+        conds = (crd.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    wait_until(lambda: all(established(n) for n in names), timeout=timeout, what=f"CRDs {names} Established")
+    return names
+
+
 # Kueue's webhooks the harness installs: those for Kueue's own kinds and for batch/v1 Jobs, the one
 # integration it enables.  The others (Pods, Deployments, StatefulSets, Kubeflow, Ray, ...) belong to
 # integrations left off, and with `failurePolicy: Fail` they would put Kueue in the path of every Pod
@@ -118,12 +139,12 @@ class KueueManager:
         self.prefix = f"kueue-{self.cluster.name}"
 
     def install(self) -> None:
-        """CRDs and namespace (idempotent): before `start`, and before any Kueue object."""
+        """CRDs (Established) and namespace (idempotent): before `start`, and before any Kueue object.
+
+        Kueue's manager exits at once when a kind it indexes is not served yet.
+        """
         client = Client(self.cluster.admin_kubeconfig)
-        for path in self.build.kueue_crds:
-            for doc in yaml.safe_load_all(path.read_text()):
-                if doc:
-                    client.apply(doc)
+        install_crds(client, self.build.kueue_crds)
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
 
     def start(self, timeout: float = 90) -> Proc:
@@ -188,3 +209,149 @@ class KueueManager:
         if self.proc is not None:
             self.proc.stop()
             self.proc = None
+
+
+# -- kueue-addon's hub controller, and the worker credentials it would get from two other addons -----
+
+# The label kueue-addon's secret copier selects Secrets by: what the managed-serviceaccount addon puts
+# on the token Secret it syncs back into the cluster's namespace on the hub.
+MSA_LABEL = "authentication.open-cluster-management.io/is-managed-serviceaccount"
+# kueue-addon's name for each cluster's ManagedServiceAccount and ClusterPermission, and so for the
+# token Secret the managed-serviceaccount addon writes: `<cluster>/multikueue` on the hub.
+WORKER_IDENTITY = "multikueue"
+WORKER_SA_NAMESPACE = "open-cluster-management-agent-addon"
+# What MultiKueue's manager does on a worker: create the Job copy and its prebuilt Workload, follow
+# their status, delete them when done (Kueue's MultiKueue documentation lists the same rules).
+WORKER_ROLE: dict[str, Any] = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "e2e-multikueue-worker"},
+    "rules": [
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"],
+        },
+        {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads"],
+            "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"],
+        },
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads/status"],
+            "verbs": ["get", "patch", "update"],
+        },
+    ],
+}
+
+
+def worker_token_secret(hub: Client, worker: KubeCluster, cluster: str, seconds: int = 3600) -> JSON:
+    """Give MultiKueue an identity on `worker` and put its token where kueue-addon looks for it.
+
+    In a fleet, kueue-addon creates a ManagedServiceAccount and a ClusterPermission for each cluster;
+    the managed-serviceaccount addon then creates the ServiceAccount on the cluster and syncs a token
+    back as the Secret `<cluster>/multikueue` (keys `token` and `ca.crt`, the MSA label), and the
+    cluster-permission addon binds the rules.  Those two addons are not part of this harness, so this
+    does their part directly: a ServiceAccount bound to `WORKER_ROLE` on the worker, a token from the
+    TokenRequest API, and the Secret on the hub shaped as they would write it.
+    """
+    client = Client(worker.admin_kubeconfig)
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKER_SA_NAMESPACE}})
+    client.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": WORKER_IDENTITY, "namespace": WORKER_SA_NAMESPACE},
+        }
+    )
+    client.apply(WORKER_ROLE)
+    client.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": WORKER_ROLE["metadata"]["name"]},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": WORKER_ROLE["metadata"]["name"],
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": WORKER_IDENTITY, "namespace": WORKER_SA_NAMESPACE}
+            ],
+        }
+    )
+    token = client.api.request(
+        "POST",
+        f"/api/v1/namespaces/{WORKER_SA_NAMESPACE}/serviceaccounts/{WORKER_IDENTITY}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        },
+    )["status"]["token"]
+    return hub.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": WORKER_IDENTITY, "namespace": cluster, "labels": {MSA_LABEL: "true"}},
+            "stringData": {"token": str(token), "ca.crt": worker.ca.cert_pem.decode()},
+        }
+    )
+
+
+@dataclass
+class KueueAddon:
+    """kueue-addon's hub controller as a process against the hub (legacy Secret mode, the default).
+
+    It turns the Placement an AdmissionCheck names into the MultiKueueConfig of the same name, and
+    each cluster's token Secret into the kubeconfig Secret `kueue-system/multikueue-<cluster>` and the
+    MultiKueueCluster `<cluster>`.  It runs with the hub's admin credentials: its chart's ClusterRole
+    is checked to apply (tests/integration/test_kueue.py), but the test is about what it does.
+    """
+
+    build: KueueBuild
+    hub: KubeCluster
+    proc: Proc | None = None
+
+    def install(self) -> None:
+        """The CRDs its informers wait for (ManagedServiceAccount, ClusterPermission, ClusterProfile)."""
+        install_crds(Client(self.hub.admin_kubeconfig), self.build.addon_crds)
+
+    def start(self, timeout: float = 60) -> Proc:
+        """Start the controller and wait until it serves its health endpoint (informers synced)."""
+        port = free_port()
+        self.proc = Proc(
+            KUEUE_ADDON_CONTROLLER,
+            [
+                str(self.build.addon_controller),
+                "hub",
+                f"--kubeconfig={self.hub.admin_kubeconfig}",
+                f"--namespace={NAMESPACE}",
+                "--disable-leader-election",
+                f"--listen=127.0.0.1:{port}",
+            ],
+            self.hub.run_dir / "logs" / f"{KUEUE_ADDON_CONTROLLER}.log",
+            env={**os.environ, "KUEUE_NAMESPACE": NAMESPACE},
+        ).start()
+        wait_until(
+            lambda: _serves_https(port),
+            timeout=timeout,
+            what=f"{KUEUE_ADDON_CONTROLLER} listening on 127.0.0.1:{port}",
+            proc=self.proc,
+        )
+        return self.proc
+
+    def stop(self) -> None:
+        """Stop the process (what it wrote on the hub is the test's to delete)."""
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+
+
+def _serves_https(port: int) -> bool:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        return True

@@ -216,11 +216,18 @@ class Mission:
     scorer_proc: Proc | None = None
     gateway: TenantGateway | None = None
     helm: Path | None = None
+    # the managed clusters the steps enable, score and compare (the Kueue test uses two workers)
+    clusters: tuple[str, ...] = CLUSTERS
+    # the Placement `decision` reads: (namespace, name)
+    placement_ref: tuple[str, str] = (USER_NS, PLACEMENT)
 
     def __post_init__(self) -> None:
-        assert self.cp.hub is not None and self.cp.spoke2 is not None and self.cp.tools is not None
+        assert self.cp.hub is not None and self.cp.tools is not None
         self.hub = Client(self.cp.hub.admin_kubeconfig, timeout=10)
-        self.spokes = {"cluster1": self.hub, "cluster2": Client(self.cp.spoke2.admin_kubeconfig, timeout=10)}
+        self.spokes = {
+            c: self.hub if c == "cluster1" else Client(self.cp.clusters[c].kubeconfig, timeout=10)
+            for c in self.clusters
+        }
         self.tools = self.cp.tools
         self.work_dir = self.work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +287,7 @@ class Mission:
     def enable(self, *clusters: str) -> str:
         """`clusteradm addon enable --names dynamic-scoring --clusters ...`."""
         assert self.cp.hub is not None
-        names = ",".join(clusters or CLUSTERS)
+        names = ",".join(clusters or self.clusters)
         return clusteradm(
             self.tools, self.cp.hub.admin_kubeconfig, "addon", "enable", "--names", ADDON, "--clusters", names
         )
@@ -288,7 +295,7 @@ class Mission:
     def disable(self, *clusters: str) -> str:
         """`clusteradm addon disable --names dynamic-scoring --clusters ...`."""
         assert self.cp.hub is not None
-        names = ",".join(clusters or CLUSTERS)
+        names = ",".join(clusters or self.clusters)
         return clusteradm(
             self.tools,
             self.cp.hub.admin_kubeconfig,
@@ -346,7 +353,7 @@ class Mission:
 
         The tenant Secrets are then bound to it: its port is only known now.
         """
-        upstreams = {c: self.cp.clusters[c].prometheus_url for c in CLUSTERS}
+        upstreams = {c: self.cp.clusters[c].prometheus_url for c in self.clusters}
         missing = [c for c, url in upstreams.items() if not url]
         if missing:
             raise StartupError(f"no Prometheus for {missing}: the control plane runs without Prometheus")
@@ -470,8 +477,8 @@ class Mission:
         decisions = self.hub.items(
             CLUSTER_V1B1,
             "PlacementDecision",
-            USER_NS,
-            label_selector=f"cluster.open-cluster-management.io/placement={PLACEMENT}",
+            self.placement_ref[0],
+            label_selector=f"cluster.open-cluster-management.io/placement={self.placement_ref[1]}",
         )
         return sorted(
             d["clusterName"] for pd in decisions for d in (pd.get("status") or {}).get("decisions") or []
@@ -482,7 +489,7 @@ class Mission:
         now = dt.datetime.now(dt.UTC)
         chosen = set(self.decision())
         rows = []
-        for cluster in CLUSTERS:
+        for cluster in self.clusters:
             aps = self.aps(cluster) or {}
             status = aps.get("status") or {}
             written = [
@@ -510,8 +517,8 @@ class Mission:
         """Until both clusters have scores, `leader`'s is the higher, and the Placement chose it."""
 
         def ranked() -> bool:
-            scores = {c: s for c in CLUSTERS if (s := self.score(c)) is not None}
-            if len(scores) < len(CLUSTERS):
+            scores = {c: s for c in self.clusters if (s := self.score(c)) is not None}
+            if len(scores) < len(self.clusters):
                 return False
             top = all(scores[leader] > v for c, v in scores.items() if c != leader)
             return top and self.decision() == [leader]
@@ -526,7 +533,7 @@ class Mission:
         Polls the hub every 0.1 s: each time is when this process saw the change, so each is late
         by at most one poll (two GETs, ~10-20 ms here) after the apiserver had it.
         """
-        other = next(c for c in CLUSTERS if c != to)
+        other = next(c for c in self.clusters if c != to)
         start = time.monotonic()
         self.set_load(other, HEAVY)
         self.set_load(to, LIGHT)
@@ -548,7 +555,7 @@ class Mission:
             time.sleep(0.1)
         raise StartupError(
             f"the Placement did not choose {to} within {timeout:.0f}s of the load shift "
-            f"(scores now: {[(c, self.score(c)) for c in CLUSTERS]}, decision {self.decision()})"
+            f"(scores now: {[(c, self.score(c)) for c in self.clusters]}, decision {self.decision()})"
         )
 
     # ----------------------------------------------------------------- teardown

@@ -800,10 +800,16 @@ class Runner:
         image_pattern: str,
         extra_env: dict[str, str] | None = None,
         mode: str = "process",
+        clusters_dir: Path | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
-        self.clusters = clusters
+        self.fixed_clusters = list(clusters)
+        self.clusters = list(clusters)
+        # clusters added and removed while the runner runs (a test's extra managed cluster): one
+        # file per cluster, named for it, holding its kubeconfig's path; re-read on every pass
+        self.clusters_dir = clusters_dir
+        self._added: dict[str, Cluster] = {}
         self.extra_env = dict(extra_env or {})
         self.mode = mode
         # Labels this runner's containers, so that a restarted runner removes what it left.
@@ -825,8 +831,35 @@ class Runner:
         containers = deploy["spec"]["template"].get("spec", {}).get("containers", [])
         return bool(containers) and bool(self.image.search(containers[0].get("image", "")))
 
+    def _refresh_clusters(self) -> None:
+        """Serve the clusters of `clusters_dir` besides the fixed ones; a removed file drops its cluster."""
+        if self.clusters_dir is None:
+            return
+        wanted: dict[str, Path] = {}
+        with contextlib.suppress(FileNotFoundError):
+            for f in self.clusters_dir.iterdir():
+                if not f.name.startswith("."):
+                    wanted[f.name] = Path(f.read_text().strip())
+        for name in list(self._added):
+            if wanted.get(name) != self._added[name].kubeconfig:
+                log.info("cluster %s removed; its processes stop", name)
+                del self._added[name]
+        for name, kubeconfig in wanted.items():
+            if name not in self._added:
+                try:
+                    self._added[name] = Cluster(name, kubeconfig)
+                except Exception as exc:  # a half-written kubeconfig: tried again on the next pass
+                    log.warning("cluster %s (%s) not served yet: %s", name, kubeconfig, exc)
+                    continue
+                log.info("serving cluster %s too (%s)", name, kubeconfig)
+        self.clusters = [*self.fixed_clusters, *self._added.values()]
+        tmp = self.state_dir / "clusters.tmp"
+        tmp.write_text("\n".join(c.name for c in self.clusters) + "\n")
+        tmp.replace(self.state_dir / "clusters")
+
     def sync_once(self) -> None:
         """One pass over every cluster."""
+        self._refresh_clusters()
         seen: set[tuple[str, str, str]] = set()
         for cluster in self.clusters:
             try:
@@ -1000,6 +1033,12 @@ def exec_pod(spec_path: Path) -> None:
     "console scripts (quick local iteration, no image needed).",
 )
 @click.option(
+    "--clusters-dir",
+    type=click.Path(path_type=Path),
+    help="Also serve the clusters of this directory (file NAME holds a kubeconfig path), re-read "
+    "on every pass: clusters a test adds or removes while the runner runs.",
+)
+@click.option(
     "--extra-env",
     "extra_env",
     multiple=True,
@@ -1013,6 +1052,7 @@ def cli(
     clusters: tuple[str, ...],
     image_pattern: str,
     mode: str,
+    clusters_dir: Path | None,
     extra_env: tuple[str, ...],
 ) -> None:
     """Run this project's Deployments as local processes (a kubelet stand-in for tests)."""
@@ -1038,7 +1078,7 @@ def cli(
         if not sep or not name:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--extra-env")
         env[name] = value
-    runner = Runner(parsed, state_dir, image_pattern, env, mode)
+    runner = Runner(parsed, state_dir, image_pattern, env, mode, clusters_dir)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: runner.stop_event.set())
     runner.run()

@@ -152,10 +152,14 @@ def test_kueue_addons_admission_check_and_a_multikueue_config_round_trip(hub: Ku
 
 
 def test_the_kueue_sample_is_valid_v1beta2_for_kueue_itself(hub: Kubectl) -> None:
-    """samples/kueue/multikueue.yaml passes Kueue's own schema, strictly (no unknown field)."""
+    """samples/kueue/ (hub and worker side) passes Kueue's own schema, strictly (no unknown field)."""
     sample = SAMPLES / "kueue" / "multikueue.yaml"
     out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(sample))
     for kind in ("resourceflavor", "admissioncheck", "clusterqueue", "localqueue"):
+        assert kind in out, out
+    worker = SAMPLES / "kueue" / "worker.yaml"
+    out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(worker))
+    for kind in ("resourceflavor", "clusterqueue", "localqueue"):
         assert kind in out, out
     # and a field of the old v1beta1 API is refused, so this check can fail
     old = [d for d in yaml.safe_load_all(sample.read_text()) if d and d["kind"] == "ClusterQueue"]

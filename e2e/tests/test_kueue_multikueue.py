@@ -1,0 +1,325 @@
+"""A Job MultiKueue dispatches to the worker our scores picked, through OCM's kueue-addon.
+
+The whole path, on the session's control plane with a third managed cluster added for it:
+
+* our addon installed as users install it (`helm install`, `clusteradm addon enable` on the two
+  workers), the sample CPU scorer registered as a DynamicScorer, each worker's agent scoring it
+  from its own Prometheus;
+* Kueue v0.16.9 with its webhooks as the MultiKueue manager on the hub and as the worker on
+  cluster2 and cluster3 (`samples/kueue/worker.yaml`); the hub's own cluster, labelled
+  `local-cluster` as OCM labels a self-managed hub, is left out by the sample Placement;
+* kueue-addon's hub controller (addon-contrib f5844b98), turning the sample Placement's decision
+  into the MultiKueueConfig, and each worker's token Secret into a MultiKueueCluster.  The token
+  Secrets are what the managed-serviceaccount addon would sync back; the fixture writes them
+  (`e2e.kueue.worker_token_secret`), as docs/samples.md says.
+
+A Job submitted to the sample LocalQueue on the hub is admitted there and its copy admitted by the
+chosen worker's Kueue (no pod runs: there is no kubelet).  Then the load shifts, the scores and the
+decision flip, and the next Job lands on the other worker.  Each step waits on conditions and its
+time is printed (`-s` shows them) and kept in `TIMINGS` for the docs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dynamic_scoring.kube.api import JSON, MERGE_PATCH
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.kueue import NAMESPACE as KUEUE_NS
+from e2e.kueue import WORKER_IDENTITY, KueueAddon, KueueManager, kueue_build, worker_token_secret
+from e2e.mission import ADDON_V1A1, NAMESPACE, SAMPLE_CONFIG, Mission, sample_documents
+from e2e.procs import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.own_install]
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples" / "kueue"
+ADDON = "dynamic-scoring"
+WORKERS = ("cluster2", "cluster3")
+EXTRA = "cluster3"
+HUB_CLUSTER = "cluster1"
+LOCAL_CLUSTER = "local-cluster"
+PLACEMENT = "least-loaded"
+KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
+JOB_NS = "default"
+INTERVAL, WINDOW = 2, 5
+HEAVY, LIGHT = 3.4, 0.4
+TIMINGS: dict[str, float] = {}
+MSA_V1B1 = "authentication.open-cluster-management.io/v1beta1"
+CLUSTER_PERMISSION_V1A1 = "rbac.open-cluster-management.io/v1alpha1"
+
+
+@dataclass
+class Fleet:
+    """What the steps need: the mission's handles, a client per worker, and the Jobs submitted."""
+
+    m: Mission
+    hub: Client
+    workers: dict[str, Client]
+    jobs: list[str] = field(default_factory=list)
+
+    def note(self, what: str, seconds: float) -> None:
+        TIMINGS[what] = seconds
+        print(f"[kueue] {what}: {seconds:.1f}s", flush=True)
+
+    def multikueue_clusters(self) -> list[str]:
+        config = self.hub.find(KUEUE_V1B2, "MultiKueueConfig", PLACEMENT)
+        return list(((config or {}).get("spec") or {}).get("clusters") or [])
+
+    def cluster_active(self, name: str) -> bool:
+        return condition(self.hub.find(KUEUE_V1B2, "MultiKueueCluster", name), "Active") == "True"
+
+    def submit(self) -> str:
+        """`kubectl create -f samples/kueue/job.yaml` (it has a generateName); returns the name."""
+        [job] = sample_documents(SAMPLES / "job.yaml")
+        created = self.hub.api.request("POST", f"/apis/batch/v1/namespaces/{JOB_NS}/jobs", body=job)
+        name = str(created["metadata"]["name"])
+        assert created["spec"]["suspend"] is True
+        # Kueue's webhook hands the Job to MultiKueue, so the hub's job controller leaves it alone
+        assert created["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue", created["spec"]
+        self.jobs.append(name)
+        return name
+
+    def hub_workload(self, job: str) -> JSON | None:
+        for wl in self.hub.items(KUEUE_V1B2, "Workload", JOB_NS):
+            if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences") or []):
+                return wl
+        return None
+
+    def landed(self, job: str) -> str | None:
+        """The worker the hub's Workload was dispatched to, once admitted there and on the hub."""
+        wl = self.hub_workload(job)
+        if wl is None or condition(wl, "Admitted") != "True":
+            return None
+        return str((wl.get("status") or {}).get("clusterName") or "") or None
+
+    def copy_on(self, worker: str, job: str) -> JSON | None:
+        return self.workers[worker].find("batch/v1", "Job", job, JOB_NS)
+
+
+def condition(obj: JSON | None, kind: str) -> str | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return str(c["status"])
+    return None
+
+
+def label_cluster(hub: Client, name: str, value: str | None) -> None:
+    hub.api.request(
+        "PATCH",
+        f"/apis/cluster.open-cluster-management.io/v1/managedclusters/{name}",
+        body={"metadata": {"labels": {LOCAL_CLUSTER: value}}},
+        content_type=MERGE_PATCH,
+    )
+
+
+def apply_file(client: Client, path: Path) -> list[JSON]:
+    return [client.apply(doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def delete_docs(client: Client, path: Path) -> None:
+    for doc in reversed([d for d in yaml.safe_load_all(path.read_text()) if d]):
+        meta = doc["metadata"]
+        client.delete(doc["apiVersion"], doc["kind"], meta["name"], meta.get("namespace"))
+
+
+@pytest.fixture(scope="module")
+def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    cp = control_plane
+    if not cp.with_prometheus:
+        pytest.skip("needs the per-cluster Prometheus servers (DS_E2E_PROMETHEUS=1)")
+    assert cp.hub is not None and cp.spoke2 is not None
+    build = kueue_build()
+    hub = Client(cp.hub.admin_kubeconfig, timeout=10)
+    with contextlib.ExitStack() as undo:
+        started = time.monotonic()
+        cp.add_cluster(EXTRA, load_cores=(HEAVY / 2, HEAVY / 2))
+        undo.callback(cp.remove_cluster, EXTRA)
+        label_cluster(hub, HUB_CLUSTER, "true")
+        undo.callback(label_cluster, hub, HUB_CLUSTER, None)
+        m = Mission(
+            cp,
+            progress=print,
+            interval=INTERVAL,
+            window=WINDOW,
+            work_dir=tmp_path_factory.mktemp("kueue-mission"),
+            clusters=WORKERS,
+            placement_ref=(KUEUE_NS, PLACEMENT),
+        )
+        fleet = Fleet(m, hub, {c: Client(cp.clusters[c].kubeconfig, timeout=10) for c in WORKERS})
+        loads = {c: m.load_file(c).read() for c in WORKERS}
+        for c in WORKERS:
+            undo.callback(m.load_file(c).write, loads[c])
+        m.set_load("cluster2", LIGHT)
+        m.set_load(EXTRA, HEAVY)
+
+        # our addon, as a user installs it
+        undo.callback(uninstall_addon, m)
+        m.tenant_secrets()
+        m.install()
+        m.enable()
+        undo.callback(m.stop_local)
+        m.start_gateway()
+        base = m.start_scorer()
+        hub.apply(m.dynamic_scorer(base))
+        for doc in sample_documents(SAMPLE_CONFIG):
+            hub.apply(doc)
+
+        # Kueue on the hub (MultiKueue manager) and on each worker
+        managers = {"hub": KueueManager(build, cp.hub)}
+        managers |= {c: KueueManager(build, cp.spoke2 if c == "cluster2" else cp.extra[c]) for c in WORKERS}
+        for manager in managers.values():
+            manager.install()
+            undo.callback(manager.stop)
+            manager.start()
+        undo.callback(uninstall_kueue_crds, cp, build)
+        for client in fleet.workers.values():
+            apply_file(client, SAMPLES / "worker.yaml")
+            undo.callback(delete_docs, client, SAMPLES / "worker.yaml")
+
+        # kueue-addon, and the worker tokens the managed-serviceaccount addon would have synced
+        addon = KueueAddon(build, cp.hub)
+        addon.install()
+        for c in WORKERS:
+            worker_token_secret(hub, cp.extra.get(c) or cp.spoke2, c)
+            undo.callback(hub.delete, "v1", "Secret", WORKER_IDENTITY, c)
+        undo.callback(clean_kueue_addon_objects, hub)
+        undo.callback(addon.stop)
+        addon.start()
+
+        # the samples: Placement (kueue-system), then the hub's queues and admission checks
+        apply_file(hub, SAMPLES / "placement.yaml")
+        undo.callback(delete_docs, hub, SAMPLES / "placement.yaml")
+        apply_file(hub, SAMPLES / "multikueue.yaml")
+        undo.callback(delete_docs, hub, SAMPLES / "multikueue.yaml")
+        undo.callback(delete_jobs, fleet)
+        fleet.note("setup (cluster3, addon, 3 Kueues, kueue-addon)", time.monotonic() - started)
+        yield fleet
+
+
+def uninstall_addon(m: Mission) -> None:
+    for c in m.clusters:
+        if m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, c) is not None:
+            m.disable(c)
+    wait_until(
+        lambda: all(m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, c) is None for c in m.clusters),
+        timeout=90,
+        what="the addon disabled on both workers",
+    )
+    m.run_helm("uninstall", "dynamic-scoring", "--namespace", NAMESPACE, "--ignore-not-found")
+    m.hub.delete("v1", "Namespace", NAMESPACE)
+    gone = f"namespace {NAMESPACE} gone"
+    wait_until(lambda: m.hub.find("v1", "Namespace", NAMESPACE) is None, timeout=90, what=gone)
+
+
+def delete_jobs(fleet: Fleet) -> None:
+    """The test's Jobs and their Workloads, on the hub and on the workers, while Kueue still runs."""
+    for job in fleet.jobs:
+        for client in (fleet.hub, *fleet.workers.values()):
+            client.delete("batch/v1", "Job", job, JOB_NS)
+    for client in (fleet.hub, *fleet.workers.values()):
+        wait_until(
+            lambda c=client: not c.items(KUEUE_V1B2, "Workload", JOB_NS),  # type: ignore[misc]
+            timeout=60,
+            what="the test's Workloads deleted",
+        )
+
+
+def clean_kueue_addon_objects(hub: Client) -> None:
+    """What kueue-addon created: per-cluster ManagedServiceAccounts, ClusterPermissions, kubeconfigs."""
+    for mc in hub.items("cluster.open-cluster-management.io/v1", "ManagedCluster"):
+        c = mc["metadata"]["name"]
+        hub.delete(MSA_V1B1, "ManagedServiceAccount", WORKER_IDENTITY, c)
+        hub.delete(CLUSTER_PERMISSION_V1A1, "ClusterPermission", WORKER_IDENTITY, c)
+        hub.delete("v1", "Secret", f"multikueue-{c}", KUEUE_NS)
+    for kind in ("MultiKueueCluster", "MultiKueueConfig"):
+        for obj in hub.items(KUEUE_V1B2, kind):
+            hub.delete(KUEUE_V1B2, kind, obj["metadata"]["name"])
+
+
+def uninstall_kueue_crds(cp: ControlPlane, build: Any) -> None:
+    """Kueue's CRDs off the hub and cluster2 (cluster3 goes as a whole), after every Kueue object."""
+    names = [
+        doc["metadata"]["name"]
+        for path in build.kueue_crds
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    ]
+    assert cp.hub is not None and cp.spoke2 is not None
+    for kubeconfig in (cp.hub.admin_kubeconfig, cp.spoke2.admin_kubeconfig):
+        client = Client(kubeconfig)
+        for name in names:
+            client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+
+
+def wait_target(fleet: Fleet, target: str, timeout: float) -> None:
+    """The decision, then the MultiKueueConfig, name `target`, whose MultiKueueCluster is connected."""
+    fleet.m.wait_ranked(target, timeout=timeout)
+    wait_until(
+        lambda: fleet.multikueue_clusters() == [target] and fleet.cluster_active(target),
+        timeout=60,
+        what=f"MultiKueueConfig {PLACEMENT} naming only {target}, its MultiKueueCluster Active",
+    )
+
+
+def dispatch(fleet: Fleet, target: str) -> str:
+    """Submit the sample Job; it must be admitted on the hub and its copy admitted on `target` only."""
+    start = time.monotonic()
+    job = fleet.submit()
+    landed = wait_until(lambda: fleet.landed(job), timeout=90, what=f"Job {job} admitted through MultiKueue")
+    fleet.note(f"Job submitted -> admitted on {target}", time.monotonic() - start)
+    assert landed == target, f"dispatched to {landed}, the Placement chose {target}"
+    copy = fleet.copy_on(target, job)
+    assert copy is not None, f"no copy of {job} on {target}"
+    # admitted by the worker's Kueue: it unsuspended the copy; the origin label marks it as MultiKueue's
+    assert copy["spec"].get("suspend") is False, copy["spec"]
+    assert copy["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), copy["metadata"]["labels"]
+    on_worker = fleet.workers[target].items(KUEUE_V1B2, "Workload", JOB_NS)
+    worker_wl = [w for w in on_worker if condition(w, "Admitted") == "True"]
+    assert worker_wl, f"no admitted Workload on {target}"
+    other = next(c for c in WORKERS if c != target)
+    assert fleet.copy_on(other, job) is None, f"{job} was copied to {other} too"
+    return job
+
+
+def test_the_sample_placement_leaves_the_hub_out_and_kueue_addon_follows_its_decision(fleet: Fleet) -> None:
+    start = time.monotonic()
+    wait_target(fleet, "cluster2", timeout=180)
+    fleet.note("scores -> decision -> MultiKueueConfig (first)", time.monotonic() - start)
+    check = fleet.hub.get(KUEUE_V1B2, "AdmissionCheck", PLACEMENT)
+    assert condition(check, "Active") == "True", check.get("status")
+    # the hub's own cluster is never a candidate, whatever it scores
+    assert HUB_CLUSTER not in fleet.m.decision()
+
+
+def test_a_job_lands_on_the_least_loaded_worker(fleet: Fleet) -> None:
+    wait_target(fleet, "cluster2", timeout=120)
+    dispatch(fleet, "cluster2")
+
+
+def test_when_the_scores_flip_the_next_job_lands_on_the_other_worker(fleet: Fleet) -> None:
+    wait_target(fleet, "cluster2", timeout=120)
+    flip = fleet.m.shift(EXTRA, timeout=180)
+    fleet.note("load shift -> scores crossed", flip.scores_crossed)
+    fleet.note("load shift -> decision", flip.decided)
+    start = time.monotonic()
+    wait_until(
+        lambda: fleet.multikueue_clusters() == [EXTRA] and fleet.cluster_active(EXTRA),
+        timeout=60,
+        what=f"MultiKueueConfig following the decision to {EXTRA}",
+    )
+    fleet.note("decision -> MultiKueueConfig", time.monotonic() - start)
+    dispatch(fleet, EXTRA)
+    fleet.note("load shift -> Job landed on the new worker", time.monotonic() - start + flip.decided)
+    # the first Job stays where it was dispatched
+    first = fleet.jobs[0]
+    assert fleet.landed(first) == "cluster2"
