@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -35,9 +34,16 @@ from dynamic_scoring.kube.api import JSON, MERGE_PATCH
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.kueue import NAMESPACE as KUEUE_NS
-from e2e.kueue import WORKER_IDENTITY, KueueAddon, KueueManager, kueue_build, worker_token_secret
+from e2e.kueue import (
+    WORKER_IDENTITY,
+    KueueAddon,
+    KueueBuild,
+    KueueManager,
+    kueue_build,
+    worker_token_secret,
+)
 from e2e.mission import ADDON_V1A1, NAMESPACE, SAMPLE_CONFIG, Mission, sample_documents
-from e2e.procs import wait_until
+from e2e.procs import Proc, listening_addresses, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.own_install]
 
@@ -66,6 +72,7 @@ class Fleet:
     hub: Client
     workers: dict[str, Client]
     jobs: list[str] = field(default_factory=list)
+    processes: list[Proc] = field(default_factory=list)  # the three Kueues and kueue-addon
 
     def note(self, what: str, seconds: float) -> None:
         TIMINGS[what] = seconds
@@ -180,7 +187,7 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         for manager in managers.values():
             manager.install()
             undo.callback(manager.stop)
-            manager.start()
+            fleet.processes.append(manager.start())
         undo.callback(uninstall_kueue_crds, cp, build)
         for client in fleet.workers.values():
             apply_file(client, SAMPLES / "worker.yaml")
@@ -188,13 +195,14 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
 
         # kueue-addon, and the worker tokens the managed-serviceaccount addon would have synced
         addon = KueueAddon(build, cp.hub)
+        undo.callback(delete_crds, hub, build.addon_crds)
         addon.install()
         for c in WORKERS:
             worker_token_secret(hub, cp.extra.get(c) or cp.spoke2, c)
             undo.callback(hub.delete, "v1", "Secret", WORKER_IDENTITY, c)
         undo.callback(clean_kueue_addon_objects, hub)
         undo.callback(addon.stop)
-        addon.start()
+        fleet.processes.append(addon.start())
 
         # the samples: Placement (kueue-system), then the hub's queues and admission checks
         apply_file(hub, SAMPLES / "placement.yaml")
@@ -246,19 +254,19 @@ def clean_kueue_addon_objects(hub: Client) -> None:
             hub.delete(KUEUE_V1B2, kind, obj["metadata"]["name"])
 
 
-def uninstall_kueue_crds(cp: ControlPlane, build: Any) -> None:
+def delete_crds(client: Client, paths: tuple[Path, ...]) -> None:
+    """Delete the CRDs of `paths` (after every object of theirs with a finalizer is gone)."""
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", doc["metadata"]["name"])
+
+
+def uninstall_kueue_crds(cp: ControlPlane, build: KueueBuild) -> None:
     """Kueue's CRDs off the hub and cluster2 (cluster3 goes as a whole), after every Kueue object."""
-    names = [
-        doc["metadata"]["name"]
-        for path in build.kueue_crds
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc and doc.get("kind") == "CustomResourceDefinition"
-    ]
     assert cp.hub is not None and cp.spoke2 is not None
     for kubeconfig in (cp.hub.admin_kubeconfig, cp.spoke2.admin_kubeconfig):
-        client = Client(kubeconfig)
-        for name in names:
-            client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+        delete_crds(Client(kubeconfig), build.kueue_crds)
 
 
 def wait_target(fleet: Fleet, target: str, timeout: float) -> None:
@@ -299,6 +307,15 @@ def test_the_sample_placement_leaves_the_hub_out_and_kueue_addon_follows_its_dec
     assert condition(check, "Active") == "True", check.get("status")
     # the hub's own cluster is never a candidate, whatever it scores
     assert HUB_CLUSTER not in fleet.m.decision()
+
+
+def test_kueue_and_kueue_addon_listen_on_loopback_only(fleet: Fleet) -> None:
+    """Read from the kernel: a listener one of them opens by default, not set by a flag, shows too."""
+    for proc in fleet.processes:
+        assert proc.pid is not None and proc.alive, proc.name
+        addresses = listening_addresses({proc.pid})
+        assert addresses, f"{proc.name} listens on nothing"
+        assert {host for host, _ in addresses} == {"127.0.0.1"}, (proc.name, addresses)
 
 
 def test_a_job_lands_on_the_least_loaded_worker(fleet: Fleet) -> None:
