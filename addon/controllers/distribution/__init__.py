@@ -360,6 +360,13 @@ class Distribution:
             # the watch has not delivered our last write yet: compare with what the apiserver answered,
             # or a plan run in between would make us send the same patch twice
             have = written[1]
+        mca = self.caches.addons.get(f"{cluster}/{ADDON_NAME}")
+        if want is not None and (mca is None or _deleting(mca)):
+            # The plan predates the MCA's deletion: a plan woken by an MCA waits
+            # FLEET_PLAN_DELAY_SECONDS, and meanwhile OCM deletes the addon's labelled works.  Writing
+            # `want` now would re-create the work OCM just withdrew, and a work deleted before the work
+            # agent adds its finalizer leaves its ConfigMap behind on the cluster.  That plan withdraws it.
+            return
         if want is None:
             with self._lock:
                 self._written.pop(cluster, None)

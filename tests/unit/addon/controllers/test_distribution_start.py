@@ -152,3 +152,25 @@ def test_probed_scorers_do_not_hold_the_first_plan() -> None:
     logic, _, queued, _ = _first_plan_setup(_scorer("known", {"healthStatus": "Active"}))
     logic.reconcile(PLAN_KEY)
     assert logic.plans == 1 and queued == [WORK_KEY_PREFIX + "cluster1"]
+
+
+def test_a_work_withdrawn_by_ocm_before_the_delayed_plan_is_not_written_again() -> None:
+    """Disable: the MCA turns deleting, OCM deletes the addon's labelled works, and the plan that
+    would withdraw ours runs only FLEET_PLAN_DELAY_SECONDS later.  A work key in between (the work's
+    delete event) must not re-create the work from the older plan: a work deleted before the work
+    agent adds its finalizer leaves its ConfigMap on the cluster."""
+    logic, writes, queued, _ = _first_plan_setup(_scorer("ready", {"healthStatus": "Active"}))
+    logic.reconcile(PLAN_KEY)
+    assert queued == [WORK_KEY_PREFIX + "cluster1"]
+    logic.reconcile(queued.pop())
+    assert writes.calls == [("ensure", f"cluster1/{WORK_NAME}")]  # written while the MCA is there
+
+    mca = logic.caches.addons.get("cluster1/dynamic-scoring")
+    assert mca is not None
+    mca["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:01Z"  # the MCA event; its plan waits
+    logic.reconcile(WORK_KEY_PREFIX + "cluster1")  # OCM deleted the work: the cache has none
+    assert writes.calls == [("ensure", f"cluster1/{WORK_NAME}")]  # nothing more
+
+    del logic.caches.addons.objects["cluster1/dynamic-scoring"]  # type: ignore[attr-defined]
+    logic.reconcile(WORK_KEY_PREFIX + "cluster1")  # the MCA is gone before the plan ran
+    assert writes.calls == [("ensure", f"cluster1/{WORK_NAME}")]
