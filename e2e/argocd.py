@@ -209,15 +209,7 @@ class AppSetController:
     # ---------------------------------------------------------------- run
     def start(self, timeout: float = 90) -> Proc:
         """Run the controller as its ServiceAccount and wait until its reconciler has started."""
-        token = self.hub.api.request(
-            "POST",
-            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{CONTROLLER}/token",
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": TOKEN_SECONDS},
-            },
-        )["status"]["token"]
+        token = self.hub.service_account_token(NAMESPACE, CONTROLLER, TOKEN_SECONDS)
         kubeconfig = write_kubeconfig(
             self.work_dir / f"{CONTROLLER}.kubeconfig",
             server=self.hub_server,

@@ -318,6 +318,19 @@ class Client:
         items: list[JSON] = self.api.request("GET", path, query=query).get("items", [])
         return items
 
+    def service_account_token(self, namespace: str, name: str, seconds: int) -> str:
+        """A token for the ServiceAccount from the TokenRequest API, valid for `seconds`."""
+        answer = self.api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds},
+            },
+        )
+        return str(answer["status"]["token"])
+
     def apply(self, obj: JSON) -> JSON:
         """Server-side apply of one object, taking over fields others set (as `--force-conflicts`)."""
         info, namespace, name = self._info(obj)

@@ -23,7 +23,8 @@ import yaml
 
 from dynamic_scoring.kube.api import JSON
 from e2e.kube import Client, KubeCluster
-from e2e.procs import Proc, free_port, wait_until
+from e2e.ocm import install_crds
+from e2e.procs import Proc, free_port, port_in_use, wait_until
 from e2e.tools import component_dirs
 
 KUEUE_MANAGER = "kueue-manager"
@@ -64,24 +65,6 @@ def kueue_build() -> KueueBuild:
 
 
 NAMESPACE = "kueue-system"
-
-
-def install_crds(client: Client, paths: tuple[Path, ...], timeout: float = 60) -> list[str]:
-    """Apply the CRDs of `paths` and wait until each is Established; returns their names."""
-    names = []
-    for path in paths:
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                client.apply(doc)
-                names.append(str(doc["metadata"]["name"]))
-
-    def established(name: str) -> bool:
-        crd = client.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
-        conds = (crd.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-    wait_until(lambda: all(established(n) for n in names), timeout=timeout, what=f"CRDs {names} Established")
-    return names
 
 
 # Kueue's webhooks the harness installs: those for Kueue's own kinds and for batch/v1 Jobs, the one
@@ -282,15 +265,7 @@ def worker_token_secret(hub: Client, worker: KubeCluster, cluster: str, seconds:
             ],
         }
     )
-    token = client.api.request(
-        "POST",
-        f"/api/v1/namespaces/{WORKER_SA_NAMESPACE}/serviceaccounts/{WORKER_IDENTITY}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": seconds},
-        },
-    )["status"]["token"]
+    token = client.service_account_token(WORKER_SA_NAMESPACE, WORKER_IDENTITY, seconds)
     return hub.apply(
         {
             "apiVersion": "v1",
@@ -336,7 +311,7 @@ class KueueAddon:
             env={**os.environ, "KUEUE_NAMESPACE": NAMESPACE},
         ).start()
         wait_until(
-            lambda: _serves_https(port),
+            lambda: port_in_use(port),
             timeout=timeout,
             what=f"{KUEUE_ADDON_CONTROLLER} listening on 127.0.0.1:{port}",
             proc=self.proc,
@@ -348,10 +323,3 @@ class KueueAddon:
         if self.proc is not None:
             self.proc.stop()
             self.proc = None
-
-
-def _serves_https(port: int) -> bool:
-    import socket
-
-    with socket.create_connection(("127.0.0.1", port), timeout=2):
-        return True

@@ -810,6 +810,7 @@ class Runner:
         # file per cluster, named for it, holding its kubeconfig's path; re-read on every pass
         self.clusters_dir = clusters_dir
         self._added: dict[str, Cluster] = {}
+        self._listed = False
         self.extra_env = dict(extra_env or {})
         self.mode = mode
         # Labels this runner's containers, so that a restarted runner removes what it left.
@@ -840,10 +841,12 @@ class Runner:
             for f in self.clusters_dir.iterdir():
                 if not f.name.startswith("."):
                     wanted[f.name] = Path(f.read_text().strip())
+        changed = not self._listed  # a restarted runner writes its list once, whatever a predecessor left
         for name in list(self._added):
             if wanted.get(name) != self._added[name].kubeconfig:
                 log.info("cluster %s removed; its processes stop", name)
                 del self._added[name]
+                changed = True
         for name, kubeconfig in wanted.items():
             if name not in self._added:
                 try:
@@ -852,10 +855,14 @@ class Runner:
                     log.warning("cluster %s (%s) not served yet: %s", name, kubeconfig, exc)
                     continue
                 log.info("serving cluster %s too (%s)", name, kubeconfig)
+                changed = True
+        if not changed:
+            return
         self.clusters = [*self.fixed_clusters, *self._added.values()]
         tmp = self.state_dir / "clusters.tmp"
         tmp.write_text("\n".join(c.name for c in self.clusters) + "\n")
         tmp.replace(self.state_dir / "clusters")
+        self._listed = True
 
     def sync_once(self) -> None:
         """One pass over every cluster."""

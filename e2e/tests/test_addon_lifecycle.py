@@ -442,15 +442,7 @@ def test_ocm_reads_our_status_through_the_v1beta1_conversion_where_it_is_served(
 def test_agent_identity_on_the_managed_cluster_is_least_privilege(env: Env, tmp_path: Path) -> None:
     cluster = "cluster2"
     spoke = env.spokes[cluster]
-    token = spoke.api.request(
-        "POST",
-        f"/api/v1/namespaces/{INSTALL_NS}/serviceaccounts/{AGENT}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        },
-    )["status"]["token"]
+    token = spoke.service_account_token(INSTALL_NS, AGENT, 600)
     agent = KubeAPI(kubeconfig_with_token(env.kubeconfigs[cluster], token, tmp_path / "agent.kubeconfig"))
     ns = f"/api/v1/namespaces/{INSTALL_NS}"
 

@@ -66,13 +66,20 @@ CLUSTER_PERMISSION_V1A1 = "rbac.open-cluster-management.io/v1alpha1"
 
 @dataclass
 class Fleet:
-    """What the steps need: the mission's handles, a client per worker, and the Jobs submitted."""
+    """What the steps need: the mission's handles and the Jobs submitted."""
 
     m: Mission
-    hub: Client
-    workers: dict[str, Client]
     jobs: list[str] = field(default_factory=list)
     processes: list[Proc] = field(default_factory=list)  # the three Kueues and kueue-addon
+
+    @property
+    def hub(self) -> Client:
+        return self.m.hub
+
+    @property
+    def workers(self) -> dict[str, Client]:
+        """A client per worker: the mission's, which has one per cluster it enables."""
+        return self.m.spokes
 
     def note(self, what: str, seconds: float) -> None:
         TIMINGS[what] = seconds
@@ -162,7 +169,7 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             clusters=WORKERS,
             placement_ref=(KUEUE_NS, PLACEMENT),
         )
-        fleet = Fleet(m, hub, {c: Client(cp.clusters[c].kubeconfig, timeout=10) for c in WORKERS})
+        fleet = Fleet(m)
         loads = {c: m.load_file(c).read() for c in WORKERS}
         for c in WORKERS:
             undo.callback(m.load_file(c).write, loads[c])
