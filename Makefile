@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue and kueue-addon
-	e2e/build-tools.sh argocd actionlint kueue kueue-addon
+tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon and the upstream Go addon
+	e2e/build-tools.sh argocd actionlint kueue kueue-addon upstream
 	e2e/build-otelcol.sh
 
 tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1 and v1.2.1, clusteradm): all the demo needs

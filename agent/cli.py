@@ -36,6 +36,7 @@ from agent.source.otlp.store import LabelLimits, SeriesStore
 from agent.source.otlp.telemetry import OtlpTelemetry
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.score_size import MAX_SCORE_BYTES, MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 
 log = logging.getLogger("agent")
 
@@ -336,6 +337,14 @@ async def run_agent(
     "--max-concurrent-cycles", type=click.IntRange(min=1), default=8, help="Scoring cycles running at once."
 )
 @click.option(
+    "--max-score-bytes",
+    type=click.IntRange(min=MIN_SCORE_BYTES_SETTING, max=MAX_SCORE_BYTES_SETTING),
+    default=MAX_SCORE_BYTES,
+    show_default=True,
+    help="Largest JSON of one AddOnPlacementScore's scores; larger fail the cycle (ScorerTooManyResults). "
+    "The default fits etcd's default 1.5 MiB request limit: raise it only where the hub's etcd allows more.",
+)
+@click.option(
     "--watch-down-limit-seconds",
     type=click.FloatRange(min=1),
     default=WATCH_DOWN_LIMIT_SECONDS,
@@ -430,6 +439,7 @@ def main(
     config_map: str,
     lease_renew_seconds: float,
     max_concurrent_cycles: int,
+    max_score_bytes: int,
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
     owner_deployment: str | None,
@@ -493,6 +503,7 @@ def main(
     )
     settings = AgentSettings(
         max_concurrent_cycles=max_concurrent_cycles,
+        max_score_bytes=max_score_bytes,
         extra_ca_files=(*AgentSettings().extra_ca_files, *ca_bundle_from_env(os.environ)),
         proxies=proxy_settings_from_env(os.environ),
     )

@@ -39,6 +39,7 @@ from agent.source.otlp.selection import Selector, SelectorError, from_spec, pars
 from agent.source.placeholders import PlaceholderError, check_query
 from agent.source.splitting import split_queries
 from dynamic_scoring.naming import aps_name
+from dynamic_scoring.score_size import MAX_SCORE_BYTES
 from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SourceSpec, display_name
 
 
@@ -96,6 +97,8 @@ class ScorerPlan:
     aps_name: str
     timeout_seconds: float
     """Per-request timeout: ``timeoutSeconds`` or the agent default, never more than the interval."""
+    max_score_bytes: int = MAX_SCORE_BYTES
+    """Largest JSON of the scores written: the agent's limit, or the summary's ``maxScoreBytes`` if lower."""
 
     @property
     def score_name(self) -> str:
@@ -290,6 +293,7 @@ def plan_summary(summary: ScorerSummary, settings: AgentSettings | None = None) 
         dimension_format=summary.score_dimension_format or DEFAULT_FORMAT,
         aps_name=aps_name(summary.score_name),
         timeout_seconds=min(wanted, float(summary.scoring_interval)),
+        max_score_bytes=min(settings.max_score_bytes, summary.max_score_bytes or settings.max_score_bytes),
     )
 
 

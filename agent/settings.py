@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.proxy import ProxySettings
+from dynamic_scoring.score_size import MAX_SCORE_BYTES
 
 MIB = 1024 * 1024
 
@@ -45,9 +46,12 @@ class AgentSettings:
             always further bounded by the time left in the scorer's interval.
         max_response_bytes: largest scoring-API response body accepted (read incrementally; the
             decompressed size counts).
-        max_results: most results one scoring-API answer may hold.  An APS with 4,096 items of
-            253-character names is about 1.2 MB, inside etcd's 1.5 MiB object limit; 100,000 made
-            every APS write fail with HTTP 413 and grew ``/metrics`` to 16 MB.
+        max_score_bytes: largest JSON of one AddOnPlacementScore's ``status.scores`` the agent
+            writes (``dynamic_scoring.score_size``: what a default hub's etcd can store); a scorer
+            whose items are larger fails its cycle with ``ScorerTooManyResults`` before the write.
+            An answer with more results than could fit with the shortest names is refused before
+            its results are validated or exported.  A summary's ``maxScoreBytes`` lowers it for
+            that scorer.
         max_source_bytes: largest Prometheus response body accepted, per query, after
             decompression.  32 MiB is twice the 17 MB of the benchmark's 10,000 series x 60 points.
         max_source_bytes_per_cycle: the bodies of all queries of one cycle together; they are held
@@ -69,7 +73,7 @@ class AgentSettings:
     max_concurrent_cycles: int = 8
     default_timeout_seconds: float = 30.0
     max_response_bytes: int = 8 * MIB
-    max_results: int = 4096
+    max_score_bytes: int = MAX_SCORE_BYTES
     max_source_bytes: int = 32 * MIB
     max_source_bytes_per_cycle: int = 64 * MIB
     initial_jitter_seconds: float = 5.0

@@ -64,7 +64,7 @@ from agent.ports import (
     SecretReader,
 )
 from agent.retry import retrying
-from agent.scoring.client import call_scorer, has_series
+from agent.scoring.client import call_scorer, check_scores_fit, has_series
 from agent.scoring.dimensions import build_items, default_item_names
 from agent.scoring.maths import valid_until
 from agent.settings import AgentSettings
@@ -73,6 +73,7 @@ from agent.source.otlp.fetching import read_selected
 from agent.source.otlp.store import SeriesStore
 from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
+from dynamic_scoring.score_size import max_results_for
 from dynamic_scoring.wire import ScoringResponse
 
 logger = logging.getLogger("agent.worker")
@@ -341,7 +342,7 @@ class ScorerWorker:
                     headers=creds.headers,
                     timeout=timeout,
                     max_bytes=settings.max_response_bytes,
-                    max_results=settings.max_results,
+                    max_results=max_results_for(plan.max_score_bytes),
                     params=plan.summary.scoring_params,
                 )
 
@@ -483,7 +484,6 @@ class ScorerWorker:
     def _success(self, plan: ScorerPlan, response: ScoringResponse) -> PublishRequest:
         ctx = self._ctx
         name = plan.score_name
-        ctx.metrics.set_scores(ctx.cluster_name, name, response.results)
         outcome = build_items(
             response.results,
             fmt=plan.summary.score_dimension_formats or plan.dimension_format,
@@ -491,6 +491,9 @@ class ScorerWorker:
             score_name=name,
             normalization=plan.summary.score_normalization,
         )
+        if plan.publish:
+            check_scores_fit(outcome.items, plan.max_score_bytes)
+        ctx.metrics.set_scores(ctx.cluster_name, name, response.results)
         ctx.metrics.count_items(name, rejected=len(outcome.rejected), clamped=outcome.clamped)
         notes = []
         if outcome.rejected:

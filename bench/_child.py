@@ -210,7 +210,7 @@ async def hostile(args: argparse.Namespace) -> dict[str, object]:
     out["removed_rss_kib"] = status_kib("VmRSS")
     out["removed_metrics_bytes"] = len(sup.metrics.exposition())
 
-    # The largest answer that is accepted (4,096 results), then removed: how much memory comes back.
+    # A large answer (4,096 results), then removed: how much memory comes back.
     full = summary("full", args.small_source, args.full, interval=2)
     full = full.model_copy(update={"score_dimension_format": "${pod}"})
     await sup.apply([summary("warmup", args.small_source, args.scorer, interval=1), full])

@@ -35,14 +35,15 @@ from agent.errors import (
 )
 from agent.http import ClientPool
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
-from agent.ports import SecretContents, SecretReader
-from agent.scoring.client import call_scorer, has_series
+from agent.ports import ScoreItem, SecretContents, SecretReader
+from agent.scoring.client import call_scorer, check_scores_fit, has_series
 from agent.scoring.dimensions import build_items, default_item_names, render_name
 from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
 from agent.settings import AgentSettings
 from agent.source.labelling import label_series
 from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
+from dynamic_scoring.score_size import max_results_for
 from dynamic_scoring.wire import ScorerSummary, ScoringResponse
 
 PREVIEW = 5
@@ -59,7 +60,7 @@ HINTS: dict[str, str] = {
     "ScorerHTTPError": "read the scorer's own log for this request; `dynamic-scoring scorer validate` helps",
     "ScorerResponseInvalid": 'answer {"results": [{"metric": {...}, "score": n}]}',
     "ScorerResponseTooLarge": "return fewer or smaller results",
-    "ScorerTooManyResults": "return at most 4096 results (the agent's limit)",
+    "ScorerTooManyResults": "aggregate, shorten item names or narrow the query; or raise maxScoreBytes",
     "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
     "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names",
     "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
@@ -305,13 +306,18 @@ async def run_cycle(
                 headers=creds.headers,
                 timeout=plan.timeout_seconds,
                 max_bytes=settings.max_response_bytes,
-                max_results=settings.max_results,
+                max_results=max_results_for(plan.max_score_bytes),
                 params=summary.scoring_params,
             )
             trace.score_seconds = time.monotonic() - began
         except AgentError as exc:
             return _fail(trace, "score", exc)
         _items(trace, plan, trace.response)
+        if plan.publish:
+            try:  # the worker's rule: scores that cannot be stored fail the cycle before the write
+                check_scores_fit([ScoreItem(n, v) for n, v in trace.published], plan.max_score_bytes)
+            except AgentError as exc:
+                return _fail(trace, "score", exc)
         trace.valid_until = valid_until(datetime.now(UTC), plan.interval, summary.valid_for_seconds)
         return trace
     finally:

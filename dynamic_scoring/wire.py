@@ -49,6 +49,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from dynamic_scoring.regex import RegexError, compile_label_regex
+from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 
 UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
     "name",
@@ -479,6 +480,7 @@ class ScorerSummary(_Wire):
     score_normalization: ScoreNormalization | None = None
     valid_for_seconds: int | None = Field(default=None, gt=0, le=MAX_VALID_FOR_SECONDS)
     timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
+    max_score_bytes: int | None = Field(default=None, ge=MIN_SCORE_BYTES_SETTING, le=MAX_SCORE_BYTES_SETTING)
     sources: list[SourceSpec] | None = Field(default=None, min_length=1, max_length=MAX_SOURCES)
     on_source_error: str | None = None
     scoring_params: dict[str, Any] | None = None

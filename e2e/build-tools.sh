@@ -7,8 +7,8 @@
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
 # Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api ocm13 helm argocd
-#        actionlint kueue kueue-addon; default all.  ocm13 (OCM v1.3.1), kueue and kueue-addon are built
-#        from pinned git mirrors, not the proxy)
+#        actionlint kueue kueue-addon upstream; default all.  ocm13 (OCM v1.3.1), kueue, kueue-addon and
+#        upstream are built from pinned git mirrors, not the proxy)
 # Prints the cache directory of every component on success.
 # With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
 # message saying to run `make tools` (`make lint` locates actionlint this way).
@@ -50,6 +50,10 @@ KUEUE_ADDON_KUEUE_COMMIT=${KUEUE_ADDON_KUEUE_COMMIT:-09892864c24aaec45c6b5bca87b
 CLUSTER_PERMISSION_COMMIT=${CLUSTER_PERMISSION_COMMIT:-587622ddceb0b40a6b840089c57375863feac25b}
 CLUSTER_PERMISSION_SOURCE_URL=${CLUSTER_PERMISSION_SOURCE_URL:-https://github.com/open-cluster-management-io/cluster-permission}
 ADDON_CONTRIB_SOURCE_URL=${ADDON_CONTRIB_SOURCE_URL:-https://github.com/open-cluster-management-io/addon-contrib}
+# upstream (component upstream): the Go implementation of the Dynamic Scoring Framework this project
+# moves users over from, from addon-contrib's dynamic-scoring-framework at a pinned commit (the newest
+# that touches it; no tags).  The interop tests and the large-score benchmark run its binaries.
+UPSTREAM_COMMIT=${UPSTREAM_COMMIT:-f5844b98e8e24a8677ca04a5a4bcff942ccde382}
 # Bump when a recipe below changes in a way that alters the produced binaries.  RECIPE_<component>
 # overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
@@ -312,6 +316,30 @@ recipe_kueue_addon() {
     "$KUEUE_ADDON_KUEUE_VERSION" "$KUEUE_ADDON_KUEUE_COMMIT" "$CLUSTER_PERMISSION_COMMIT" > "$out/source.json"
 }
 
+# The upstream Go addon from addon-contrib at the pinned commit, built as its two Dockerfiles do (its
+# go.mod pins every dependency; the proxy serves them all): bin/dynamic-scoring-addon is the addon
+# manager and the agent (`controller` and `agent` subcommands; Dockerfile.addon), and
+# bin/dynamic-scoring-manager the hub controller that turns DynamicScorers into the summaries
+# ConfigMap (cmd/main.go; Dockerfile).  Also copied: its CRDs, the manager's ClusterRole, the addon's
+# install resources (deploy/addon) and its sample CRs.
+recipe_upstream() {
+  local out=$1
+  git --git-dir="$ADDON_CONTRIB_SOURCE_GIT" archive "$UPSTREAM_COMMIT" dynamic-scoring-framework \
+    | tar -x -C . || return 1
+  cd dynamic-scoring-framework || return 1
+  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -ldflags "-s -w" \
+    -o "$out/bin/dynamic-scoring-addon" ./cmd/dynamic-scoring || return 1
+  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -ldflags "-s -w" \
+    -o "$out/bin/dynamic-scoring-manager" ./cmd || return 1
+  mkdir -p "$out/crds" "$out/rbac" "$out/deploy" "$out/samples"
+  cp config/crd/bases/*.yaml "$out/crds/" || return 1
+  cp config/rbac/role.yaml "$out/rbac/manager-role.yaml" || return 1
+  cp -r deploy/addon/dynamic-scoring/resources/. "$out/deploy/" || return 1
+  cp config/samples/*.yaml "$out/samples/" || return 1
+  printf '{"commit": "%s"}\n' "$UPSTREAM_COMMIT" > "$out/source.json"
+  "$out/bin/dynamic-scoring-addon" --help | head -3
+}
+
 # clusteradm v1.3.1 is the only release whose zip the proxy serves.  It requires ocm v1.3.1 solely for
 # the operator chart helpers used by `init`/`join` (which cannot run pod-less anyway), so the wrapper
 # points that requirement at the OCM version we run.  `accept`, `addon enable/disable`, `get` and
@@ -393,7 +421,7 @@ GO
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon upstream)
 mkdir -p "$TOOLS_ROOT"
 # One lock per component, not one for the script: a cold argocd build takes many minutes, and the
 # control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
@@ -430,6 +458,12 @@ for c in "${components[@]}"; do
           "$CLUSTER_PERMISSION_COMMIT"
       fi
       build kueue-addon "$key" recipe_kueue_addon ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13 kueue kueue-addon)" ;;
+    upstream)
+      if will_build upstream "$UPSTREAM_COMMIT"; then
+        pinned_source "upstream dynamic-scoring-framework" ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - \
+          "$UPSTREAM_COMMIT"
+      fi
+      build upstream "$UPSTREAM_COMMIT" recipe_upstream ;;
+    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13 kueue kueue-addon upstream)" ;;
   esac
 done

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from addon.errors import AddonConfigError
+from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -38,6 +39,7 @@ class Variables:
     log_level: str = "info"
     metrics_bind_address: str = ":8080"
     max_concurrent_cycles: int = 8
+    max_score_bytes: int | None = None  # None: the agent's default (dynamic_scoring.score_size)
     delete_install_namespace: bool = False
     otlp_receiver_port: int | None = None  # None: no OTLP receiver, no port, no Service
     otlp_bearer_token_secret: str | None = None  # Secret (key "token") pushers' token is checked against
@@ -125,6 +127,15 @@ def _port(value: str) -> object:
     return int(value)
 
 
+def _score_bytes(value: str) -> object:
+    if not value.isdigit() or not MIN_SCORE_BYTES_SETTING <= int(value) <= MAX_SCORE_BYTES_SETTING:
+        raise ValueError(
+            f"must be a byte count from {MIN_SCORE_BYTES_SETTING} to {MAX_SCORE_BYTES_SETTING}, e.g. 2000000 "
+            "(only where the hub's etcd --max-request-bytes was raised above its 1.5 MiB default)"
+        )
+    return int(value)
+
+
 def _boolean(value: str) -> object:
     if value not in ("true", "false"):
         raise ValueError('must be "true" or "false"')
@@ -139,6 +150,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "LogLevel": ("log_level", _choice("debug", "info", "warning", "error")),
     "MetricsBindAddress": ("metrics_bind_address", _bind_address),
     "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
+    "MaxScoreBytes": ("max_score_bytes", _score_bytes),
     "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
     "OtlpReceiverPort": ("otlp_receiver_port", _port),
     "OtlpBearerTokenSecret": ("otlp_bearer_token_secret", _secret_name),

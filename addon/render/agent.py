@@ -107,6 +107,7 @@ def template_values(
         "metrics_port": v.metrics_port,
         "log_level": v.log_level,
         "max_concurrent_cycles": v.max_concurrent_cycles,
+        "max_score_bytes": v.max_score_bytes,
         "otlp_port": v.otlp_receiver_port,
         "otlp_service": f"{AGENT_DEPLOYMENT}-otlp",
         "otlp_token_secret": v.otlp_bearer_token_secret,

@@ -355,6 +355,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             score_normalization=spec.score_normalization,
             valid_for_seconds=spec.valid_for_seconds,
             timeout_seconds=spec.timeout_seconds,
+            max_score_bytes=spec.max_score_bytes,
             scoring_params=scoring_params,
             missing_data_score=spec.missing_data.score if spec.missing_data else None,
             score_dimension_formats=spec.score_dimension_formats,

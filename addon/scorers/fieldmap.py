@@ -37,6 +37,7 @@ SUMMARY_SOURCES: Final[dict[str, tuple[str, ...]]] = {
     "scoreNormalization": ("scoreNormalization",),
     "validForSeconds": ("validForSeconds",),
     "timeoutSeconds": ("timeoutSeconds",),
+    "maxScoreBytes": ("maxScoreBytes",),
     # Every scoring.params key but name and interval (the CRD keeps unknown keys there).
     "scoringParams": ("scoring.params.model", "scoring.params.horizon"),
     "missingDataScore": ("missingData.score",),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from addon.scorers.spellings import normalise_config_spec, normalise_scorer_spec
+from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 from dynamic_scoring.wire import EndpointAuth, OtelSpec, ScoreNormalization, ScorerConfig, SecretKeyRef
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
@@ -195,6 +196,7 @@ class DynamicScorerSpec(_Spec):
     score_normalization: ScoreNormalization | None = None
     valid_for_seconds: int | None = Field(default=None, ge=1)
     timeout_seconds: float | None = Field(default=None, gt=0)
+    max_score_bytes: int | None = Field(default=None, ge=MIN_SCORE_BYTES_SETTING, le=MAX_SCORE_BYTES_SETTING)
     missing_data: MissingDataSpec | None = None
     score_dimension_formats: list[str] | None = Field(default=None, min_length=1)
     cluster_selector: LabelSelector | None = None

@@ -15,6 +15,16 @@ Every object the agent creates carries the labels `app.kubernetes.io/managed-by:
 dynamic-scoring-agent` and `dynamic-scoring.open-cluster-management.io/addon: <addon>`, so
 `list_owned` can find the ones left by scorers removed while the agent was down.
 
+Objects carry no `managedFields`.  `status.scores` is a list keyed by `name`, so the apiserver's
+field tracking records one entry per item: at 4,096 items it doubled the stored object (about
+400 KB), made every status write take about three times as long (the merge of the field sets is
+the apiserver's own CPU), and at 10,000 items pushed the object past etcd's request limit.  The
+apiserver starts tracking on create and on server-side apply, never on an update of an object that
+has none.  So right after creating an object the agent resets its tracking (`managedFields: [{}]`),
+and it does the same once on any object found with some (written by an older agent, or applied by
+hand).  Nobody
+applies an AddOnPlacementScore with server-side apply: this agent is its only writer.
+
 Each object is also owned by this cluster's ManagedClusterAddOn (read once, by name; the agent's hub
 Role allows exactly that get), so the hub's garbage collector removes the scores when the addon is
 disabled or uninstalled: the agent is gone by then and could not delete them itself.
@@ -40,6 +50,8 @@ log = logging.getLogger(__name__)
 
 GROUP_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
+RESET_MANAGED_FIELDS: list[dict[str, Any]] = [{}]
+"""The value that tells the apiserver to drop an object's managedFields (and so stop tracking it)."""
 OWNER_RETRY_SECONDS = 300.0
 """How long an unreadable ManagedClusterAddOn is not asked for again."""
 
@@ -53,6 +65,8 @@ class _Known:
     condition: dict[str, Any] | None
     owners: list[dict[str, Any]] | None = None
     exists: bool = False
+    tracked: bool = False
+    """The object has managedFields (see the module's docstring for why they go)."""
 
 
 def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
@@ -118,8 +132,15 @@ class KubeScorePublisher:
             return _Known(None, None, None)
         status = obj.get("status") or {}
         cond = next((c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None)
-        owners = (obj.get("metadata") or {}).get("ownerReferences")
-        return _Known(status.get("scores"), status.get("validUntil"), cond, owners, exists=True)
+        meta = obj.get("metadata") or {}
+        return _Known(
+            status.get("scores"),
+            status.get("validUntil"),
+            cond,
+            meta.get("ownerReferences"),
+            exists=True,
+            tracked=bool(meta.get("managedFields")),
+        )
 
     async def list_owned(self) -> list[str]:
         """Names of the APSs in this cluster's namespace that this addon's agent created."""
@@ -140,13 +161,15 @@ class KubeScorePublisher:
         try:
             known = await self._read(name)
             owners = await self._owner_references()
+            meta: dict[str, Any] = {}
             if known.exists and owners is not None and known.owners != owners:
                 # written before the owner was known (or by an older agent): adopt it
+                meta["ownerReferences"] = owners
+            if known.tracked:
+                meta["managedFields"] = RESET_MANAGED_FIELDS
+            if meta:
                 await self.api.arequest(
-                    "PATCH",
-                    self._path(name),
-                    body={"metadata": {"ownerReferences": owners}},
-                    content_type=MERGE_PATCH,
+                    "PATCH", self._path(name), body={"metadata": meta}, content_type=MERGE_PATCH
                 )
         except KubeError as exc:
             raise PublishError(f"{where} could not be read: {exc}") from exc
@@ -218,6 +241,14 @@ class KubeScorePublisher:
         # Conflict: created meanwhile by a racing write of ours; patching it is what we want.
         with contextlib.suppress(Conflict):
             await self.api.arequest("POST", self._path(), body=body)
+            # A create records the fields it sets (labels, annotation, owner); once they are
+            # dropped, the status writes that follow are not tracked either.
+            await self.api.arequest(
+                "PATCH",
+                self._path(name),
+                body={"metadata": {"managedFields": RESET_MANAGED_FIELDS}},
+                content_type=MERGE_PATCH,
+            )
         await self.api.arequest(
             "PATCH", self._path(name, status=True), body=status_patch, content_type=MERGE_PATCH
         )

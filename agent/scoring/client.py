@@ -43,6 +43,8 @@ from agent.http import (
     transport_errors,
     url_secrets,
 )
+from agent.ports import ScoreItem
+from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
 from dynamic_scoring.wire import ScoringResponse
 
 SLICE = 1024 * 1024
@@ -165,7 +167,7 @@ async def call_scorer(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     max_bytes: int = 8 * 1024 * 1024,
-    max_results: int = 4096,
+    max_results: int = max_results_for(MAX_SCORE_BYTES),
     params: Mapping[str, Any] | None = None,
 ) -> ScoringResponse:
     """POST the series to the scoring API and return its validated answer.
@@ -176,7 +178,8 @@ async def call_scorer(
         ScorerHTTPError: a status outside 2xx (transient for 5xx, 408, 429); ``retry_after`` is set
             from a ``Retry-After`` header on 429 and 503.
         ScorerResponseTooLarge: the (decompressed) body exceeded ``max_bytes``.
-        ScorerTooManyResults: more than ``max_results`` results.
+        ScorerTooManyResults: more than ``max_results`` results (``max_results_for`` the scores' byte
+            limit: more could not fit whatever their names).
         ScorerResponseInvalid: the body is not a valid scoring response, or cannot be decoded.
         ScorerRequestInvalid: the URL cannot be sent.
     """
@@ -208,7 +211,8 @@ async def call_scorer(
     count = _count_results(body)
     if count is not None and count > max_results:
         raise ScorerTooManyResults(
-            f"scoring API {where} answered with {count} results; at most {max_results} are accepted"
+            f"scoring API {where} answered with {count} results; at most {max_results} can fit in one "
+            "AddOnPlacementScore even with one-character item names"
         )
     try:
         if len(body) <= OFF_LOOP_BYTES:
@@ -225,4 +229,23 @@ async def call_scorer(
         ) from exc
 
 
-__all__ = ["SCORER_ERRORS", "call_scorer", "has_series", "scoring_body"]
+def check_scores_fit(items: Sequence[ScoreItem], limit: int) -> None:
+    """Refuse items whose JSON would not fit in ``limit`` bytes of one AddOnPlacementScore.
+
+    The apiserver would refuse the write anyway (etcd's request limit), but only after the cycle's
+    work and with an error that names no scorer; here the condition says how large and what to do.
+
+    Raises:
+        ScorerTooManyResults: the items' JSON is larger than ``limit``.
+    """
+    size = scores_bytes((i.name, i.value) for i in items)
+    if size > limit:
+        raise ScorerTooManyResults(
+            f"{len(items)} score items are {size} bytes as an AddOnPlacementScore; at most {limit} "
+            "fit (maxScoreBytes, or the agent's MaxScoreBytes): aggregate, shorten the item names, "
+            "or narrow the query",
+            stage="score",
+        )
+
+
+__all__ = ["SCORER_ERRORS", "call_scorer", "check_scores_fit", "has_series", "scoring_body"]

@@ -26,14 +26,14 @@ from dynamic_scoring.scorer.maths import (
     trend,
 )
 from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, Series, parse_request
-from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_RESULTS, result
+from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes, result
 from dynamic_scoring.scorer.serve import ScorerServer, serve
 from dynamic_scoring.wire import ScorerConfig, ScoreResult, ScoringResponse
 
 __all__ = [
     "DIMENSION_LABELS",
     "MAX_BODY_BYTES",
-    "MAX_RESULTS",
+    "MAX_SCORE_BYTES",
     "BearerToken",
     "EmptySeriesError",
     "Point",
@@ -48,6 +48,7 @@ __all__ = [
     "ScoringResponse",
     "Series",
     "TokenError",
+    "estimated_score_bytes",
     "forecast",
     "last",
     "linear_fit",

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from dynamic_scoring.scorer.auth import BearerToken
 from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, parse_request
-from dynamic_scoring.scorer.results import MAX_RESULTS
+from dynamic_scoring.scorer.results import MAX_SCORE_BYTES, estimated_score_bytes
 from dynamic_scoring.wire import (
     ScorerConfig,
     ScoreResult,
@@ -187,11 +187,16 @@ class ScorerApp:
         except Exception as exc:  # a bug in the score function: answer, log, keep serving
             log.exception("the score function of %s failed", display_name(self.name))
             return self._error(500, method, path, f"scoring failed: {type(exc).__name__}")
-        if len(response.results) > MAX_RESULTS:
+        if (
+            len(response.results) > 1000
+            and (size := estimated_score_bytes(response.results)) > MAX_SCORE_BYTES
+        ):
             log.warning(
-                "%d results: the agent accepts at most %d per answer and will reject this one",
+                "%d results would make an AddOnPlacementScore of about %d bytes; the agent writes at "
+                "most %d by default and will fail the cycle",
                 len(response.results),
-                MAX_RESULTS,
+                size,
+                MAX_SCORE_BYTES,
             )
         log.info("scored %d series, %d results", len(request.series), len(response.results))
         return _json(200, payload)

@@ -10,7 +10,8 @@ the hard way, and reports each problem as a ``Finding``: its severity, what was 
 * ``POST <scoring path>`` with empty, small (3 series of 20 points), non-finite (Prometheus'
   ``"NaN"``/``"+Inf"`` strings) and large (10,000 series of 60 points, about 16 MB, the agent's
   design load) inputs: a 2xx within the deadline, the agent's response schema, finite scores,
-  string labels, at most 4,096 results, and dimension labels that name items apart.
+  string labels, results whose AddOnPlacementScore fits the agent's default limit (estimated from
+  their dimension labels), and dimension labels that name items apart.
 * Latency: p50 and max per input size.
 * The token: with one, a request without it or with a wrong one must be refused (401/403); without
   one, a scorer that refuses is reported so the operator knows to configure a token.
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import ValidationError
 
-from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_RESULTS
+from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
 
 ERROR = "error"
@@ -545,13 +546,14 @@ class Checker:
 
     def _dimensions(self, check: str, size: str, response: ScoringResponse, case: str) -> None:
         results = response.results
-        if len(results) > MAX_RESULTS:
+        estimated = estimated_score_bytes(results)
+        if estimated > MAX_SCORE_BYTES:
             self._find(
                 check,
                 WARNING if case == "large" else ERROR,
-                f"{size}: {len(results)} results",
-                f"the agent accepts at most {MAX_RESULTS} results per answer and fails the cycle otherwise: "
-                "aggregate, or narrow the query so it returns fewer series",
+                f"{size}: {len(results)} results, about {estimated} bytes as an AddOnPlacementScore",
+                f"the agent writes at most {MAX_SCORE_BYTES} bytes of scores by default and fails the cycle "
+                "otherwise: aggregate, shorten the dimension labels, or narrow the query",
             )
         if len(results) < 2:
             return

@@ -11,14 +11,14 @@ in the scorer's own traceback, rather than as a rejected answer on a hub they ma
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from dynamic_scoring.score_size import MAX_SCORE_BYTES, scores_bytes
 from dynamic_scoring.wire import ScoreResult
 
 DIMENSION_LABELS: tuple[str, ...] = ("node", "namespace", "pod", "container", "device", "app", "meta")
 """The result labels the agent substitutes into ``scoreDimensionFormat`` (agent/scoring/dimensions.py)."""
 
-MAX_RESULTS = 4096
-"""Results the agent accepts in one answer; more fail the whole cycle (``ScorerTooManyResults``)."""
 
 MAX_ITEM_NAME_LENGTH = 253
 """An item name, and so any one label that fills it, must be at most this long."""
@@ -51,4 +51,23 @@ def result(score: float, labels: dict[str, str] | None = None, **dimensions: str
     return ScoreResult(metric=metric, score=float(score))
 
 
-__all__ = ["DIMENSION_LABELS", "MAX_ITEM_NAME_LENGTH", "MAX_RESULTS", "result"]
+def estimated_score_bytes(results: Sequence[ScoreResult]) -> int:
+    """About how large these results' AddOnPlacementScore would be, named by their dimension labels.
+
+    The agent's limit is on the JSON of the items it writes (``MAX_SCORE_BYTES`` by default; more
+    fails the cycle with ``ScorerTooManyResults``).  Item names come from the DynamicScorer's
+    ``scoreDimensionFormat``, which a scorer does not see, so each name is estimated as its
+    dimension label values joined by ``-`` (what ``${node}-${pod}`` style formats produce).
+    """
+    return scores_bytes(
+        ("-".join(r.metric[d] for d in DIMENSION_LABELS if r.metric.get(d)) or "x", -100) for r in results
+    )
+
+
+__all__ = [
+    "DIMENSION_LABELS",
+    "MAX_ITEM_NAME_LENGTH",
+    "MAX_SCORE_BYTES",
+    "estimated_score_bytes",
+    "result",
+]

@@ -167,26 +167,57 @@ async def test_a_source_answer_over_the_limit_is_refused(
 async def test_too_many_results_fail_the_cycle_without_building_them(
     supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
 ) -> None:
-    """Before: 100,000 results were all published (the APS write then fails with 413) and exported."""
+    """Before: 100,000 results were all published (the APS write then fails with 413) and exported.
+
+    No AddOnPlacementScore of 100,000 items fits the default 1,420,000 bytes, whatever the names:
+    the answer is refused before its results are validated or exported.
+    """
     await supervisor.apply(
         [summary("crowd", scorer.url("/many/100000/scoring"), scoreDimensionFormat="${pod}")]
     )
     first = (await published(publisher, "crowd", timeout=30))[0]
     assert first.items is None
     assert first.condition.reason == "ScorerTooManyResults", first.condition
-    assert "100000 results; at most 4096" in first.condition.message
+    assert "100000 results; at most 61739 can fit" in first.condition.message
     labels = {"score_name": "crowd", "stage": "score", "reason": "ScorerTooManyResults"}
     assert sample(supervisor, "dynamic_scoring_failures_total", labels) == 1
     assert b'ds_score_name="crowd"' not in supervisor.metrics.exposition()
 
 
-async def test_exactly_the_limit_of_results_is_accepted(
+async def test_ten_thousand_per_series_results_publish(
     supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
 ) -> None:
-    await supervisor.apply([summary("full", scorer.url("/many/4096/scoring"), scoreDimensionFormat="${pod}")])
-    first = (await published(publisher, "full", timeout=30))[0]
+    """The limit is the stored size, not a count: 10,000 per-series items are about 0.3 MB."""
+    await supervisor.apply(
+        [summary("wide", scorer.url("/many/10000/scoring"), scoreDimensionFormat="${scoreName}-${pod}")]
+    )
+    first = (await published(publisher, "wide", timeout=30))[0]
     assert first.condition.status == "True", first.condition
-    assert first.items is not None and len(first.items) == 4096
+    assert first.items is not None and len(first.items) == 10_000
+
+
+async def test_scores_larger_than_the_scorers_limit_fail_before_the_write(
+    supervisor: Supervisor, publisher: MemoryPublisher, scorer: ScorerProcess
+) -> None:
+    # 150 items of about 29 bytes each (4.4 KB) against a scorer's own 4 KiB limit: few enough results
+    # to pass the count bound (4096 // 23 = 178), too large once named
+    await supervisor.apply(
+        [
+            summary(
+                "capped",
+                scorer.url("/many/150/scoring"),
+                scoreDimensionFormat="${pod}",
+                maxScoreBytes=4096,
+            )
+        ]
+    )
+    first = (await published(publisher, "capped", timeout=30))[0]
+    assert first.items is None
+    assert first.condition.reason == "ScorerTooManyResults", first.condition
+    assert (
+        "150 score items are 4" in first.condition.message and "at most 4096 fit" in first.condition.message
+    )
+    assert b'ds_score_name="capped"' not in supervisor.metrics.exposition()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -25,6 +26,7 @@ from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
+from dynamic_scoring.score_size import MAX_SCORE_BYTES, scores_bytes
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
@@ -429,3 +431,74 @@ def test_scores_are_owned_by_the_addon_and_collected_with_it(control_plane: Cont
         )
     finally:
         api.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def test_scores_carry_no_managed_fields_so_large_writes_stay_cheap(control_plane: ControlPlane) -> None:
+    # status.scores is a list keyed by name: tracked, every item would add an entry to managedFields
+    # (about 400 KB at 4,096 items), so the agent keeps its objects untracked.
+    api = hub_api(control_plane)
+    path = APS.format(ns="cluster1", name="wide")
+    pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+    items = [ScoreItem(f"series-{i:05d}", i % 201 - 100) for i in range(4096)]
+    try:
+        asyncio.run(pub.publish(PublishRequest("wide", "wide", items, None, ok(), 30)))
+        obj = api.request("GET", path)
+        assert len(obj["status"]["scores"]) == 4096
+        assert "managedFields" not in obj["metadata"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "dynamic-scoring-agent"
+        again = [ScoreItem(i.name, -i.value) for i in items]
+        asyncio.run(pub.publish(PublishRequest("wide", "wide", again, None, ok(), 30)))
+        obj = api.request("GET", path)
+        assert obj["status"]["scores"][1] == {"name": "series-00001", "value": 99}
+        assert "managedFields" not in obj["metadata"]
+
+        # an object an older agent left tracked is reset by the next write
+        api.request("DELETE", path)
+        api.request(
+            "POST",
+            path.rsplit("/", 1)[0],
+            body={
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": "wide", "labels": {"team": "a"}},
+            },
+        )
+        api.request(
+            "PATCH",
+            path + "/status",
+            body={"status": {"scores": [{"name": "a", "value": 1}]}},
+            content_type="application/merge-patch+json",
+        )
+        assert api.request("GET", path)["metadata"].get("managedFields")
+        asyncio.run(pub.publish(PublishRequest("wide", "wide", items[:10], None, ok(), 30)))
+        obj = api.request("GET", path)
+        assert "managedFields" not in obj["metadata"]
+        assert len(obj["status"]["scores"]) == 10 and obj["metadata"]["labels"] == {"team": "a"}
+    finally:
+        with contextlib.suppress(NotFound):
+            api.request("DELETE", path)
+
+
+def test_scores_at_the_default_size_limit_are_stored_by_a_default_etcd(control_plane: ControlPlane) -> None:
+    # The limit is the stored size, not a count: 10,000 per-series items publish, and items that
+    # fill the default limit fit in etcd's default 1.5 MiB request limit with the rest of the object.
+    api = hub_api(control_plane)
+    pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+    per_series = [
+        ScoreItem(f"cpu-node-{i % 50:02d}-pod-{i:05d}-0123456789abcdef", -100) for i in range(10_000)
+    ]
+    names = itertools.count()
+    full: list[ScoreItem] = []
+    while scores_bytes((i.name, i.value) for i in full) < MAX_SCORE_BYTES - 300:
+        full.append(ScoreItem(f"{next(names):05d}-" + "n" * 247, -100))
+    assert MAX_SCORE_BYTES - 300 <= scores_bytes((i.name, i.value) for i in full) <= MAX_SCORE_BYTES
+    long_message = ok(message="m" * 1024)
+    try:
+        for name, items in (("per-series", per_series), ("at-the-limit", full)):
+            until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90)
+            asyncio.run(pub.publish(PublishRequest(name, name, items, until, long_message, 30)))
+            stored = api.request("GET", APS.format(ns="cluster1", name=name))
+            assert len(stored["status"]["scores"]) == len(items), name
+    finally:
+        for name in ("per-series", "at-the-limit"):
+            asyncio.run(pub.remove(name))

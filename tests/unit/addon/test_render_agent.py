@@ -190,6 +190,7 @@ def test_customized_variables_reach_the_deployment() -> None:
                 ImagePullPolicy="Always",
                 ImagePullSecrets='["pull-a", "pull-b"]',
                 MaxConcurrentCycles="3",
+                MaxScoreBytes="2000000",
             )
         ),
     )
@@ -198,6 +199,7 @@ def test_customized_variables_reach_the_deployment() -> None:
     assert "--log-level=debug" in c["args"]
     assert "--metrics-bind-address=0.0.0.0:9100" in c["args"]
     assert "--max-concurrent-cycles=3" in c["args"]
+    assert "--max-score-bytes=2000000" in c["args"]
     assert c["ports"][0]["containerPort"] == 9100
     assert c["livenessProbe"]["httpGet"]["port"] == 9100
     assert c["readinessProbe"]["httpGet"]["port"] == 9100
@@ -214,6 +216,9 @@ def test_customized_variables_reach_the_deployment() -> None:
         ("ImagePullPolicy", "Sometimes"),
         ("ImagePullSecrets", "pull-a"),
         ("MaxConcurrentCycles", "0"),
+        ("MaxScoreBytes", "1023"),
+        ("MaxScoreBytes", "3145729"),
+        ("MaxScoreBytes", "1.5Mi"),
         ("Image", "has space:1"),
         ("DeleteInstallNamespace", "yes"),
         ("LogLvl", "debug"),

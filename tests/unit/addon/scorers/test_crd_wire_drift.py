@@ -160,6 +160,7 @@ FULL_SPEC: dict[str, Any] = {
     "scoreNormalization": {"min": 0, "max": 10},
     "validForSeconds": 300,
     "timeoutSeconds": 2.5,
+    "maxScoreBytes": 2_000_000,
     "missingData": {"score": -100},
     "scoreDimensionFormats": ["${scoreName}", "${node}"],
 }
@@ -236,7 +237,8 @@ def _wire_maximum(key: str) -> float | None:
 
 
 @pytest.mark.parametrize(
-    "key", ["sourceRange", "sourceStep", "scoringInterval", "validForSeconds", "timeoutSeconds"]
+    "key",
+    ["sourceRange", "sourceStep", "scoringInterval", "validForSeconds", "timeoutSeconds", "maxScoreBytes"],
 )
 def test_crd_maximums_equal_the_wire_boundary(key: str) -> None:
     # a value the CRD admits but the summary refuses would be accepted by kubectl and then fail

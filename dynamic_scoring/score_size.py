@@ -1,0 +1,83 @@
+"""How large an AddOnPlacementScore's scores are, against what the hub can store.
+
+The number of items is not what limits an AddOnPlacementScore; its size is.  The kube-apiserver
+stores a custom resource as JSON in etcd, and etcd refuses a request over 1.5 MiB by default
+(``--max-request-bytes`` 1,572,864); the apiserver answers such a write with an error, so every
+cycle of a scorer whose items do not fit would fail at the write, after all its work.  The agent
+measures the items' JSON before it writes and fails the cycle there instead, naming the size and
+the limit (``ScorerTooManyResults``).
+
+10,000 items of 40-character names are about 0.66 MB; 4,096 items of 253-character names about
+1.1 MB.  ``MAX_SCORE_BYTES`` leaves 150 KiB of the 1.5 MiB for the rest of the object: metadata
+(the agent keeps no managedFields, which would otherwise repeat every item name), the condition
+(at most 1 KiB of message) and etcd's own framing.  A hub whose etcd accepts more can raise the
+agent's limit (``MaxScoreBytes``), and a scorer can lower it for itself (``spec.maxScoreBytes``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+ETCD_DEFAULT_REQUEST_BYTES = 1_572_864
+"""etcd's default ``--max-request-bytes`` (1.5 MiB): the largest object a default hub can store."""
+
+MAX_SCORE_BYTES = 1_420_000
+"""The agent's default limit on the JSON of one AddOnPlacementScore's ``status.scores``."""
+
+MAX_SCORE_BYTES_SETTING = 3 * 1024 * 1024
+"""The highest limit that can be set: 3 MiB, the kube-apiserver's own limit on a request body."""
+MIN_SCORE_BYTES_SETTING = 1024
+"""The lowest limit that can be set: 1 KiB, so a typo (``14``) fails, not a scorer that never publishes."""
+
+_ITEM_FRAME = len('{"name":,"value":}')
+"""The bytes of one item's JSON besides its quoted name and its value."""
+
+MIN_ITEM_BYTES = _ITEM_FRAME + len('"x"') + len("0") + 1
+"""The smallest item (a one-character name, value 0, and its comma): no answer with more results
+than ``limit // MIN_ITEM_BYTES`` can fit, whatever its names."""
+
+
+_ESCAPED = frozenset('"\\<>&')
+"""ASCII characters whose JSON takes more than one byte (Go escapes ``<``, ``>`` and ``&`` too)."""
+
+
+def _quoted_bytes(name: str) -> int:
+    if name.isascii() and name.isprintable() and _ESCAPED.isdisjoint(name):
+        return len(name) + 2  # the common case, without encoding
+    # Go writes <, >, & as \u003c, \u003e, \u0026 (5 bytes more), and U+2028/U+2029 as \u2028/\u2029
+    # (3 more than their UTF-8); Python's JSON does neither.
+    extra = sum(5 if c in "<>&" else 3 if c in "\u2028\u2029" else 0 for c in name)
+    return len(json.dumps(name, ensure_ascii=False).encode()) + extra
+
+
+def item_bytes(name: str, value: int) -> int:
+    """The JSON size of one item ``{"name":...,"value":...}`` as the apiserver stores it."""
+    return _ITEM_FRAME + _quoted_bytes(name) + len(str(value))
+
+
+def scores_bytes(items: Iterable[tuple[str, int]]) -> int:
+    """The JSON size of the list ``status.scores`` holding ``items`` (name, value) pairs."""
+    total = 0
+    count = 0
+    for name, value in items:
+        total += item_bytes(name, value)
+        count += 1
+    return 2 + total + max(0, count - 1)
+
+
+def max_results_for(limit: int) -> int:
+    """The most results an answer may hold and still fit in ``limit`` bytes with the shortest names."""
+    return max(0, (limit - 2 + 1) // MIN_ITEM_BYTES)
+
+
+__all__ = [
+    "ETCD_DEFAULT_REQUEST_BYTES",
+    "MAX_SCORE_BYTES",
+    "MAX_SCORE_BYTES_SETTING",
+    "MIN_ITEM_BYTES",
+    "MIN_SCORE_BYTES_SETTING",
+    "item_bytes",
+    "max_results_for",
+    "scores_bytes",
+]
