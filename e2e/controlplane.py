@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
@@ -620,6 +620,24 @@ def delete_etcd_prefix(etcd_url: str, prefix: str) -> int:
     req = urllib.request.Request(f"{etcd_url}/v3/kv/deleterange", data=body, method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:
         return int(json.load(resp).get("deleted", 0))
+
+
+def compact_etcd(etcd_url: str) -> int:
+    """Compact etcd's history up to its current revision; returns that revision.
+
+    A watch from an older resourceVersion of a resource served without a watch cache (PodTemplates,
+    see `KubeCluster.launch_apiserver`) is then answered with 410 Gone, as after a long outage.
+    Resources with a watch cache are not affected: their caches watch from the current revision.
+    """
+
+    def post(path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(f"{etcd_url}{path}", data=json.dumps(payload).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return cast(dict[str, Any], json.load(resp))
+
+    revision = int(post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
 
 
 def _records(state_path: Path) -> list[dict[str, Any]]:

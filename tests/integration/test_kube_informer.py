@@ -16,8 +16,8 @@ import yaml
 from dynamic_scoring.kube.api import Gone, KubeAPI
 from dynamic_scoring.kube.informer import Backoff, Informer, WatchEvent
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES
-from e2e.controlplane import ControlPlane
+from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES, Resource
+from e2e.controlplane import ControlPlane, compact_etcd
 from e2e.procs import wait_until
 
 
@@ -99,35 +99,15 @@ def test_list_then_watch_adds_modifies_and_deletes(control_plane: ControlPlane, 
     assert informer._thread is not None and not informer._thread.is_alive()
 
 
-def churn_until_expired(api: KubeAPI, namespace: str, rv: str) -> None:
-    """Update an unrelated ConfigMap until a watch from `rv` is answered with 410 Gone.
+PODTEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
+"""Served without a watch cache on the test hub, so compacting etcd expires a version at once."""
 
-    The apiserver's watch cache keeps every event younger than 75 s and evicts older ones once its
-    buffer is full, so a version expires after about 75 s of traffic (measured: 88 s).
-    """
-    api.request("POST", CONFIGMAPS.path(namespace), body={"metadata": {"name": "churn"}})
-    count = 0
 
-    def expired() -> bool:
-        nonlocal count
-        for _ in range(10):
-            count += 1
-            api.request(
-                "PATCH",
-                CONFIGMAPS.path(namespace, "churn"),
-                body={"data": {"n": str(count)}},
-                content_type="application/merge-patch+json",
-            )
-        try:
-            for _ in api.watch(
-                CONFIGMAPS.path(namespace), {"resourceVersion": rv, "timeoutSeconds": "1"}, threading.Event()
-            ):
-                pass
-        except Gone:
-            return True
-        return False
-
-    wait_until(expired, timeout=240, interval=0, what=f"resourceVersion {rv} to expire")
+def template(namespace: str, name: str, v: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": {"t": "1"}, "annotations": {"v": v}},
+        "template": {"spec": {"containers": [{"name": "c", "image": "example.invalid/c"}]}},
+    }
 
 
 def test_a_watch_resumed_from_an_expired_version_relists_and_emits_only_the_difference(
@@ -135,25 +115,34 @@ def test_a_watch_resumed_from_an_expired_version_relists_and_emits_only_the_diff
 ) -> None:
     api = hub_api(control_plane)
     for name in ("gone", "changed", "same"):
-        api.request("POST", CONFIGMAPS.path(namespace), body=cm(namespace, name, v="1"))
+        api.request("POST", PODTEMPLATES.path(namespace), body=template(namespace, name, v="1"))
     metrics = ControllerMetrics()
-    informer = Informer(api, CONFIGMAPS, namespace=namespace, label_selector="t=1", metrics=metrics)
+    informer = Informer(api, PODTEMPLATES, namespace=namespace, label_selector="t=1", metrics=metrics)
     informer.start()
     assert informer.wait_synced(30)
     informer.stop()
     stopped_at = informer.resource_version
     assert stopped_at
     # the world moves on while the informer is stopped ...
-    api.request("DELETE", CONFIGMAPS.path(namespace, "gone"))
+    api.request("DELETE", PODTEMPLATES.path(namespace, "gone"))
     api.request(
         "PATCH",
-        CONFIGMAPS.path(namespace, "changed"),
-        body={"data": {"v": "2"}},
+        PODTEMPLATES.path(namespace, "changed"),
+        body={"metadata": {"annotations": {"v": "2"}}},
         content_type="application/merge-patch+json",
     )
-    api.request("POST", CONFIGMAPS.path(namespace), body=cm(namespace, "new", v="1"))
-    # ... for long enough that its version has left the apiserver's watch cache
-    churn_until_expired(api, namespace, stopped_at)
+    api.request("POST", PODTEMPLATES.path(namespace), body=template(namespace, "new", v="1"))
+    # ... until its version is no longer in the store's history (on a real hub: an outage longer
+    # than the watch cache's window and etcd's compaction interval)
+    assert control_plane.etcd is not None
+    compact_etcd(control_plane.etcd.url)
+    with pytest.raises(Gone):
+        for _ in api.watch(
+            PODTEMPLATES.path(namespace),
+            {"resourceVersion": stopped_at, "timeoutSeconds": "5"},
+            threading.Event(),
+        ):
+            pass
     assert informer.resource_version == stopped_at  # it resumes from there and meets 410
     rec = Recorder()
     informer.add_handler(rec)
@@ -162,11 +151,12 @@ def test_a_watch_resumed_from_an_expired_version_relists_and_emits_only_the_diff
         wait_until(lambda: informer.relists == 1 and len(rec.events) >= 3, timeout=30, what="relist")
         assert sorted(rec.names()) == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
         changed = rec.seen("MODIFIED", "changed")
-        assert changed is not None and changed.old is not None and changed.old["data"] == {"v": "1"}
+        assert changed is not None and changed.old is not None
+        assert changed.old["metadata"]["annotations"] == {"v": "1"}
         assert sorted(informer.keys()) == sorted(f"{namespace}/{n}" for n in ("changed", "new", "same"))
         assert metrics.watch_relists_total.labels(informer.name)._value.get() == 1
         # and it watches again from the relisted version
-        api.request("POST", CONFIGMAPS.path(namespace), body=cm(namespace, "later"))
+        api.request("POST", PODTEMPLATES.path(namespace), body=template(namespace, "later", v="1"))
         wait_until(lambda: rec.seen("ADDED", "later"), timeout=15, what="watch after relist")
         assert informer.errors == 0  # 410 is routine, not an error
     finally:
