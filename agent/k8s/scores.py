@@ -7,9 +7,16 @@ stay until they expire and are then ignored by Placement (the stale policy).
 
 Writes that would change nothing are skipped while `validUntil` is far off, which keeps a fleet of
 agents from rewriting identical objects every interval.  "Nothing" is judged against the object
-as the hub holds it now, read before every decision, not against what this process last wrote:
-an APS deleted by hand, or with a forged item edited into its status, is restored by the next
-cycle (a read costs the apiserver far less than a write).
+as the hub holds it now, read before every decision: an APS deleted by hand, or with a forged item
+edited into its status, is restored by the next cycle.  The read is of the object's metadata only;
+when its `resourceVersion` is the one this agent's last write returned, the hub holds exactly what
+was written, and the status is taken from that write instead of being read again (a 10,000-item
+object is 0.65 MB, about 190 ms to read in full).  Any other version is read in full.
+
+The status is replaced (`PUT` of the status subresource, with that `resourceVersion`), not
+merge-patched: the apiserver merges a patch into the whole object first, which at 10,000 items
+took 0.73 s against 0.44 s for a replacement.  A replacement that meets a newer version (409) reads
+the object again and is decided again, once.
 
 Every object the agent creates carries the labels `app.kubernetes.io/managed-by:
 dynamic-scoring-agent` and `dynamic-scoring.open-cluster-management.io/addon: <addon>`, so
@@ -32,7 +39,6 @@ disabled or uninstalled: the agent is gone by then and could not delete them its
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import time
@@ -44,7 +50,7 @@ import msgspec
 from agent.errors import PublishError
 from agent.k8s.paths import namespaced
 from agent.ports import PublishRequest
-from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import MERGE_PATCH, PARTIAL_METADATA, Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.timestamps import format_time, parse_time
 
@@ -69,6 +75,16 @@ class _Known:
     exists: bool = False
     tracked: bool = False
     """The object has managedFields (see the module's docstring for why they go)."""
+    resource_version: str = ""
+    status: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The status this agent last wrote to an object, and the version the write returned."""
+
+    resource_version: str
+    status: dict[str, Any]
 
 
 def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
@@ -85,6 +101,7 @@ class KubeScorePublisher:
         self._owner: list[dict[str, Any]] | None = None
         self._owner_warned = False
         self._owner_retry_at = 0.0
+        self._written: dict[str, _Written] = {}
 
     async def _owner_references(self) -> list[dict[str, Any]] | None:
         """The ManagedClusterAddOn as owner, read once; None (no owner written) while it cannot be read."""
@@ -127,14 +144,26 @@ class KubeScorePublisher:
         )
 
     async def _read(self, name: str) -> _Known:
-        """The object's status as the hub holds it now (all None when it does not exist)."""
+        """The object as the hub holds it now (all None when it does not exist).
+
+        Its metadata is read first; its status is read only when this agent did not write the
+        version the hub holds.
+        """
         try:
-            obj = await self.api.arequest("GET", self._path(name))
+            meta = (await self.api.arequest("GET", self._path(name), accept=PARTIAL_METADATA))["metadata"]
+            version = str(meta.get("resourceVersion", ""))
+            written = self._written.get(name)
+            if written is not None and written.resource_version == version:
+                status = written.status
+            else:
+                obj = await self.api.arequest("GET", self._path(name))
+                meta = obj.get("metadata") or {}
+                version = str(meta.get("resourceVersion", ""))
+                status = obj.get("status") or {}
         except NotFound:
+            self._written.pop(name, None)
             return _Known(None, None, None)
-        status = obj.get("status") or {}
         cond = next((c for c in status.get("conditions") or [] if c.get("type") == "ScoresUpToDate"), None)
-        meta = obj.get("metadata") or {}
         return _Known(
             status.get("scores"),
             status.get("validUntil"),
@@ -142,6 +171,8 @@ class KubeScorePublisher:
             meta.get("ownerReferences"),
             exists=True,
             tracked=bool(meta.get("managedFields")),
+            resource_version=version,
+            status=status,
         )
 
     async def list_owned(self) -> list[str]:
@@ -156,7 +187,21 @@ class KubeScorePublisher:
         return sorted(str(i["metadata"]["name"]) for i in listed.get("items") or [])
 
     async def publish(self, result: PublishRequest) -> None:
-        """Create the object if needed and patch its status; skip writes that change nothing."""
+        """Create the object if needed and write its status; skip writes that change nothing."""
+        try:
+            await self._publish(result)
+        except Conflict:
+            # A newer version appeared between the read and the write (another writer, or an
+            # expiry mark from the hub): read it and decide again, once.
+            self._written.pop(result.aps_name, None)
+            try:
+                await self._publish(result)
+            except KubeError as exc:
+                raise PublishError(
+                    f"AddOnPlacementScore {self.namespace}/{result.aps_name} could not be written: {exc}"
+                ) from exc
+
+    async def _publish(self, result: PublishRequest) -> None:
         name = result.aps_name
         where = f"AddOnPlacementScore {self.namespace}/{name}"
         now = dt.datetime.now(dt.UTC)
@@ -170,9 +215,10 @@ class KubeScorePublisher:
             if known.tracked:
                 meta["managedFields"] = RESET_MANAGED_FIELDS
             if meta:
-                await self.api.arequest(
+                patched = await self.api.arequest(
                     "PATCH", self._path(name), body={"metadata": meta}, content_type=MERGE_PATCH
                 )
+                known.resource_version = str(patched["metadata"]["resourceVersion"])
         except KubeError as exc:
             raise PublishError(f"{where} could not be read: {exc}") from exc
         c = result.condition
@@ -193,8 +239,15 @@ class KubeScorePublisher:
         if self._unchanged(known, patch, result, now):
             log.debug("%s unchanged and far from expiry; write skipped", where)
             return
+        # The whole status: a failed cycle keeps the last good scores and their expiry.
+        status = {**(known.status or {}), **patch}
+        for key in ("scores", "validUntil"):
+            if status.get(key) is None:
+                status.pop(key, None)
         try:
-            await self._write(name, result.score_name, {"status": patch}, owners)
+            await self._write(name, result.score_name, status, known, owners)
+        except Conflict:
+            raise
         except KubeError as exc:
             raise PublishError(f"{where} could not be written: {exc}") from exc
 
@@ -219,47 +272,53 @@ class KubeScorePublisher:
         self,
         name: str,
         score_name: str,
-        status_patch: dict[str, Any],
+        status: dict[str, Any],
+        known: _Known,
         owners: list[dict[str, Any]] | None = None,
     ) -> None:
-        # Encoded once, by msgspec: a 10,000-item status is about 0.6 MB of JSON, and it may be sent
-        # twice (after a create).
-        encoded = msgspec.json.encode(status_patch)
-        try:
-            await self.api.arequest(
-                "PATCH", self._path(name, status=True), body=encoded, content_type=MERGE_PATCH
-            )
-            return
-        except NotFound:
-            pass
-        body = {
-            "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
-            "kind": "AddOnPlacementScore",
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "labels": score_labels(self.addon_name),
-                "annotations": {SCORE_NAME_ANNOTATION: score_name},
-                **({"ownerReferences": owners} if owners is not None else {}),
-            },
-        }
-        # Conflict: created meanwhile by a racing write of ours; patching it is what we want.
-        with contextlib.suppress(Conflict):
+        version = known.resource_version
+        if not known.exists:
+            body = {
+                "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                "kind": "AddOnPlacementScore",
+                "metadata": {
+                    "name": name,
+                    "namespace": self.namespace,
+                    "labels": score_labels(self.addon_name),
+                    "annotations": {SCORE_NAME_ANNOTATION: score_name},
+                    **({"ownerReferences": owners} if owners is not None else {}),
+                },
+            }
+            # Conflict (AlreadyExists): created meanwhile by a racing write; `publish` decides again.
             await self.api.arequest("POST", self._path(), body=body)
             # A create records the fields it sets (labels, annotation, owner); once they are
             # dropped, the status writes that follow are not tracked either.
-            await self.api.arequest(
+            reset = await self.api.arequest(
                 "PATCH",
                 self._path(name),
                 body={"metadata": {"managedFields": RESET_MANAGED_FIELDS}},
                 content_type=MERGE_PATCH,
             )
-        await self.api.arequest(
-            "PATCH", self._path(name, status=True), body=encoded, content_type=MERGE_PATCH
-        )
+            version = str(reset["metadata"]["resourceVersion"])
+        body = {
+            "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnPlacementScore",
+            "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": version},
+            "status": status,
+        }
+        # Encoded once, by msgspec: a 10,000-item status is about 0.65 MB of JSON.
+        try:
+            written = await self.api.arequest(
+                "PUT", self._path(name, status=True), body=msgspec.json.encode(body)
+            )
+        except NotFound:
+            self._written.pop(name, None)
+            raise Conflict(404, "NotFound", f"{name} was deleted between the read and the write") from None
+        self._written[name] = _Written(str(written["metadata"]["resourceVersion"]), status)
 
     async def remove(self, aps_name: str) -> None:
         """Delete the object; a missing one is fine (a retried delete whose first try went through)."""
+        self._written.pop(aps_name, None)
         try:
             await self.api.arequest("DELETE", self._path(aps_name))
         except NotFound:

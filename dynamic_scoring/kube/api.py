@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""`accept` for an object's metadata alone (resourceVersion, labels, owners), not its whole body."""
 # How often the kubeconfig and its certificate files are looked at for a rotation: a busy manager
 # sends hundreds of requests a second, and three stat calls before each were a tenth of its time.
 CREDENTIALS_CHECK_SECONDS = 1.0
@@ -229,6 +231,7 @@ class KubeAPI:
         body: Any,
         content_type: str,
         timeout: float | tuple[float, float],
+        accept: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         fence = self.write_fence
         if fence is not None and method != "GET":
@@ -236,7 +239,7 @@ class KubeAPI:
             if reason is not None:
                 raise Fenced(0, "Fenced", f"{method} {path} not sent: {reason}")
         api = self.api_client
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         encoded = body if isinstance(body, bytes) else None
@@ -279,13 +282,14 @@ class KubeAPI:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        accept: str = "application/json",
     ) -> JSON:
         """Send one request and return the decoded JSON response (blocking).
 
         `body` is JSON-encoded, unless it is `bytes`: then it is already JSON and sent as is (a large
         body encoded once, with a fast encoder, by its writer).  `timeout` overrides the client's for
         this call: a leader renewing its Lease must give up before its renew deadline, not after the
-        client's 30 s.
+        client's 30 s.  `accept` asks for another representation, such as `PARTIAL_METADATA`.
         """
         raw = self._send(
             method,
@@ -294,6 +298,7 @@ class KubeAPI:
             body=body,
             content_type=content_type,
             timeout=self.timeout if timeout is None else timeout,
+            accept=accept,
         )
         with map_transport_errors(f"{method} {path}"):
             data = raw.read()
@@ -374,8 +379,9 @@ class KubeAPI:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> JSON:
         """`request` off the event loop."""
         return await asyncio.to_thread(
-            self.request, method, path, query=query, body=body, content_type=content_type
+            self.request, method, path, query=query, body=body, content_type=content_type, accept=accept
         )

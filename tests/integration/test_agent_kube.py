@@ -502,3 +502,53 @@ def test_scores_at_the_default_size_limit_are_stored_by_a_default_etcd(control_p
     finally:
         for name in ("per-series", "at-the-limit"):
             asyncio.run(pub.remove(name))
+
+
+class _Interloper:
+    """The hub API, with another writer's change slipped in before the next status write."""
+
+    def __init__(self, api: KubeAPI, path: str) -> None:
+        self.api, self.path, self.armed, self.puts = api, path, False, 0
+
+    async def arequest(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "PUT":
+            self.puts += 1
+            if self.armed:
+                self.armed = False
+                await self.api.arequest(
+                    "PATCH",
+                    self.path,
+                    body={"metadata": {"annotations": {"someone": "else"}}},
+                    content_type="application/merge-patch+json",
+                )
+        return await self.api.arequest(method, path, **kwargs)
+
+
+def test_a_status_write_that_meets_a_newer_version_reads_again_and_succeeds(
+    control_plane: ControlPlane,
+) -> None:
+    # The status is replaced with the resourceVersion it was decided on; another writer's change in
+    # between (here an annotation, as the hub's expiry mark) makes it 409, and the agent reads the
+    # object again and writes once more instead of failing the cycle.
+    api = hub_api(control_plane)
+    path = APS.format(ns="cluster1", name="raced")
+    wrapped = _Interloper(api, path)
+    pub = KubeScorePublisher(wrapped, "cluster1", addon_name="dynamic-scoring")  # type: ignore[arg-type]
+    try:
+        asyncio.run(pub.publish(PublishRequest("raced", "raced", [ScoreItem("a", 1)], None, ok(), 30)))
+        wrapped.armed = True
+        puts = wrapped.puts
+        asyncio.run(pub.publish(PublishRequest("raced", "raced", [ScoreItem("a", 2)], None, ok(), 30)))
+        assert wrapped.puts == puts + 2  # the refused write and the one after reading again
+        obj = api.request("GET", path)
+        assert obj["status"]["scores"] == [{"name": "a", "value": 2}]
+        assert obj["metadata"]["annotations"]["someone"] == "else"
+        # a failed cycle keeps the scores (the whole status is written, from what was read)
+        failed = PublishRequest("raced", "raced", None, None, ok("False", "ScorerTimeout", "slow"), 30)
+        asyncio.run(pub.publish(failed))
+        status = api.request("GET", path)["status"]
+        assert status["scores"] == [{"name": "a", "value": 2}]
+        assert status["conditions"][0]["reason"] == "ScorerTimeout"
+    finally:
+        with contextlib.suppress(NotFound):
+            api.request("DELETE", path)
