@@ -17,6 +17,7 @@ MODULES = [
     "bench.hub_probe",
     "bench.registry",
     "bench.scorer_library",
+    "bench.scores",
 ]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
