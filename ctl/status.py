@@ -71,7 +71,8 @@ class Score:
     name: str  # the object's name
     score_name: str  # the DynamicScorer's score name (annotation), or the object's name
     items: list[tuple[str, int]]
-    written: dt.datetime | None  # the newest status write (managedFields), else the condition's time
+    # the newest status write (managedFields: objects of older agents), else the condition's last change
+    written: dt.datetime | None
     valid_until: dt.datetime | None
     condition: Condition | None
 

@@ -221,6 +221,11 @@ class Mission:
     # the Placement `decision` reads: (namespace, name)
     placement_ref: tuple[str, str] = (USER_NS, PLACEMENT)
 
+    @property
+    def valid_for_seconds(self) -> int:
+        """The demo scorer's ``validForSeconds``: a successful score stays valid this long."""
+        return max(3 * self.interval, 30)
+
     def __post_init__(self) -> None:
         assert self.cp.hub is not None and self.cp.tools is not None
         self.hub = Client(self.cp.hub.admin_kubeconfig, timeout=10)
@@ -392,7 +397,7 @@ class Mission:
         spec.update(
             configURL=f"{base}/config",
             configSyncMode="None",
-            validForSeconds=max(3 * self.interval, 30),
+            validForSeconds=self.valid_for_seconds,
         )
         spec["source"].update(
             host=self.gateway.url,
@@ -492,13 +497,10 @@ class Mission:
         for cluster in self.clusters:
             aps = self.aps(cluster) or {}
             status = aps.get("status") or {}
-            written = [
-                parse_time(m.get("time", ""))
-                for m in (aps.get("metadata") or {}).get("managedFields") or []
-                if m.get("subresource") == "status"
-            ]
-            last = max((w for w in written if w is not None), default=None)
             until = parse_time(status.get("validUntil", ""))
+            # The agent keeps no managedFields (whose times said when status was written); it sets
+            # validUntil to its write's time plus the scorer's validForSeconds.
+            last = until - dt.timedelta(seconds=self.valid_for_seconds) if until else None
             cond: dict[str, Any] = next(iter(status.get("conditions") or []), {})
             rows.append(
                 Row(
