@@ -26,7 +26,7 @@ from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
-from dynamic_scoring.score_size import MAX_SCORE_BYTES, scores_bytes
+from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
@@ -487,10 +487,9 @@ def test_scores_at_the_default_size_limit_are_stored_by_a_default_etcd(control_p
     per_series = [
         ScoreItem(f"cpu-node-{i % 50:02d}-pod-{i:05d}-0123456789abcdef", -100) for i in range(10_000)
     ]
-    names = itertools.count()
-    full: list[ScoreItem] = []
-    while scores_bytes((i.name, i.value) for i in full) < MAX_SCORE_BYTES - 300:
-        full.append(ScoreItem(f"{next(names):05d}-" + "n" * 247, -100))
+    # items of 253-character names, as many as fit (each is 277 bytes and a comma)
+    count = (MAX_SCORE_BYTES - 1) // (item_bytes("n" * 253, -100) + 1)
+    full = [ScoreItem(f"{n:05d}-" + "n" * 247, -100) for n in range(count)]
     assert MAX_SCORE_BYTES - 300 <= scores_bytes((i.name, i.value) for i in full) <= MAX_SCORE_BYTES
     long_message = ok(message="m" * 1024)
     try:
