@@ -614,12 +614,15 @@ def delete_etcd_prefix(etcd_url: str, prefix: str) -> int:
     """
     key = prefix.encode()
     end = key[:-1] + bytes([key[-1] + 1])
-    body = json.dumps(
-        {"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()}
-    ).encode()
-    req = urllib.request.Request(f"{etcd_url}/v3/kv/deleterange", data=body, method="POST")
+    payload = {"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()}
+    return int(_etcd_post(etcd_url, "/v3/kv/deleterange", payload).get("deleted", 0))
+
+
+def _etcd_post(etcd_url: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One call to etcd's JSON gateway (keys and values in base64)."""
+    req = urllib.request.Request(f"{etcd_url}{path}", data=json.dumps(payload).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.load(resp).get("deleted", 0))
+        return cast(dict[str, Any], json.load(resp))
 
 
 def compact_etcd(etcd_url: str) -> int:
@@ -629,14 +632,9 @@ def compact_etcd(etcd_url: str) -> int:
     see `KubeCluster.launch_apiserver`) is then answered with 410 Gone, as after a long outage.
     Resources with a watch cache are not affected: their caches watch from the current revision.
     """
-
-    def post(path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(f"{etcd_url}{path}", data=json.dumps(payload).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return cast(dict[str, Any], json.load(resp))
-
-    revision = int(post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
-    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    head = _etcd_post(etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+    revision = int(head["header"]["revision"])
+    _etcd_post(etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
     return revision
 
 

@@ -189,19 +189,14 @@ class KubeScorePublisher:
     async def publish(self, result: PublishRequest) -> None:
         """Create the object if needed and write its status; skip writes that change nothing."""
         try:
-            await self._publish(result)
-        except Conflict:
-            # A newer version appeared between the read and the write (another writer, or an
-            # expiry mark from the hub): read it and decide again, once.
+            await self._publish(result, last=False)
+        except (Conflict, NotFound):
+            # The object changed between the read and the write (another writer, the hub's expiry
+            # mark, a delete, or a racing create): read it and decide again, once.
             self._written.pop(result.aps_name, None)
-            try:
-                await self._publish(result)
-            except KubeError as exc:
-                raise PublishError(
-                    f"AddOnPlacementScore {self.namespace}/{result.aps_name} could not be written: {exc}"
-                ) from exc
+            await self._publish(result, last=True)
 
-    async def _publish(self, result: PublishRequest) -> None:
+    async def _publish(self, result: PublishRequest, *, last: bool) -> None:
         name = result.aps_name
         where = f"AddOnPlacementScore {self.namespace}/{name}"
         now = dt.datetime.now(dt.UTC)
@@ -246,9 +241,9 @@ class KubeScorePublisher:
                 status.pop(key, None)
         try:
             await self._write(name, result.score_name, status, known, owners)
-        except Conflict:
-            raise
         except KubeError as exc:
+            if not last and isinstance(exc, Conflict | NotFound):
+                raise
             raise PublishError(f"{where} could not be written: {exc}") from exc
 
     @staticmethod
@@ -306,14 +301,10 @@ class KubeScorePublisher:
             "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": version},
             "status": status,
         }
-        # Encoded once, by msgspec: a 10,000-item status is about 0.65 MB of JSON.
-        try:
-            written = await self.api.arequest(
-                "PUT", self._path(name, status=True), body=msgspec.json.encode(body)
-            )
-        except NotFound:
-            self._written.pop(name, None)
-            raise Conflict(404, "NotFound", f"{name} was deleted between the read and the write") from None
+        # Encoded by msgspec and sent as bytes: a 10,000-item status is about 0.65 MB of JSON.
+        written = await self.api.arequest(
+            "PUT", self._path(name, status=True), body=msgspec.json.encode(body)
+        )
         self._written[name] = _Written(str(written["metadata"]["resourceVersion"]), status)
 
     async def remove(self, aps_name: str) -> None:

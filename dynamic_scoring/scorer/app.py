@@ -187,6 +187,7 @@ class ScorerApp:
         except Exception as exc:  # a bug in the score function: answer, log, keep serving
             log.exception("the score function of %s failed", display_name(self.name))
             return self._error(500, method, path, f"scoring failed: {type(exc).__name__}")
+        # 1,000 results with the longest names are 0.28 MB: only larger answers are worth measuring
         if (
             len(response.results) > 1000
             and (size := estimated_score_bytes(response.results)) > MAX_SCORE_BYTES
