@@ -41,6 +41,7 @@ class Variables:
     max_concurrent_cycles: int = 8
     max_score_bytes: int | None = None  # None: the agent's default (dynamic_scoring.score_size)
     delete_install_namespace: bool = False
+    agent_replicas: int = 1  # 0: another agent (e.g. the upstream Go agent) scores this cluster
     otlp_receiver_port: int | None = None  # None: no OTLP receiver, no port, no Service
     otlp_bearer_token_secret: str | None = None  # Secret (key "token") pushers' token is checked against
     otlp_tls_secret: str | None = None  # kubernetes.io/tls Secret: the receiver serves HTTPS
@@ -136,6 +137,15 @@ def _score_bytes(value: str) -> object:
     return int(value)
 
 
+def _replicas(value: str) -> object:
+    if value not in ("0", "1"):
+        raise ValueError(
+            'must be "1" (this addon\'s agent scores the cluster) or "0" (another agent does, '
+            "e.g. the upstream Go agent during a migration; see docs/migration.md)"
+        )
+    return int(value)
+
+
 def _boolean(value: str) -> object:
     if value not in ("true", "false"):
         raise ValueError('must be "true" or "false"')
@@ -152,6 +162,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
     "MaxScoreBytes": ("max_score_bytes", _score_bytes),
     "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
+    "AgentReplicas": ("agent_replicas", _replicas),
     "OtlpReceiverPort": ("otlp_receiver_port", _port),
     "OtlpBearerTokenSecret": ("otlp_bearer_token_secret", _secret_name),
     "OtlpTlsSecret": ("otlp_tls_secret", _secret_name),

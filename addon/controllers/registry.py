@@ -10,11 +10,12 @@ from addon.controllers import ControllerFactory
 from addon.controllers.distribution import distribution_controller
 from addon.controllers.lifecycle import lifecycle_controllers
 from addon.controllers.scorers import scorer_controller
-from addon.controllers.scores import score_expiry_controller
+from addon.controllers.scores import external_agent_scores_controller, score_expiry_controller
 
 CONTROLLER_FACTORIES: list[ControllerFactory] = [
     lifecycle_controllers,
     scorer_controller,
     distribution_controller,
     score_expiry_controller,
+    external_agent_scores_controller,
 ]

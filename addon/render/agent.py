@@ -108,6 +108,7 @@ def template_values(
         "log_level": v.log_level,
         "max_concurrent_cycles": v.max_concurrent_cycles,
         "max_score_bytes": v.max_score_bytes,
+        "replicas": v.agent_replicas,
         "otlp_port": v.otlp_receiver_port,
         "otlp_service": f"{AGENT_DEPLOYMENT}-otlp",
         "otlp_token_secret": v.otlp_bearer_token_secret,

@@ -12,6 +12,8 @@ A cluster's report is:
   ``dynamic-scoring.open-cluster-management.io/score-name``) and has not expired;
 * ``False`` / ``ScoresExpired`` when ``validUntil`` has passed: the agent stopped publishing (it may be
   down), and Placement already ignores the scores;
+* ``True`` / ``ScoresWithoutCondition`` when it holds scores but no condition: an agent that writes
+  scores only (the upstream Go agent, on a cluster whose ``AgentReplicas`` is 0);
 * ``Unknown`` / ``NoReportYet`` when no AddOnPlacementScore exists yet (a new scorer, or a destination of
   ``None``, which publishes nothing).
 """
@@ -76,6 +78,16 @@ def _report(cluster: str, score_name: str, aps: Mapping[str, Any] | None, now: d
             stamp,
         )
     if cond is None:
+        scores = status.get("scores") or []
+        if scores:
+            # The upstream Go agent writes scores and nothing else: no condition, no validUntil.
+            return ClusterReport(
+                cluster,
+                "True",
+                "ScoresWithoutCondition",
+                f"{len(scores)} score(s) published by an agent that reports no condition "
+                "(the upstream Go agent writes scores only); its failures show in its own logs",
+            )
         return ClusterReport(cluster, "Unknown", "NoReportYet", "the agent has not reported a condition yet")
     value = cond.get("status")
     state: Literal["True", "False", "Unknown"] = value if value in ("True", "False") else "Unknown"

@@ -32,6 +32,10 @@ and it does the same once on any object found with some (written by an older age
 hand).  Nobody
 applies an AddOnPlacementScore with server-side apply: this agent is its only writer.
 
+An object found without those labels or the score-name annotation (one the upstream Go agent
+created, which sets neither) gets them with the first write, so that the hub, which watches only
+labelled scores, reports it and the garbage collector can remove it with the addon.
+
 Each object is also owned by this cluster's ManagedClusterAddOn (read once, by name; the agent's hub
 Role allows exactly that get), so the hub's garbage collector removes the scores when the addon is
 disabled or uninstalled: the agent is gone by then and could not delete them itself.
@@ -77,6 +81,8 @@ class _Known:
     """The object has managedFields (see the module's docstring for why they go)."""
     resource_version: str = ""
     status: dict[str, Any] | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,8 @@ class KubeScorePublisher:
             tracked=bool(meta.get("managedFields")),
             resource_version=version,
             status=status,
+            labels=meta.get("labels") or {},
+            annotations=meta.get("annotations") or {},
         )
 
     async def list_owned(self) -> list[str]:
@@ -207,6 +215,16 @@ class KubeScorePublisher:
             if known.exists and owners is not None and known.owners != owners:
                 # written before the owner was known (or by an older agent): adopt it
                 meta["ownerReferences"] = owners
+            if known.exists:
+                # created by another writer (the upstream Go agent labels nothing): mark it as
+                # ours, or the hub, which watches only labelled scores, never sees it
+                labels = {
+                    k: v for k, v in score_labels(self.addon_name).items() if (known.labels or {}).get(k) != v
+                }
+                if labels:
+                    meta["labels"] = labels
+                if (known.annotations or {}).get(SCORE_NAME_ANNOTATION) != result.score_name:
+                    meta["annotations"] = {SCORE_NAME_ANNOTATION: result.score_name}
             if known.tracked:
                 meta["managedFields"] = RESET_MANAGED_FIELDS
             if meta:

@@ -26,6 +26,7 @@ from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
+from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
@@ -473,7 +474,55 @@ def test_scores_carry_no_managed_fields_so_large_writes_stay_cheap(control_plane
         asyncio.run(pub.publish(PublishRequest("wide", "wide", items[:10], None, ok(), 30)))
         obj = api.request("GET", path)
         assert "managedFields" not in obj["metadata"]
-        assert len(obj["status"]["scores"]) == 10 and obj["metadata"]["labels"] == {"team": "a"}
+        assert len(obj["status"]["scores"]) == 10
+        assert obj["metadata"]["labels"] == {"team": "a", **score_labels("dynamic-scoring")}
+    finally:
+        with contextlib.suppress(NotFound):
+            api.request("DELETE", path)
+
+
+def test_a_score_the_upstream_agent_created_is_labelled_as_ours_by_the_first_write(
+    control_plane: ControlPlane,
+) -> None:
+    # The upstream Go agent creates its AddOnPlacementScore with nothing but a name and writes only
+    # `status.scores`.  Taken over by this agent (a migration), the object must come into the hub's
+    # labelled watch and carry the score-name annotation, or the hub reports the cluster as silent.
+    api = hub_api(control_plane)
+    path = APS.format(ns="cluster1", name="taken-over")
+    api.request(
+        "POST",
+        path.rsplit("/", 1)[0],
+        body={
+            "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnPlacementScore",
+            "metadata": {"name": "taken-over"},
+        },
+    )
+    try:
+        api.request(
+            "PATCH",
+            path + "/status",
+            body={"status": {"scores": [{"name": "taken_over", "value": 30}]}},
+            content_type="application/merge-patch+json",
+        )
+        pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+        selector = score_selector("dynamic-scoring")
+        listed = api.request("GET", path.rsplit("/", 1)[0], query={"labelSelector": selector})["items"]
+        assert "taken-over" not in [i["metadata"]["name"] for i in listed]
+        asyncio.run(
+            pub.publish(
+                PublishRequest("taken_over", "taken-over", [ScoreItem("taken_over", 70)], None, ok(), 30)
+            )
+        )
+        obj = api.request("GET", path)
+        assert obj["metadata"]["labels"] == score_labels("dynamic-scoring")
+        assert (
+            obj["metadata"]["annotations"]["dynamic-scoring.open-cluster-management.io/score-name"]
+            == "taken_over"
+        )
+        assert obj["status"]["scores"] == [{"name": "taken_over", "value": 70}]
+        listed = api.request("GET", path.rsplit("/", 1)[0], query={"labelSelector": selector})["items"]
+        assert "taken-over" in [i["metadata"]["name"] for i in listed]
     finally:
         with contextlib.suppress(NotFound):
             api.request("DELETE", path)

@@ -1,7 +1,8 @@
-"""Hub controllers over the AddOnPlacementScores our agents write (see `expiry`)."""
+"""Hub controllers over the AddOnPlacementScores of our addon (see `expiry` and `external`)."""
 
 from __future__ import annotations
 
 from addon.controllers.scores.expiry import score_expiry_controller
+from addon.controllers.scores.external import external_agent_scores_controller
 
-__all__ = ["score_expiry_controller"]
+__all__ = ["external_agent_scores_controller", "score_expiry_controller"]

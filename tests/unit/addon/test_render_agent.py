@@ -221,6 +221,8 @@ def test_customized_variables_reach_the_deployment() -> None:
         ("MaxScoreBytes", "1.5Mi"),
         ("Image", "has space:1"),
         ("DeleteInstallNamespace", "yes"),
+        ("AgentReplicas", "2"),
+        ("AgentReplicas", "none"),
         ("LogLvl", "debug"),
     ],
 )
@@ -228,6 +230,15 @@ def test_invalid_variables_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(AddonConfigError) as err:
         render_agent(mca=mca(), adc=adc(customizedVariables=variables(**{name: value})))
     assert err.value.field == f"spec.customizedVariables[{name}]"
+
+
+def test_agent_replicas_zero_renders_the_deployment_without_pods() -> None:
+    """`AgentReplicas: 0` keeps the namespace, the summaries' RBAC and the Deployment, scaled to 0."""
+    default = render_agent(mca=mca(), adc=adc())
+    assert deployment(default.manifests)["spec"]["replicas"] == 1
+    external = render_agent(mca=mca(), adc=adc(customizedVariables=variables(AgentReplicas="0")))
+    assert deployment(external.manifests)["spec"]["replicas"] == 0
+    assert [m["kind"] for m in external.manifests] == [m["kind"] for m in default.manifests]
 
 
 def test_values_cannot_inject_yaml() -> None:

@@ -69,3 +69,16 @@ def test_message_names_failing_clusters_and_reasons() -> None:
     failing, message = reports_message(reports)
     assert failing and message == "failing on 1 of 2 cluster(s): b: SecretNotFound: secret tok not found"
     assert reports_message(reports[:1]) == (False, "scoring on 1 of 1 cluster(s)")
+
+
+def test_scores_without_a_condition_count_as_scoring() -> None:
+    # What the upstream Go agent writes: scores only, on an object the hub labelled for it.
+    upstream = {"metadata": {}, "status": {"scores": [{"name": "cpu", "value": 30}]}}
+    empty = {"metadata": {}, "status": {}}
+    reports = cluster_reports("cpu", ["go", "new"], {"go": upstream, "new": empty}, NOW)
+    assert [(r.cluster, r.status, r.reason) for r in reports] == [
+        ("go", "True", "ScoresWithoutCondition"),
+        ("new", "Unknown", "NoReportYet"),
+    ]
+    assert "1 score(s)" in reports[0].message
+    assert reports_message(reports) == (False, "scoring on 1 of 2 cluster(s)")

@@ -1,0 +1,234 @@
+"""A cluster scored by another agent (`AgentReplicas: "0"`): the hub prepares its scores.
+
+The external-agent-scores controller runs in-process, alone, against the real hub apiserver.
+The state it reads is shaped directly: a ManagedClusterAddOn, the deploy work (agent Deployment
+with 0 replicas) and the config work (the summaries), as the lifecycle and distribution
+controllers write them, plus AddOnPlacementScores as the upstream Go agent and this addon's
+agent leave them.  The e2e interop test covers the same with the real upstream agent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from addon.controllers.scores.decision import EXPIRED_ANNOTATION, SCORE_NAME_ANNOTATION
+from addon.controllers.scores.external import NAME, external_agent_scores_controller
+from addon.manager import Manager, ManagerOptions
+from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.score_labels import score_labels
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.procs import wait_until
+
+ADDON = "dynamic-scoring"
+ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
+WORK_V1 = "work.open-cluster-management.io/v1"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+OURS = score_labels(ADDON)
+
+
+def summary(score: str) -> dict[str, Any]:
+    return {
+        "name": score,
+        "scoreName": score,
+        "sourceType": "None",
+        "scoringEndpoint": "http://scorer.example:8000/score",
+        "scoringInterval": 30,
+        "location": "External",
+        "scoreDestination": "AddOnPlacementScore",
+        "scoreDimensionFormat": "${cluster}",
+    }
+
+
+def work(cluster: str, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": WORK_V1,
+        "kind": "ManifestWork",
+        "metadata": {
+            "name": name,
+            "namespace": cluster,
+            "labels": {"open-cluster-management.io/addon-name": ADDON},
+        },
+        "spec": {"workload": {"manifests": [manifest]}},
+    }
+
+
+def deploy_work(cluster: str, replicas: int) -> dict[str, Any]:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "dynamic-scoring-agent", "namespace": "dynamic-scoring"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}]},
+            },
+        },
+    }
+    return work(cluster, f"addon-{ADDON}-deploy-0", deployment)
+
+
+def config_work(cluster: str, scores: list[str]) -> dict[str, Any]:
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "dynamic-scoring-config", "namespace": "dynamic-scoring"},
+        "data": {"summaries": json.dumps([summary(s) for s in scores])},
+    }
+    return work(cluster, f"addon-{ADDON}-config", configmap)
+
+
+def aps(hub: Client, cluster: str, name: str, labels: dict[str, str] | None, status: dict[str, Any]) -> None:
+    meta: dict[str, Any] = {"name": name, "namespace": cluster}
+    if labels:
+        meta["labels"] = labels
+        meta["annotations"] = {EXPIRED_ANNOTATION: "2020-01-01T00:00:00Z"}
+    obj = hub.apply({"apiVersion": APS_V1A1, "kind": "AddOnPlacementScore", "metadata": meta})
+    hub.patch_status(obj, status)
+
+
+class Running:
+    def __init__(self, api: KubeAPI) -> None:
+        self.registry = CollectorRegistry()
+        self.manager = Manager(
+            api,
+            ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", resync_seconds=1.0),
+            factories=[external_agent_scores_controller],
+            registry=self.registry,
+        )
+        self.stop = threading.Event()
+        self.exit_code: int | None = None
+        self.thread = threading.Thread(target=self._run, name="manager under test", daemon=True)
+
+    def _run(self) -> None:
+        self.exit_code = self.manager.run(self.stop)
+
+    def reconciles(self) -> float:
+        return sum(
+            s.value
+            for m in self.registry.collect()
+            for s in m.samples
+            if s.name == "dynamic_scoring_controller_reconcile_total" and s.labels.get("controller") == NAME
+        )
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane) -> Iterator[tuple[Client, str]]:
+    assert control_plane.hub is not None
+    hub = Client(control_plane.hub.admin_kubeconfig, timeout=10)
+    name = f"ext-{uuid.uuid4().hex[:6]}"
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield hub, name
+    finally:
+        hub.delete("v1", "Namespace", name)
+
+
+def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_is_not_ours(
+    control_plane: ControlPlane, cluster: tuple[Client, str]
+) -> None:
+    hub, ns = cluster
+    mca = hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": ADDON, "namespace": ns},
+            "spec": {},
+        }
+    )
+    hub.apply(deploy_work(ns, 0))
+    hub.apply(config_work(ns, ["go_created", "ours_before", "missing"]))
+    # the upstream agent's own object: a name and scores, nothing else
+    aps(hub, ns, "go-created", None, {"scores": [{"name": "go_created", "value": 30}]})
+    # what this addon's agent left when the cluster switched: validUntil, its condition, the mark
+    aps(
+        hub,
+        ns,
+        "ours-before",
+        OURS,
+        {
+            "scores": [{"name": "ours_before", "value": 40}],
+            "validUntil": "2020-01-01T00:00:00Z",
+            "conditions": [
+                {
+                    "type": "ScoresUpToDate",
+                    "status": "True",
+                    "reason": "ScoresUpdated",
+                    "message": "1 score",
+                    "lastTransitionTime": "2020-01-01T00:00:00Z",
+                }
+            ],
+        },
+    )
+    aps(hub, ns, "withdrawn", OURS, {"scores": [{"name": "withdrawn", "value": 1}]})
+    aps(hub, ns, "other-addon", None, {"scores": [{"name": "x", "value": 5}]})
+    assert control_plane.hub is not None
+    running = Running(KubeAPI(control_plane.hub.admin_kubeconfig))
+    running.thread.start()
+    try:
+
+        def get(name: str) -> dict[str, Any] | None:
+            return hub.find(APS_V1A1, "AddOnPlacementScore", name, ns)
+
+        def prepared(name: str, score: str) -> bool:
+            obj = get(name)
+            if obj is None:
+                return False
+            meta = obj["metadata"]
+            status = obj.get("status") or {}
+            return (
+                all((meta.get("labels") or {}).get(k) == v for k, v in OURS.items())
+                and (meta.get("annotations") or {}).get(SCORE_NAME_ANNOTATION) == score
+                and EXPIRED_ANNOTATION not in (meta.get("annotations") or {})
+                and [o["uid"] for o in meta.get("ownerReferences") or []] == [mca["metadata"]["uid"]]
+                and "validUntil" not in status
+                and not status.get("conditions")
+                and not meta.get("managedFields")
+            )
+
+        wait_until(
+            lambda: (
+                all(
+                    prepared(n, s)
+                    for n, s in [
+                        ("go-created", "go_created"),
+                        ("ours-before", "ours_before"),
+                        ("missing", "missing"),
+                    ]
+                )
+                and get("withdrawn") is None
+            ),
+            timeout=30,
+            what="scores adopted, created and cleaned, the withdrawn one deleted",
+        )
+        assert get("go-created")["status"]["scores"] == [{"name": "go_created", "value": 30}]  # type: ignore[index]
+        assert get("ours-before")["status"]["scores"] == [{"name": "ours_before", "value": 40}]  # type: ignore[index]
+        other = get("other-addon")
+        assert other is not None and not other["metadata"].get("labels")  # not in the summaries: not ours
+
+        # Back to our agent (replicas 1): what it writes stays, whatever happens to the cluster.
+        hub.apply(deploy_work(ns, 1))
+        obj = get("ours-before")
+        assert obj is not None
+        until = {"validUntil": "2030-01-01T00:00:00Z"}
+        hub.patch_status(obj, until)
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "missing", ns)
+        seen = running.reconciles()
+        wait_until(
+            lambda: running.reconciles() >= seen + 3, timeout=30, what="three more reconciles (resync 1 s)"
+        )
+        assert get("ours-before")["status"]["validUntil"] == until["validUntil"]  # type: ignore[index]
+        assert get("missing") is None
+    finally:
+        running.stop.set()
+        running.thread.join(60)
+    assert running.exit_code == 0
