@@ -328,7 +328,7 @@ def test_upstream_agent_on_cluster2_and_ours_on_cluster1_both_reach_the_placemen
     wait_until(
         lambda: it.decision() == ["cluster1"], timeout=60, what="the Placement choosing cluster1 (90 > 10)"
     )
-    assert it.value("cluster2") == 10
+    wait_until(lambda: it.value("cluster2") == 10, timeout=60, what="the upstream agent's next score (10)")
 
     report = wait_until(
         lambda: (r := it.cluster_report("cluster2")).get("reason") == "ScoresWithoutCondition" and r,
