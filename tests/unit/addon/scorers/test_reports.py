@@ -74,7 +74,7 @@ def test_message_names_failing_clusters_and_reasons() -> None:
 def test_scores_without_a_condition_count_as_scoring() -> None:
     # What the upstream Go agent writes: scores only, on an object the hub labelled for it.
     upstream = {"metadata": {}, "status": {"scores": [{"name": "cpu", "value": 30}]}}
-    empty = {"metadata": {}, "status": {}}
+    empty: dict[str, Any] = {"metadata": {}, "status": {}}
     reports = cluster_reports("cpu", ["go", "new"], {"go": upstream, "new": empty}, NOW)
     assert [(r.cluster, r.status, r.reason) for r in reports] == [
         ("go", "True", "ScoresWithoutCondition"),
