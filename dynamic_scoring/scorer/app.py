@@ -93,8 +93,12 @@ class ScorerApp:
 
     Attributes mirror the ``/config`` document: ``name`` is the score name (``scoring.params.name``),
     ``query``/``range``/``step`` the Prometheus query and window, ``interval`` the seconds between
-    cycles, ``params`` extra ``scoring.params`` keys.  ``scoring.host`` is ``advertise_url`` or,
-    when empty, the address the server is bound to (set by ``serve``).
+    cycles, ``params`` extra ``scoring.params`` keys.  ``scoring.host`` is ``advertise_url``, and empty
+    when that is: the hub then sends the series to the origin of the DynamicScorer's ``configURL``
+    (or its ``spec.scoring.host``), which is where this server answered.  The address the server is
+    bound to is not published: it is often ``0.0.0.0`` or a pod address no hub can use, and the
+    upstream Go manager mishandles a ``scoring.host`` in ``/config`` (it sends the series to
+    ``source.host`` instead; docs/migration.md).
     """
 
     score: ScoreFn
@@ -124,8 +128,8 @@ class ScorerApp:
             raise ValueError("interval must be at least 1 second")
         self.config()  # fail at start, not at the first /config request
 
-    def config(self, base_url: str = "") -> ScorerConfig:
-        """The ``/config`` document; ``base_url`` is the server's own address when not advertised."""
+    def config(self) -> ScorerConfig:
+        """The ``/config`` document."""
         return ScorerConfig(
             name=self.name,
             description=self.description,
@@ -136,15 +140,13 @@ class ScorerApp:
                 params=SourceParams(query=self.query, range=self.range, step=self.step),
             ),
             scoring=ScoringConfig(
-                host=self.advertise_url or base_url,
+                host=self.advertise_url,
                 path=self.scoring_path,
                 params=ScoringParams(name=self.name, interval=self.interval, **dict(self.params)),
             ),
         )
 
-    def handle(
-        self, method: str, path: str, headers: Mapping[str, str], body: bytes, *, base_url: str = ""
-    ) -> Response:
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
         """Answer one request; ``headers`` keys are lower-case.  Never raises."""
         path = path.split("?", 1)[0]
         if path == "/healthz":
@@ -154,7 +156,7 @@ class ScorerApp:
         if path == "/config":
             if method not in ("GET", "HEAD"):
                 return self._error(405, method, path, "use GET")
-            return _json(200, self.config(base_url).model_dump_json().encode())
+            return _json(200, self.config().model_dump_json().encode())
         if path != self.scoring_path:
             return self._error(
                 404, method, path, f"no such path; try /healthz, /config or POST {self.scoring_path}"
@@ -239,8 +241,6 @@ class ScorerApp:
             if len(body) > self.max_body_bytes:
                 too_large = True
                 body.clear()  # keep draining without keeping it
-        server = scope.get("server")
-        base_url = f"{scope.get('scheme', 'http')}://{server[0]}:{server[1]}" if server else ""
         if too_large:
             response = self._error(
                 413, scope["method"], scope["path"], f"the body is larger than {self.max_body_bytes} bytes"
@@ -249,7 +249,7 @@ class ScorerApp:
             loop = asyncio.get_running_loop()
             response = await loop.run_in_executor(
                 None,
-                lambda: self.handle(scope["method"], scope["path"], headers, bytes(body), base_url=base_url),
+                lambda: self.handle(scope["method"], scope["path"], headers, bytes(body)),
             )
         await send(
             {

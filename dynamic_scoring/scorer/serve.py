@@ -28,8 +28,6 @@ class ScorerServer:
     """``app`` listening on ``host:port`` in this process; ``port`` 0 picks a free one (see ``.port``)."""
 
     def __init__(self, app: ScorerApp, host: str = "127.0.0.1", port: int = 8000) -> None:
-        server = self
-
         class Handler(BaseHTTPRequestHandler):
             server_version = "dynamic-scoring-scorer"
             # HTTP/1.0: one request per connection.  With keep-alive, a connection idle for as long as
@@ -62,7 +60,7 @@ class ScorerServer:
                         self._refuse(413, f"the body is larger than {app.max_body_bytes} bytes")
                         return
                     body = self.rfile.read(int(length))
-                self._answer(app.handle(self.command, self.path, headers, body, base_url=server.base_url))
+                self._answer(app.handle(self.command, self.path, headers, body))
 
             def _refuse(self, status: int, message: str) -> None:
                 log.warning("%s %s -> %d: %s", self.command, display_name(self.path), status, message)

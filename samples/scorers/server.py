@@ -88,10 +88,10 @@ def build_app(
     )
 
 
-def config_document(args: argparse.Namespace, description: str, port: int) -> ScorerConfig:
-    """The ``/config`` document the options give, for a server bound to ``args.host:port``."""
+def config_document(args: argparse.Namespace, description: str) -> ScorerConfig:
+    """The ``/config`` document the options give."""
     app = build_app(args, argparse.ArgumentParser(), description, lambda request: [])
-    return app.config(f"http://{args.host}:{port}")
+    return app.config()
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, description: str, score: ScoreFn) -> None:

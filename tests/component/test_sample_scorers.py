@@ -105,7 +105,7 @@ def test_config_is_a_valid_scorer_config_naming_its_own_endpoint(
     assert config.source.params.query == "sum(rate(container_cpu_usage_seconds_total[1m]))"
     assert (config.source.params.range, config.source.params.step) == (range_, 15)
     assert config.scoring.params.interval == 30
-    assert (config.scoring.host, config.scoring.path) == (s.base, "/scoring")
+    assert (config.scoring.host, config.scoring.path) == ("", "/scoring")  # configURL's origin
 
 
 @pytest.mark.parametrize("module", ["cpu", "predict"])
@@ -147,7 +147,7 @@ async def test_the_real_agent_publishes_their_scores(
     config = scorers[module].config()
     s = summary(
         f"sample_{module}",
-        config.scoring.host + config.scoring.path,
+        scorers[module].base + config.scoring.path,  # no scoring.host: the hub takes configURL's origin
         sourceType="Prometheus",
         sourceEndpoint=prometheus.query_range_url,
         sourceQuery=f"sum by (namespace) ({GAUGE})",

@@ -86,7 +86,7 @@ def test_both_scorers_stay_in_range(loads: list[float], capacity: float) -> None
 def test_config_document_is_a_valid_scorer_config() -> None:
     parser = build_parser("x", cpu.DEFAULTS)
     args = parser.parse_args(["--prometheus-url", "http://prom.monitoring.svc:9090"])
-    doc = config_document(args, cpu.DEFAULTS.description, 8000)
+    doc = config_document(args, cpu.DEFAULTS.description)
     wire = json.loads(doc.model_dump_json())
     assert ScorerConfig.model_validate(wire) == doc
     assert wire["source"] == {
@@ -96,7 +96,7 @@ def test_config_document_is_a_valid_scorer_config() -> None:
         "params": {"query": "sum(rate(container_cpu_usage_seconds_total[1m]))", "range": 300, "step": 15},
     }
     assert wire["scoring"] == {
-        "host": "http://127.0.0.1:8000",
+        "host": "",  # the hub uses configURL's origin; a host here misleads upstream's manager
         "path": "/scoring",
         "params": {"name": "cpu_headroom", "interval": 30},
     }

@@ -30,18 +30,18 @@ def make(score: Any = mean_score, **kwargs: Any) -> ScorerApp:
 
 def test_config_document_is_what_the_hub_reads() -> None:
     app = make(description="d", params={"model": "linear"}, source_host="http://prom:9090")
-    response = app.handle("GET", "/config", {}, b"", base_url="http://127.0.0.1:8000")
+    response = app.handle("GET", "/config", {}, b"")
     assert response.status == 200
     doc = ScorerConfig.model_validate(response.json())
     assert doc.name == "load" and doc.scoring.params.name == "load" and doc.scoring.params.interval == 30
     assert doc.scoring.params.extra_params == {"model": "linear"}
-    assert (doc.scoring.host, doc.scoring.path) == ("http://127.0.0.1:8000", "/scoring")
+    assert (doc.scoring.host, doc.scoring.path) == ("", "/scoring")  # the hub uses configURL's origin
     assert (doc.source.type, doc.source.host, doc.source.params.query) == (
         "Prometheus",
         "http://prom:9090",
         "up",
     )
-    advertised = make(advertise_url="https://scorer.example").config("http://127.0.0.1:1")
+    advertised = make(advertise_url="https://scorer.example").config()
     assert advertised.scoring.host == "https://scorer.example"
 
 
@@ -158,7 +158,7 @@ def test_asgi_entry_serves_the_same_contract() -> None:
     assert start["status"] == 200 and json.loads(body["body"])["results"][0]["score"] == 2.0
     assert (b"content-length", str(len(body["body"])).encode()) in start["headers"]
     start, body = asgi(app, "GET", "/config", [b""], [])
-    assert json.loads(body["body"])["scoring"]["host"] == "http://127.0.0.1:9"
+    assert json.loads(body["body"])["scoring"]["host"] == ""
     start, _ = asgi(make(max_body_bytes=10), "POST", "/scoring", [BODY[:8], BODY[8:]], [])
     assert start["status"] == 413
 
