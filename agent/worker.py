@@ -64,6 +64,7 @@ from agent.ports import (
     SecretReader,
 )
 from agent.retry import retrying
+from agent.scoring.answer import ScoringAnswer
 from agent.scoring.client import call_scorer, check_scores_fit, has_series
 from agent.scoring.dimensions import build_items, default_item_names
 from agent.scoring.maths import valid_until
@@ -74,7 +75,6 @@ from agent.source.otlp.store import SeriesStore
 from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.score_size import max_results_for
-from dynamic_scoring.wire import ScoringResponse
 
 logger = logging.getLogger("agent.worker")
 
@@ -312,7 +312,7 @@ class ScorerWorker:
             raise
         return client, creds
 
-    async def _fetch_and_score(self, plan: ScorerPlan, deadline: float) -> ScoringResponse | None:
+    async def _fetch_and_score(self, plan: ScorerPlan, deadline: float) -> ScoringAnswer | None:
         """The scorer's answer, or ``None`` when a stated default replaces it.
 
         ``None`` means the source returned no series and the summary states a ``missingDataScore``:
@@ -334,7 +334,7 @@ class ScorerWorker:
         with self._timed(name, "score"):
             client, creds = await self._stage_client(plan, "score")
 
-            async def post(timeout: float) -> ScoringResponse:
+            async def post(timeout: float) -> ScoringAnswer:
                 return await call_scorer(
                     client,
                     plan.summary.scoring_endpoint,
@@ -481,7 +481,7 @@ class ScorerWorker:
             self._label_collisions += collisions
         return labelled
 
-    def _success(self, plan: ScorerPlan, response: ScoringResponse) -> PublishRequest:
+    def _success(self, plan: ScorerPlan, response: ScoringAnswer) -> PublishRequest:
         ctx = self._ctx
         name = plan.score_name
         outcome = build_items(

@@ -147,7 +147,7 @@ def _document(
             "endpoint": trace.summary.scoring_endpoint,
             "results": len(trace.response.results),
             "seconds": round(trace.score_seconds, 4),
-            "answer": [r.model_dump(mode="json") for r in trace.response.results],
+            "answer": [{"metric": dict(r.metric), "score": r.score} for r in trace.response.results],
         }
         doc["items"] = {
             "perResult": [

@@ -36,6 +36,7 @@ from agent.errors import (
 from agent.http import ClientPool
 from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
 from agent.ports import ScoreItem, SecretContents, SecretReader
+from agent.scoring.answer import ScoringAnswer
 from agent.scoring.client import call_scorer, check_scores_fit, has_series
 from agent.scoring.dimensions import build_items, default_item_names, render_name
 from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
@@ -44,7 +45,7 @@ from agent.source.labelling import label_series
 from agent.source.placeholders import PlaceholderError, expand_queries
 from agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.score_size import max_results_for
-from dynamic_scoring.wire import ScorerSummary, ScoringResponse
+from dynamic_scoring.wire import ScorerSummary
 
 PREVIEW = 5
 """Scorer results shown in the text output (JSON output shows them all)."""
@@ -118,7 +119,7 @@ class Trace:
     plan: ScorerPlan | None = None
     window: dict[str, int] = field(default_factory=dict)
     queries: list[Query] = field(default_factory=list)
-    response: ScoringResponse | None = None
+    response: ScoringAnswer | None = None
     score_seconds: float = 0.0
     items: list[Item] = field(default_factory=list)
     published: list[tuple[str, int]] = field(default_factory=list)
@@ -230,7 +231,7 @@ async def _fetch(
     return out
 
 
-def _items(trace: Trace, plan: ScorerPlan, response: ScoringResponse) -> None:
+def _items(trace: Trace, plan: ScorerPlan, response: ScoringAnswer) -> None:
     summary = plan.summary
     formats = list(summary.dimension_formats)
     spec = summary.score_normalization

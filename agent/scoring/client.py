@@ -10,7 +10,8 @@ gets ``"params": {...}`` after ``data``; upstream scorers ignore the key.
 
 The answer is read incrementally and abandoned past the size limit (decompressed size), its
 results are counted against the per-scorer limit before anything else is built from them, and it
-is then validated against ``dynamic_scoring.wire.ScoringResponse``; any 2xx status is accepted.
+is then validated against ``dynamic_scoring.wire.ScoringResponse`` (through the fast decoder of
+`agent.scoring.answer`); any 2xx status is accepted.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from agent.http import (
     url_secrets,
 )
 from agent.ports import ScoreItem
+from agent.scoring.answer import ScoringAnswer, decode_answer
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
-from dynamic_scoring.wire import ScoringResponse
 
 SLICE = 1024 * 1024
 OFF_LOOP_BYTES = 64 * 1024
@@ -169,7 +170,7 @@ async def call_scorer(
     max_bytes: int = 8 * 1024 * 1024,
     max_results: int = max_results_for(MAX_SCORE_BYTES),
     params: Mapping[str, Any] | None = None,
-) -> ScoringResponse:
+) -> ScoringAnswer:
     """POST the series to the scoring API and return its validated answer.
 
     Raises:
@@ -216,10 +217,10 @@ async def call_scorer(
         )
     try:
         if len(body) <= OFF_LOOP_BYTES:
-            return ScoringResponse.model_validate_json(body)
-        # Validating a few MiB takes a few hundred milliseconds of CPU; in a worker thread the event
-        # loop keeps running other scorers (pydantic-core lets the loop's thread in between).
-        return await asyncio.to_thread(ScoringResponse.model_validate_json, body)
+            return decode_answer(body)
+        # Validating a few MiB takes a hundred milliseconds of CPU or more; in a worker thread the
+        # event loop keeps running other scorers (msgspec and pydantic-core release the GIL between).
+        return await asyncio.to_thread(decode_answer, body)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         where_in = ".".join(str(p) for p in first["loc"]) or "body"

@@ -19,31 +19,62 @@ Where upstream picked a random survivor, this module is deterministic:
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.ports import ScoreItem
+from agent.scoring.answer import ScoredSeries
 from agent.scoring.maths import NonFiniteScore, score_value
-from dynamic_scoring.wire import ScoreNormalization, ScoreResult
+from dynamic_scoring.wire import ScoreNormalization
 
 DEFAULT_FORMAT = "${scoreName}"
 MAX_ITEM_NAME_LENGTH = 253
 _PLACEHOLDER = re.compile(r"\$\{(cluster|node|device|namespace|app|pod|container|meta|scoreName)\}")
 
 
+@functools.lru_cache(maxsize=256)
+def renderer(fmt: str, cluster: str, score_name: str) -> Callable[[Mapping[str, str]], str]:
+    """A function rendering ``fmt`` for one result's labels, with the cluster and score name fixed.
+
+    The format is split once into literal text and label keys (``${cluster}`` and ``${scoreName}``
+    become text), so rendering 10,000 results costs a few string joins each, not a regular
+    expression substitution with a Python callback per placeholder.  Label values are inserted as
+    they are: one pass, never expanded again.
+    """
+    pieces = _PLACEHOLDER.split(fmt or DEFAULT_FORMAT)  # text, key, text, key, ..., text
+    texts = [pieces[0]]
+    keys: list[str] = []
+    for key, text in zip(pieces[1::2], pieces[2::2], strict=True):
+        if key in ("cluster", "scoreName"):
+            texts[-1] += (cluster if key == "cluster" else score_name) + text
+        else:
+            keys.append(key)
+            texts.append(text)
+    if not keys:
+        constant = texts[0]
+        return lambda metric: constant
+    if len(keys) == 1:
+        (a, b), (k,) = texts, keys
+        return lambda metric: a + metric.get(k, "") + b
+    if len(keys) == 2:
+        (a, b, c), (k1, k2) = texts, keys
+        return lambda metric: a + metric.get(k1, "") + b + metric.get(k2, "") + c
+
+    def render(metric: Mapping[str, str]) -> str:
+        out = [texts[0]]
+        for key, text in zip(keys, texts[1:], strict=True):
+            out.append(metric.get(key, ""))
+            out.append(text)
+        return "".join(out)
+
+    return render
+
+
 def render_name(fmt: str, *, cluster: str, score_name: str, metric: Mapping[str, str]) -> str:
     """Render one item name from the format and one result's labels."""
-
-    def value(match: re.Match[str]) -> str:
-        key = match.group(1)
-        if key == "cluster":
-            return cluster
-        if key == "scoreName":
-            return score_name
-        return metric.get(key, "")
-
-    return _PLACEHOLDER.sub(value, fmt or DEFAULT_FORMAT)
+    return renderer(fmt, cluster, score_name)(metric)
 
 
 def item_name_problem(name: str) -> str | None:
@@ -76,7 +107,7 @@ class ItemsOutcome:
 
 
 def build_items(
-    results: Sequence[ScoreResult],
+    results: Sequence[ScoredSeries],
     *,
     fmt: str | Sequence[str],
     cluster: str,
@@ -97,8 +128,9 @@ def build_items(
     skipped = duplicates = 0
     clamped: set[int] = set()
     for one in formats:
+        render = renderer(one, cluster, score_name)
         for index, result in enumerate(results):
-            name = render_name(one, cluster=cluster, score_name=score_name, metric=result.metric)
+            name = render(result.metric)
             if not name:
                 skipped += 1
                 continue

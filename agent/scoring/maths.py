@@ -59,11 +59,16 @@ def score_value(raw: float, spec: ScoreNormalization | None = None) -> tuple[int
         NonFiniteScore: the normalised value is NaN or infinite (``clamp`` would otherwise map NaN to
             100, the best score there is, and an overflow to a bound nobody asked for).
     """
-    normalised = normalise(raw, spec)
+    normalised = raw if spec is None else normalise(raw, spec)
     if not math.isfinite(normalised):
         raise NonFiniteScore(f"not a finite number after normalisation ({normalised})")
-    clamped = clamp(normalised)
-    return round_half_away(clamped), clamped != normalised
+    # clamp() and round_half_away() inlined: this runs once per result, 10,000 times a cycle
+    clamped = SCORE_MIN if normalised < SCORE_MIN else SCORE_MAX if normalised > SCORE_MAX else normalised
+    magnitude = abs(clamped)
+    whole = math.floor(magnitude)
+    if magnitude - whole >= 0.5:
+        whole += 1
+    return (whole if clamped >= 0 else -whole), clamped != normalised
 
 
 def expiry_window(interval_seconds: int, valid_for_seconds: int | None = None) -> timedelta:

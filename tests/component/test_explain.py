@@ -233,7 +233,8 @@ def test_full_mode_from_a_file_fetches_config_as_the_hub_does_and_says_so(
     assert origins["scoreName"] == ("cpu_full", "/config")
     assert origins["sourceQuery"] == (GAUGE, "/config")
     assert origins["sourceRange"] == (600, "/config")
-    assert origins["scoringEndpoint"][1] == "/config"
+    # /config names no scoring host (the sample scorers publish none): the configURL's origin is used
+    assert origins["scoringEndpoint"] == (f"http://127.0.0.1:{port}/scoring", "spec.configURL")
     assert doc["fetch"]["queries"][0]["series"] == 3 and doc["score"]["results"] == 3
 
 
