@@ -129,3 +129,103 @@ __all__ = [
     "upstream_dir",
     "write_hub_kubeconfig",
 ]
+
+
+# ------------------------------------------------------------------------------ upstream's hub side
+
+
+def upstream_manager_binary() -> Path:
+    """`dynamic-scoring-manager`: the upstream hub's DynamicScorer/DynamicScoringConfig controller."""
+    return upstream_dir() / "bin" / "dynamic-scoring-manager"
+
+
+class UpstreamHub:
+    """Upstream's two hub processes against one hub: its addon manager and its DynamicScorer manager.
+
+    The addon manager (`dynamic-scoring-addon controller`, addon-framework's command) serves its
+    health endpoint on `:8443` of every interface with no flag to move it, so it runs in a network
+    namespace of its own (`e2e.netns`) that relays only the hub apiserver's port; its self-signed
+    serving certificate goes to a temporary directory, kept under `workdir` through `TMPDIR`.
+    The DynamicScorer manager (controller-runtime) takes its ports by flag: metrics off, the
+    health probe on a free loopback port, so it stays on the host's network, where it must reach
+    the scorers' `/healthz` and `/config` on loopback.  Neither uses leader election.  Both run
+    with the hub admin's kubeconfig: their own RBAC is not what the tests are about.
+    """
+
+    def __init__(self, workdir: Path, hub_kubeconfig: Path) -> None:
+        self.workdir = workdir
+        self.hub_kubeconfig = hub_kubeconfig
+        self.netns: NetNs | None = None
+        self.addon_manager: Proc | None = None
+        self.manager: Proc | None = None
+        self.probe_port = 0
+
+    def start(self) -> UpstreamHub:
+        """Start both; return once the DynamicScorer manager answers `/readyz`."""
+        import os
+        import urllib.request
+
+        from e2e.procs import free_port
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        tmp = self.workdir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        try:
+            ports = server_ports(self.hub_kubeconfig)
+            self.netns = NetNs(self.workdir, ports, name="upstream-addon-manager-netns")
+            argv = [str(upstream_addon_binary()), "controller", f"--kubeconfig={self.hub_kubeconfig}"]
+            self.addon_manager = Proc(
+                "upstream-addon-manager",
+                self.netns.argv(argv),
+                self.workdir / "upstream-addon-manager.log",
+                env={**os.environ, "TMPDIR": str(tmp)},
+            ).start()
+            self.probe_port = free_port()
+            self.manager = Proc(
+                "upstream-dynamic-scoring-manager",
+                [
+                    str(upstream_manager_binary()),
+                    f"--kubeconfig={self.hub_kubeconfig}",
+                    "--metrics-bind-address=0",
+                    f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                ],
+                self.workdir / "upstream-dynamic-scoring-manager.log",
+            ).start()
+
+            def ready() -> bool:
+                url = f"http://127.0.0.1:{self.probe_port}/readyz"
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    return int(resp.status) == 200
+
+            wait_until(ready, timeout=60, what="upstream's DynamicScorer manager ready", proc=self.manager)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def alive(self) -> bool:
+        """Whether both processes still run."""
+        return all(p is not None and p.alive for p in (self.addon_manager, self.manager))
+
+    def log(self, which: str) -> str:
+        """The log of `addon-manager` or `manager` so far."""
+        proc = self.addon_manager if which == "addon-manager" else self.manager
+        if proc is None:
+            return ""
+        try:
+            return proc.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop both processes, then the namespace and its relay."""
+        for proc in (self.manager, self.addon_manager):
+            if proc is not None:
+                proc.stop()
+        if self.netns is not None:
+            self.netns.stop()
+            self.netns = None
+
+
+__all__ += ["UpstreamHub", "upstream_manager_binary"]
