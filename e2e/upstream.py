@@ -14,11 +14,13 @@ in its cluster's namespace on the hub, and binds `:8080` and `:8443` on every in
 from __future__ import annotations
 
 import base64
+import os
+import urllib.request
 from pathlib import Path
 
 from e2e.kube import Client
 from e2e.netns import NetNs, server_ports
-from e2e.procs import Proc, wait_until
+from e2e.procs import Proc, free_port, wait_until
 from e2e.tools import component_dirs
 
 UPSTREAM_NAMESPACE = "dynamic-scoring"
@@ -122,15 +124,6 @@ class UpstreamAgent:
             self.netns = None
 
 
-__all__ = [
-    "UPSTREAM_NAMESPACE",
-    "UpstreamAgent",
-    "upstream_addon_binary",
-    "upstream_dir",
-    "write_hub_kubeconfig",
-]
-
-
 # ------------------------------------------------------------------------------ upstream's hub side
 
 
@@ -162,11 +155,6 @@ class UpstreamHub:
 
     def start(self) -> UpstreamHub:
         """Start both; return once the DynamicScorer manager answers `/readyz`."""
-        import os
-        import urllib.request
-
-        from e2e.procs import free_port
-
         self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.workdir / "tmp"
         tmp.mkdir(exist_ok=True)
@@ -228,4 +216,12 @@ class UpstreamHub:
             self.netns = None
 
 
-__all__ += ["UpstreamHub", "upstream_manager_binary"]
+__all__ = [
+    "UPSTREAM_NAMESPACE",
+    "UpstreamAgent",
+    "UpstreamHub",
+    "upstream_addon_binary",
+    "upstream_dir",
+    "upstream_manager_binary",
+    "write_hub_kubeconfig",
+]
