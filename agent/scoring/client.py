@@ -239,7 +239,7 @@ def check_scores_fit(items: Sequence[ScoreItem], limit: int) -> None:
     Raises:
         ScorerTooManyResults: the items' JSON is larger than ``limit``.
     """
-    size = scores_bytes((i.name, i.value) for i in items)
+    size = scores_bytes(items)  # ScoreItems are (name, value) tuples
     if size > limit:
         raise ScorerTooManyResults(
             f"{len(items)} score items are {size} bytes as an AddOnPlacementScore; at most {limit} "
