@@ -31,14 +31,11 @@ SUMMARIES_KEY = "summaries"
 """The config ConfigMap's key holding the summaries (addon.distribution.configmap writes it)."""
 
 
-def sent_score_names(config_work: JSON | None) -> set[str]:
-    """The AddOnPlacementScore names of the summaries in a cluster's config work.
+def config_work_summaries(config_work: JSON | None) -> list[JSON] | None:
+    """The summary entries (raw JSON objects) of a cluster's config work; None when unreadable.
 
-    Read from the work itself, which is exactly what the agent is sent.  Only each entry's
-    `scoreName` matters here: an entry the agent will reject costs one unused name, never a
-    missing one.  A work that cannot be read yields no names.
+    Read from the work itself, which is exactly what the agent is sent.
     """
-    names: set[str] = set()
     manifests = (((config_work or {}).get("spec") or {}).get("workload") or {}).get("manifests") or []
     for manifest in manifests:
         if not isinstance(manifest, dict) or manifest.get("kind") != "ConfigMap":
@@ -48,12 +45,21 @@ def sent_score_names(config_work: JSON | None) -> set[str]:
         try:
             entries = json.loads((manifest.get("data") or {}).get(SUMMARIES_KEY) or "[]")
         except ValueError:
-            continue
-        for entry in entries if isinstance(entries, list) else []:
-            score = entry.get("scoreName") if isinstance(entry, dict) else None
-            if isinstance(score, str) and score:
-                names.add(aps_name(score))
-    return names
+            return None
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else None
+    return None
+
+
+def sent_score_names(config_work: JSON | None) -> set[str]:
+    """The AddOnPlacementScore names of the summaries in a cluster's config work.
+
+    Only each entry's `scoreName` matters here: an entry the agent will reject costs one unused
+    name, never a missing one.  A work that cannot be read yields no names.
+    """
+    entries = config_work_summaries(config_work) or []
+    return {
+        aps_name(e["scoreName"]) for e in entries if isinstance(e.get("scoreName"), str) and e["scoreName"]
+    }
 
 
 def granted_score_names(sent: Iterable[str], scores: Iterable[JSON]) -> list[str]:

@@ -36,7 +36,8 @@ from collections.abc import Iterable
 from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_WORK_NAME, DEPLOY_WORK_PREFIX
 from addon.controllers import HubContext, agent_scores
 from addon.controllers.scores.decision import EXPIRED_ANNOTATION, SCORE_NAME_ANNOTATION
-from addon.distribution.configmap import SUMMARIES_KEY
+from addon.render.hub_rbac import config_work_summaries
+from addon.scorers.reports import AGENT_CONDITION
 from dynamic_scoring.kube.api import MERGE_PATCH, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
@@ -49,12 +50,10 @@ from dynamic_scoring.kube.resources import (
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import score_labels
-from dynamic_scoring.wire import parse_summaries
 
 log = logging.getLogger(__name__)
 
 NAME = "external-agent-scores"
-AGENT_CONDITION = "ScoresUpToDate"
 DEPLOY_WORK = f"{DEPLOY_WORK_PREFIX}-0"
 RESET_MANAGED_FIELDS: list[JSON] = [{}]
 
@@ -73,21 +72,16 @@ def wanted_scores(work: JSON | None) -> dict[str, str] | None:
 
     None when the work or its ConfigMap cannot be read: nothing is then deleted on a guess.
     """
-    for manifest in ((work or {}).get("spec") or {}).get("workload", {}).get("manifests") or []:
-        if manifest.get("kind") != "ConfigMap":
-            continue
-        payload = (manifest.get("data") or {}).get(SUMMARIES_KEY)
-        if not isinstance(payload, str):
-            return None
-        summaries, errors = parse_summaries(payload)
-        if any(e.index is None for e in errors):
-            return None
-        return {
-            aps_name(s.score_name): s.score_name
-            for s in summaries
-            if s.score_destination == "AddOnPlacementScore" and s.score_name
-        }
-    return None
+    entries = config_work_summaries(work)
+    if entries is None:
+        return None
+    return {
+        aps_name(e["scoreName"]): e["scoreName"]
+        for e in entries
+        if e.get("scoreDestination") == "AddOnPlacementScore"
+        and isinstance(e.get("scoreName"), str)
+        and e["scoreName"]
+    }
 
 
 def stale_status(obj: JSON) -> JSON | None:
