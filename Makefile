@@ -33,11 +33,12 @@ deps: ## install system packages the tests need (Debian prometheus/promtool)
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; } \
 	  || { echo "could not install prometheus; install Debian's 'prometheus' package and retry" >&2; exit 1; }; }
 
-lint: $(STAMP) ## ruff, mypy --strict, import layering, actionlint on .github/workflows (built by `make tools`)
+lint: $(STAMP) ## ruff, mypy --strict, import layering, dead code (vulture), actionlint on .github/workflows (built by `make tools`)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
 
 # The addon-contract tests once more on the older OCM release (the default run uses v1.3.1).

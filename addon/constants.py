@@ -48,7 +48,6 @@ AGENT_DEPLOYMENT: Final = f"{ADDON_NAME}-agent"
 AGENT_SERVICE_ACCOUNT: Final = f"{ADDON_NAME}-agent"
 AGENT_CONTAINER: Final = f"{ADDON_NAME}-agent"  # upstream's name: its containerIDs keep matching
 SUMMARY_CONFIGMAP: Final = "dynamic-scoring-config"
-HUB_RBAC_NAME: Final = f"open-cluster-management:{ADDON_NAME}:agent"
 CONFIG_WORK_NAME: Final = f"addon-{ADDON_NAME}-config"
 """The ManifestWork carrying a cluster's summaries; the agent's hub Role grants the score names in it."""
 

@@ -16,14 +16,6 @@ class AddonConfigError(ValueError):
         self.message = message
 
 
-class ConfigPendingError(Exception):
-    """A referenced config has no spec hash yet; OCM and the hash filler have not caught up.
-
-    Not an error to report: the framework refuses to render in this state too, and
-    the next MCA update re-queues the reconcile.
-    """
-
-
 class WorkTooLargeError(ValueError):
     """One manifest alone exceeds the per-work size limit, so no packing can place it."""
 

@@ -41,6 +41,7 @@ from addon.constants import ADDON_NAME, DEFAULT_IMAGE
 from addon.controllers import ControllerFactory, HubContext
 from addon.controllers.registry import CONTROLLER_FACTORIES
 from addon.logs import keyed
+from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
@@ -87,18 +88,6 @@ class ManagerOptions:
     probe_allow_cidrs: tuple[str, ...] = ()
     probe_deny_private_networks: bool = False
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
-
-
-def parse_bind_address(address: str) -> tuple[str, int]:
-    """`host:port`, `:port` (all interfaces) or `[v6]:port` as (host, port).
-
-    Raises:
-        ValueError: not of that form.
-    """
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"bind address {address!r} must be host:port, :port or [v6]:port")
-    return host.strip("[]"), int(port)
 
 
 class _Server(ThreadingHTTPServer):
@@ -209,7 +198,7 @@ class Manager:
         self._server = _Server((host, port), self)
         threading.Thread(target=self._server.serve_forever, name="health server", daemon=True).start()
         bound = int(self._server.server_address[1])
-        log.info("serving /healthz /readyz /metrics on %s:%d", host or "*", bound)
+        log.info("serving /healthz /readyz /metrics on %s:%d", host, bound)
         return bound
 
     # -- running --------------------------------------------------------------------------------

@@ -28,13 +28,14 @@ from agent.k8s.secrets import KubeSecretReader
 from agent.k8s.summaries import CONFIGMAP_NAME, SummaryWatcher
 from agent.metrics import AgentMetrics
 from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
-from agent.server import HealthServer, parse_bind_address
+from agent.server import HealthServer
 from agent.settings import AgentSettings
 from agent.source.otlp.access import ReceiverAccess
 from agent.source.otlp.receiver import OtlpReceiver
 from agent.source.otlp.store import LabelLimits, SeriesStore
 from agent.source.otlp.telemetry import OtlpTelemetry
 from agent.supervisor import Supervisor
+from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 

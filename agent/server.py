@@ -21,15 +21,6 @@ from agent.metrics import AgentMetrics
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def parse_bind_address(address: str) -> tuple[str, int]:
-    """``host:port``, ``:port`` (all interfaces, as in Go) or ``[v6]:port`` to a host and port."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"bind address {address!r}: expected host:port")
-    host = host.strip("[]")
-    return host or "0.0.0.0", int(port)
-
-
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
@@ -114,4 +105,4 @@ class HealthServer:
         self._server.server_close()
 
 
-__all__ = ["HealthServer", "parse_bind_address"]
+__all__ = ["HealthServer"]

@@ -63,16 +63,6 @@ def list_all(
     return items
 
 
-def list_items(
-    api: KubeAPI, resource: Resource, namespace: str | None = None, **query: str
-) -> list[dict[str, Any]]:
-    """`list_all`, or exit 3 naming what could not be read."""
-    try:
-        return list_all(api, resource, namespace, **query)
-    except KubeError as exc:
-        unreachable(exc, f"list {resource.name}")
-
-
 def unreachable(exc: KubeError, what: str) -> NoReturn:
     """Exit 3 for a hub that cannot be asked, naming the request and the server's reason."""
     hint = "check that the hub is up and the kubeconfig's user may read this"

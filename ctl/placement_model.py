@@ -43,7 +43,6 @@ GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"
 GROUP_INDEX_LABEL = "cluster.open-cluster-management.io/decision-group-index"
 CLUSTER_SET_LABEL = "cluster.open-cluster-management.io/clusterset"
 MAX_SCORE = 100
-DECISIONS_PER_PAGE = 100  # the controller's maxNumOfClusterDecisions
 
 BALANCE, STEADY = "Balance", "Steady"
 RESOURCE_PRIORITIZERS = {"ResourceAllocatableCPU": "cpu", "ResourceAllocatableMemory": "memory"}
@@ -403,13 +402,6 @@ def prioritizer_weights(placement: JSON) -> list[tuple[Coordinate, int]]:
             addons.append((coordinate, weight))
     weights = [(Coordinate(builtin=name), w) for name, w in builtins.items()] + addons
     return [(c, w) for c, w in weights if w != 0]
-
-
-def decided_clusters(decisions: Iterable[JSON]) -> set[str]:
-    """Every cluster the given PlacementDecisions name."""
-    return {
-        str(d.get("clusterName")) for pd in decisions for d in (pd.get("status") or {}).get("decisions") or []
-    }
 
 
 def balance_scores(names: Iterable[str], other_decisions: Iterable[JSON]) -> dict[str, tuple[int, str]]:

@@ -16,6 +16,15 @@ def format_time(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_time(t: dt.datetime) -> str:
+    """``metav1.MicroTime`` (Lease times): UTC with exactly six fractional digits, even when zero.
+
+    The apiserver parses a MicroTime only with all six digits, so ``isoformat`` (which drops a zero
+    fraction) cannot be used.
+    """
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(value: object) -> dt.datetime | None:
     """An RFC 3339 timestamp as an aware datetime; ``None`` when absent, not a string, or malformed.
 

@@ -2,7 +2,7 @@
 
 OCM builds the config references but leaves the hashes to the addon, because only the addon knows
 which config kinds it supports.  Until a hash is filled, OCM cannot mark a cluster `Configured`, the
-deploy reconcile waits (`ConfigPendingError`), and `Progressing` never reaches `Completed`.  Both
+deploy reconcile waits (its config lookup is `pending`), and `Progressing` never reaches `Completed`.  Both
 functions take a lookup into the ADC cache and return the merge patch for the status arrays they
 touch (sent whole, other fields unchanged), or None when every hash is already right.
 """

@@ -24,7 +24,6 @@ HEALTH_CHECK: JSON = {"mode": "Lease"}
 
 REGISTRATION_APPLIED = "RegistrationApplied"
 MANIFEST_APPLIED = "ManifestApplied"
-OWNED_CONDITIONS = frozenset({REGISTRATION_APPLIED, MANIFEST_APPLIED})
 
 
 def owned_by_cma(mca: JSON, addon_name: str) -> bool:

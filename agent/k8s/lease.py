@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from agent.k8s.paths import namespaced
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
-from dynamic_scoring.kube.leader import micro_time  # one MicroTime format for every Lease we write
+from dynamic_scoring.timestamps import micro_time  # one MicroTime format for every Lease we write
 
 log = logging.getLogger(__name__)
 

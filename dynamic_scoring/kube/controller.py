@@ -90,11 +90,6 @@ class Controller:
             self.metrics = metrics
 
     @property
-    def primary(self) -> Informer | None:
-        """The first informer watched: its keys are the ones resynced."""
-        return self._primary
-
-    @property
     def informers(self) -> list[Informer]:
         """Every informer this controller watches or reads: it starts once all have listed."""
         return list(self._informers)

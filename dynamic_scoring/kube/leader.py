@@ -35,13 +35,9 @@ from collections.abc import Callable
 
 from dynamic_scoring.kube.api import Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import JSON, LEASES
+from dynamic_scoring.timestamps import micro_time
 
 log = logging.getLogger(__name__)
-
-
-def micro_time(t: dt.datetime) -> str:
-    """metav1.MicroTime: UTC with exactly six fractional digits, even when they are zero."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

@@ -176,9 +176,3 @@ class WorkQueue:
         with self._cond:
             self._shutting_down = True
             self._cond.notify_all()
-
-    @property
-    def shutting_down(self) -> bool:
-        """True once `shutdown` was called."""
-        with self._cond:
-            return self._shutting_down

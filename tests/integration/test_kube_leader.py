@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from dynamic_scoring.kube.api import MERGE_PATCH, Fenced, KubeAPI
-from dynamic_scoring.kube.leader import LeaderElector, micro_time
+from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import LEASES, NAMESPACES
+from dynamic_scoring.timestamps import micro_time
 from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until
 

@@ -200,7 +200,6 @@ class ScorerProber:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._schedule: dict[str, _Schedule] = {}
-        self.rounds = 0
 
     def _round(self, scorer: DynamicScorer) -> tuple[ProbeResult | None, ConfigResult | None]:
         """One round's I/O; every failure becomes a result, never an exception."""
@@ -248,7 +247,6 @@ class ScorerProber:
         config: ConfigResult | None = None
         if not isinstance(parsed, SpecProblem):
             health, config = self._round(parsed)
-        self.rounds += 1
         threshold = self.settings.health.failure_threshold
         outcome = evaluate_round(obj, health, config, failure_threshold=threshold, now=datetime.now(UTC))
         meta = obj["metadata"]

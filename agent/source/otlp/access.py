@@ -150,11 +150,6 @@ class TlsFiles:
         self._context: ssl.SSLContext | None = None
         self._logged = ThrottledLog()
 
-    @property
-    def mutual(self) -> bool:
-        """True when client certificates are required."""
-        return self.client_ca_file is not None
-
     def _files(self) -> tuple[Path, ...]:
         return (self.cert_file, self.key_file, *([self.client_ca_file] if self.client_ca_file else []))
 

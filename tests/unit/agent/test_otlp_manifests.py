@@ -10,7 +10,7 @@ import yaml
 
 from addon.errors import AddonConfigError
 from addon.render.agent import render_agent
-from agent.server import parse_bind_address
+from dynamic_scoring.bind_address import parse_bind_address
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.timestamps import format_time, parse_time
+from dynamic_scoring.timestamps import format_time, micro_time, parse_time
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +39,9 @@ def test_rfc3339_forms_the_apiserver_and_people_write(text: str, expected: dt.da
 @pytest.mark.parametrize("value", [None, "", "yesterday", "2026-13-01T00:00:00Z", 1700000000, ["2026"]])
 def test_anything_unreadable_is_none_not_an_exception(value: object) -> None:
     assert parse_time(value) is None
+
+
+def test_micro_time_keeps_six_fractional_digits_even_when_zero() -> None:
+    assert micro_time(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)) == "2026-01-02T03:04:05.000000Z"
+    offset = dt.timezone(dt.timedelta(hours=2))
+    assert micro_time(dt.datetime(2026, 1, 2, 5, 4, 5, 12, tzinfo=offset)) == "2026-01-02T03:04:05.000012Z"
