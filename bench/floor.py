@@ -25,13 +25,12 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from dynamic_scoring.jsontypes import JSON
 
 SOURCE = Path(__file__).resolve().parent / "floor"
 PARALLEL = 32
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink")
-
-JSON = dict[str, Any]
 
 
 def _tools_root() -> Path:

@@ -34,9 +34,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.timestamps import parse_time
-
-JSON = dict[str, Any]
 
 PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
 GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"

@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import click
 
 from ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
 from ctl.output import ExitCode, emit_json, output_option
 from ctl.stopping import sigterm_interrupts
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS
 from dynamic_scoring.score_labels import score_selector
@@ -37,8 +37,6 @@ SCORE_CONDITION = "ScoresUpToDate"
 MUST_BE_TRUE = ("Available", "RegistrationApplied", "ManifestApplied")
 MAX_ITEMS_SHOWN = 5
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: a view redrawn in place
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

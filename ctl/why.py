@@ -25,7 +25,8 @@ from ctl.hub import (
     unreachable,
 )
 from ctl.output import ExitCode, emit_json, fail, output_option
-from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import (
     ADDON_PLACEMENT_SCORES,
     MANAGED_CLUSTERS,

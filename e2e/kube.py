@@ -27,7 +27,8 @@ from urllib.parse import quote
 
 import yaml
 
-from dynamic_scoring.kube.api import JSON, KubeAPI, NotFound
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.pki import CertificateAuthority, Issued, random_token, service_account_keys, write_kubeconfig
 from e2e.procs import Proc, free_port, wait_until
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from dynamic_scoring.kube.api import JSON
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from dynamic_scoring.timestamps import parse_time

@@ -70,7 +70,8 @@ from typing import Any
 
 import click
 
-from dynamic_scoring.kube.api import JSON, KubeAPI, KubeError, NotFound
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS, SERVICE_ACCOUNTS, Resource
 from e2e import containers
 from e2e.procs import free_port, kill_group

@@ -12,12 +12,10 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from addon.config.variables import Variables, parse_variables
 from addon.errors import AddonConfigError
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 # A Kubernetes resource.Quantity, as its parser accepts it.
 _QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|[munkMGTPE])?$")

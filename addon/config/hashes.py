@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
 
 from addon.config.spec_hash import spec_hash
 from addon.constants import ADC_RESOURCE, ADDON_GROUP, RESERVED_NO_DEFAULT
+from dynamic_scoring.jsontypes import JSON
 
-JSON = dict[str, Any]
 ConfigLookup = Callable[[str, str], JSON | None]  # (namespace, name) -> the ADC or None
 
 

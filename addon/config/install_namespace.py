@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from addon.config.deployment_config import DeploymentConfig
 from addon.constants import DEFAULT_INSTALL_NAMESPACE, INSTALL_NAMESPACE_ANNOTATION
 from addon.errors import AddonConfigError
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

@@ -9,11 +9,8 @@ the current batch keeps rendering from its old config.
 
 from __future__ import annotations
 
-from typing import Any
-
 from addon.constants import RESERVED_NO_DEFAULT
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 
 def config_references(mca: JSON) -> list[JSON]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -36,8 +35,7 @@ from addon.constants import (
     KUBE_APISERVER_CLIENT_SIGNER,
 )
 from addon.registration.identity import AUTHENTICATED_GROUP, default_groups, default_user
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 GRPC_SERVER_USER = "system:serviceaccount:open-cluster-management-hub:grpc-server-sa"
 ALLOWED_USAGES = frozenset({"digital signature", "key encipherment", "client auth"})

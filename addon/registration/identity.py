@@ -7,11 +7,8 @@ dynamic-scoring addon picked a random agent name per start, which did).
 
 from __future__ import annotations
 
-from typing import Any
-
 from addon.constants import ADDON_NAME, AGENT_NAME, KUBE_APISERVER_CLIENT_SIGNER
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 AUTHENTICATED_GROUP = "system:authenticated"
 

@@ -11,13 +11,11 @@ owns it), `Configured` or `Progressing` (OCM owns them).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from addon.constants import ADC_RESOURCE, ADDON_GROUP, KUBE_APISERVER_CLIENT_SIGNER
 from addon.registration.identity import default_registration
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.conditions import find_condition, remove_condition, set_condition
-
-JSON = dict[str, Any]
 
 SUPPORTED_CONFIGS: list[JSON] = [{"group": ADDON_GROUP, "resource": ADC_RESOURCE}]
 HEALTH_CHECK: JSON = {"mode": "Lease"}

@@ -25,8 +25,7 @@ from addon.constants import (
 )
 from addon.render.images import resolve_image
 from addon.render.templating import TEMPLATES_DIR, render_objects
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 AGENT_TEMPLATES = (
     "agent/namespace.yaml.j2",

@@ -21,10 +21,9 @@ from addon.constants import ADDON_NAME, SUMMARY_CONFIGMAP
 from addon.registration.identity import rbac_subjects
 from addon.render.templating import TEMPLATES_DIR, render_objects
 from addon.work.builder import owner_reference
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import written_by_agent
-
-JSON = dict[str, Any]
 
 HUB_RBAC_TEMPLATE = "hub/agent-rbac.yaml.j2"
 SUMMARIES_KEY = "summaries"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from addon.config.references import config_references
 from addon.config.spec_hash import go_json
@@ -26,8 +25,7 @@ from addon.constants import (
     WORK_SIZE_LIMIT,
 )
 from addon.errors import WorkTooLargeError
-
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 WORK_API_VERSION = "work.open-cluster-management.io/v1"
 

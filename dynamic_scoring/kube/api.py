@@ -37,9 +37,10 @@ from typing import Any, cast
 import urllib3
 from kubernetes import client, config
 
+from dynamic_scoring.jsontypes import JSON
+
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """`accept` for an object's metadata alone (resourceVersion, labels, owners), not its whole body."""

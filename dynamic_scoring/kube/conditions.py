@@ -10,9 +10,8 @@ difference, no write" with `is` or `==`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 
 def rfc3339(t: dt.datetime) -> str:

@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, Gone, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import JSON, Resource, object_key
+from dynamic_scoring.kube.resources import Resource, object_key
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI, KubeError, NotFound
-from dynamic_scoring.kube.resources import JSON, LEASES
+from dynamic_scoring.kube.resources import LEASES
 from dynamic_scoring.timestamps import micro_time
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,9 @@ by them, and a log line names the object with them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
-JSON = dict[str, Any]
+from dynamic_scoring.jsontypes import JSON
 
 
 def _segment(value: str) -> str:

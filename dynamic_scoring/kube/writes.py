@@ -24,9 +24,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import EVENTS, JSON, Resource
+from dynamic_scoring.kube.resources import EVENTS, Resource
 
 log = logging.getLogger(__name__)
 

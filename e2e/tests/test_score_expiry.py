@@ -20,11 +20,11 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from addon.controllers.scores.decision import EXPIRED_ANNOTATION, MARGIN_SECONDS
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
@@ -52,7 +52,6 @@ SLACK = 5.0
 """Beyond ``validUntil`` + margin: the watch event to the manager, its patch, the placement
 controller's watch event, scheduling (0.06 s measured) and the PlacementDecision write, plus this
 test's 0.25 s polling, on a 2-core machine shared with other control planes; measured 0.11-0.21 s."""
-JSON = dict[str, Any]
 
 
 def stamp(at: dt.datetime) -> str:

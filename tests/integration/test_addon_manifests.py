@@ -9,7 +9,6 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -19,6 +18,7 @@ from addon.registration.status import registration_subject
 from addon.render.agent import render_agent
 from addon.render.hub_rbac import render_hub_rbac
 from addon.work.builder import build_deploy_works
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane
 from e2e.kube import KubeCluster, Kubectl
@@ -27,7 +27,6 @@ from e2e.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
-JSON = dict[str, Any]
 
 
 def hub_kubectl(cp: ControlPlane) -> Kubectl:

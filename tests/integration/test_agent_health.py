@@ -26,7 +26,8 @@ import pytest
 
 from agent.cli import Agent, build_agent
 from agent.k8s.summaries import SummaryWatcher
-from dynamic_scoring.kube.api import JSON, KubeAPI, NotFound
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from tests.component.harness import eventually
 

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
-from dynamic_scoring.kube.resources import CONFIGMAPS, JSON, NAMESPACES, split_key
+from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES, split_key
 from dynamic_scoring.kube.workqueue import WorkQueue
 from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until

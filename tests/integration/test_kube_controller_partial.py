@@ -23,11 +23,11 @@ from prometheus_client import CollectorRegistry
 
 from addon.controllers import HubContext
 from addon.manager import Manager, ManagerOptions
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.resources import (
     CONFIGMAPS,
-    JSON,
     NAMESPACES,
     ROLE_BINDINGS,
     ROLES,

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.conditions import find_condition, set_condition
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, EVENTS, JSON, NAMESPACES
+from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, EVENTS, NAMESPACES
 from dynamic_scoring.kube.writes import Writer
 from e2e.controlplane import ControlPlane
 

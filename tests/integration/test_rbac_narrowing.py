@@ -20,6 +20,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from addon.registration.identity import default_groups, default_user, token_user
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
@@ -47,7 +48,6 @@ OURS = {
     "app.kubernetes.io/managed-by": "dynamic-scoring-agent",
     "dynamic-scoring.open-cluster-management.io/addon": ADDON,
 }
-JSON = dict[str, Any]
 WHOAMI = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 
 

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctl.main import main
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
@@ -36,7 +37,6 @@ LABEL_KEY = "why.test/tier"
 MEMBER_KEY = "why.test/member"  # selects cluster1 and cluster2 into the test's own cluster set
 SET = "why-test"
 TOLERATE = [{"key": TAINT_KEY, "operator": "Exists"}]
-JSON = dict[str, Any]
 
 
 def stamp(delta: dt.timedelta) -> str:

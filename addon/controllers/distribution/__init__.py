@@ -60,12 +60,12 @@ from addon.work.builder import (
     dropping_stale_hash,
     owner_reference,
 )
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.resources import (
     DYNAMIC_SCORERS,
     DYNAMIC_SCORING_CONFIGS,
-    JSON,
     MANAGED_CLUSTER_ADDONS,
     MANAGED_CLUSTERS,
     MANIFEST_WORKS,

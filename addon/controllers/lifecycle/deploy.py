@@ -35,11 +35,11 @@ from addon.errors import AddonConfigError, TemplatesUnavailableError, WorkTooLar
 from addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from addon.render.agent import render_agent
 from addon.work.builder import build_deploy_works, manifest_applied, work_index
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.conditions import find_condition
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.resources import (
-    JSON,
     MANAGED_CLUSTER_ADDONS,
     MANIFEST_WORKS,
     object_key,

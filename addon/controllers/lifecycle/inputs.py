@@ -26,13 +26,13 @@ from addon.constants import (
     RESERVED_NO_DEFAULT,
 )
 from addon.controllers import agent_scores
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import (
     ADDON_DEPLOYMENT_CONFIGS,
     CLUSTER_MANAGEMENT_ADDONS,
     CSRS,
-    JSON,
     MANAGED_CLUSTER_ADDONS,
     MANAGED_CLUSTERS,
     MANIFEST_WORKS,

@@ -44,11 +44,11 @@ from addon.registration.status import (
     supported_configs_patch,
 )
 from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import WatchEvent
 from dynamic_scoring.kube.resources import (
-    JSON,
     MANAGED_CLUSTER_ADDONS,
     ROLE_BINDINGS,
     ROLES,

@@ -49,9 +49,10 @@ from addon.scorers.probe import (
 )
 from addon.scorers.round import evaluate_round
 from addon.scorers.transport import guarded_transport
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
-from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, JSON, SECRETS
+from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, SECRETS
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.secret_binding import binding_refusal
 from dynamic_scoring.wire import SecretKeyRef

@@ -38,15 +38,11 @@ from addon.controllers import HubContext, agent_scores
 from addon.controllers.scores.decision import EXPIRED_ANNOTATION, SCORE_NAME_ANNOTATION
 from addon.render.hub_rbac import config_work_summaries
 from addon.scorers.reports import AGENT_CONDITION
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
-from dynamic_scoring.kube.resources import (
-    ADDON_PLACEMENT_SCORES,
-    JSON,
-    MANAGED_CLUSTER_ADDONS,
-    MANIFEST_WORKS,
-)
+from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import score_labels

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from addon.config.hashes import cma_hash_patch, mca_config_hash_patch
 from addon.config.spec_hash import spec_hash
-from tests.unit.addon.helpers import JSON, adc, mca
+from dynamic_scoring.jsontypes import JSON
+from tests.unit.addon.helpers import adc, mca
 
 GROUP = "addon.open-cluster-management.io"
 DEFAULT = adc(customizedVariables=[{"name": "LogLevel", "value": "info"}])

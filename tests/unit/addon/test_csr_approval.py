@@ -3,7 +3,6 @@ from __future__ import annotations
 import base64
 import functools
 import warnings
-from typing import Any
 
 import pytest
 from cryptography import x509
@@ -12,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from addon.registration.csr_approval import approval_body, decide
+from dynamic_scoring.jsontypes import JSON
 
-JSON = dict[str, Any]
 USER = "system:open-cluster-management:cluster:{c}:addon:{a}:agent:{a}"
 GROUPS = ["system:open-cluster-management:cluster:{c}:addon:{a}", "system:open-cluster-management:addon:{a}"]
 

@@ -4,7 +4,6 @@ Role, and the manager's ClusterRole from manifests/."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -12,9 +11,9 @@ from addon.registration.identity import rbac_subjects, subject_problem
 from addon.registration.status import registration_subject
 from addon.render.agent import render_agent
 from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
+from dynamic_scoring.jsontypes import JSON
 from tests.unit.addon.helpers import by_kind, mca
 
-JSON = dict[str, Any]
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -5,7 +5,8 @@ import pytest
 from addon.constants import DEFAULT_IMAGE
 from addon.errors import AddonConfigError
 from addon.render.agent import DEFAULT_RESOURCES, render_agent
-from tests.unit.addon.helpers import JSON, adc, b64, by_kind, mca, variables
+from dynamic_scoring.jsontypes import JSON
+from tests.unit.addon.helpers import adc, b64, by_kind, mca, variables
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,12 +16,12 @@ from addon.controllers.scores.decision import (
     parse_valid_until,
 )
 from addon.controllers.scores.expiry import ScoreExpiry
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.score_labels import score_labels
 
-JSON = dict[str, Any]
 T0 = dt.datetime(2026, 11, 22, 7, 0, 0, tzinfo=dt.UTC)
 STAMP = "2026-11-22T07:00:00Z"
 

@@ -17,7 +17,8 @@ from addon.work.builder import (
     manifest_size,
     pack,
 )
-from tests.unit.addon.helpers import JSON, mca
+from dynamic_scoring.jsontypes import JSON
+from tests.unit.addon.helpers import mca
 
 ADC_REF = {
     "group": "addon.open-cluster-management.io",

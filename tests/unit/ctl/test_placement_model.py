@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctl import placement_model as pm
+from dynamic_scoring.jsontypes import JSON
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
-JSON = dict[str, Any]
 
 
 def ts(delta_s: float) -> str:

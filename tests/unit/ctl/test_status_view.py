@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from ctl import status as st
+from dynamic_scoring.jsontypes import JSON
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
-JSON = dict[str, Any]
 
 
 def ts(delta_s: float) -> str:

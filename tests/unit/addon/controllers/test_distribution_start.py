@@ -19,10 +19,9 @@ from addon.controllers.distribution import (
     Caches,
     Distribution,
 )
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.writes import Writer
-
-JSON = dict[str, Any]
 
 
 class _Cache:
