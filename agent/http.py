@@ -40,6 +40,7 @@ import httpx
 from agent.errors import AgentError, SecretInvalid
 from agent.proxy import ProxySettings, proxy_mounts
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
+from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.wire import escape_control
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
@@ -401,13 +402,15 @@ async def transport_errors(
 ) -> AsyncIterator[None]:
     """Bound a whole exchange by ``seconds`` and map every transport failure to ``family``'s errors.
 
-    This is the one place where ``httpx``, ``h11``, ``ssl`` and OS exceptions become the agent's
-    typed errors, for the request *and* for streaming the body, and where the deadline of one
-    attempt is enforced: ``asyncio.timeout`` covers connecting, sending, the status line and every
-    byte of the body, so a peer that drips one byte a second is cut off at the deadline instead of
-    holding a concurrency slot (``httpx``'s timeouts are per socket operation and never fire
-    while bytes keep trickling).  Messages name the peer by ``what`` and never carry the URL's
-    credentials: the exception text is scrubbed of the URL's user-info and query values.
+    This is where ``httpx``, ``h11``, ``ssl`` and OS exceptions become the agent's typed errors, for
+    the request *and* for streaming the body; which kind of failure it was is decided by
+    ``dynamic_scoring.transport_errors.classify``, the map the hub's probe uses too.  It is also
+    where the deadline of one attempt is enforced: ``asyncio.timeout`` covers connecting, sending,
+    the status line and every byte of the body, so a peer that drips one byte a second is cut off
+    at the deadline instead of holding a concurrency slot (``httpx``'s timeouts are per socket
+    operation and never fire while bytes keep trickling).  Messages name the peer by ``what`` and
+    never carry the URL's credentials: the exception text is scrubbed of the URL's user-info and
+    query values.
     """
 
     def text(exc: BaseException) -> str:
@@ -417,13 +420,16 @@ async def transport_errors(
     try:
         async with asyncio.timeout(seconds):
             yield
-    except (httpx.TimeoutException, TimeoutError) as exc:
-        raise family.timeout(f"{what} did not answer within {seconds:.3g}s") from exc
-    except (httpx.InvalidURL, httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
-        raise family.invalid_request(f"request to {what} cannot be sent: {text(exc)}") from exc
-    except httpx.DecodingError as exc:
-        raise family.invalid_response(f"{what} sent an undecodable body: {text(exc)}") from exc
-    except (httpx.TransportError, OSError) as exc:
+    except TRANSPORT_EXCEPTIONS as exc:
+        failure = classify(exc)
+        if failure.kind is FailureKind.TIMEOUT:
+            raise family.timeout(f"{what} did not answer within {seconds:.3g}s") from exc
+        if failure.kind is FailureKind.INVALID_REQUEST:
+            raise family.invalid_request(f"request to {what} cannot be sent: {text(exc)}") from exc
+        if failure.kind is FailureKind.UNDECODABLE:
+            raise family.invalid_response(f"{what} sent an undecodable body: {text(exc)}") from exc
+        if failure.kind is FailureKind.TLS:
+            raise family.unavailable(f"{what} unreachable ({failure.summary}): {text(exc)}") from exc
         raise family.unavailable(f"{what} unreachable: {text(exc)}") from exc
 
 

@@ -33,11 +33,8 @@ useful:
 
 from __future__ import annotations
 
-import errno
 import json
 import re
-import socket
-import ssl
 import time
 import zlib
 from collections.abc import Iterator
@@ -51,6 +48,8 @@ from addon.scorers.spellings import canonical
 from addon.scorers.transport import AddressNotAllowed
 from addon.scorers.urls import origin, url_problem
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
+from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, causes
+from dynamic_scoring.transport_errors import classify as classify_transport
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 
 DEFAULT_TIMEOUT = 5.0
@@ -282,29 +281,9 @@ def _get(
             None,
             time.monotonic() - started,
         ), b""
-    except httpx.HTTPError as exc:
+    except TRANSPORT_EXCEPTIONS as exc:
         reason, what = classify(exc)
         return ProbeResult(False, reason, f"GET {url} failed: {what}", None, time.monotonic() - started), b""
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and not any(current is s for s in seen):
-        seen.append(current)
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-_ERRNO_TEXT = {
-    errno.ECONNREFUSED: "connection refused",
-    errno.ECONNRESET: "connection reset",
-    errno.ECONNABORTED: "connection aborted",
-    errno.EHOSTUNREACH: "host unreachable",
-    errno.ENETUNREACH: "network unreachable",
-    errno.ETIMEDOUT: "timed out",
-    errno.EPIPE: "connection closed",
-}
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
@@ -312,30 +291,18 @@ def classify(exc: BaseException) -> tuple[str, str]:
 
     The message comes from a small fixed vocabulary (plus, for certificate failures, OpenSSL's fixed
     verification message such as ``certificate has expired``), so the status of a DynamicScorer
-    cannot be used to read errno strings, library internals or bytes the server sent.
+    cannot be used to read errno strings, library internals or bytes the server sent.  The hub's own
+    address policy is checked first; every other failure is sorted by the map the agent uses too
+    (``dynamic_scoring.transport_errors``), and its kind is the reason.
     """
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, AddressNotAllowed):
             return "AddressNotAllowed", (
                 f"address not allowed: the host resolves to a {cause.category} address, which the "
                 "probe does not connect to (the manager's --scorer-probe-allow-cidr can allow it)"
             )
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            detail = str(cause.verify_message or "")[:80] if cause.verify_message else ""
-            return "TLSError", "TLS certificate verification failed" + (f" ({detail})" if detail else "")
-        if isinstance(cause, ssl.SSLError):
-            return "TLSError", "TLS handshake failed"
-        if isinstance(cause, socket.gaierror):
-            return "Unreachable", "host name does not resolve"
-        if isinstance(cause, OSError) and cause.errno in _ERRNO_TEXT:
-            return "Unreachable", _ERRNO_TEXT[cause.errno]
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "Unreachable", "the server broke the HTTP protocol or closed the connection early"
-    if isinstance(exc, httpx.ConnectError):
-        return "Unreachable", "connection failed"
-    if isinstance(exc, httpx.DecodingError):
-        return "InvalidEncoding", "the answer could not be decoded"
-    return "Unreachable", f"request failed ({type(exc).__name__})"
+    failure = classify_transport(exc)
+    return failure.kind.value, failure.summary
 
 
 def probe_health(

@@ -39,6 +39,7 @@ import httpx
 from pydantic import ValidationError
 
 from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
+from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
 
 ERROR = "error"
@@ -184,6 +185,8 @@ class _Call:
     body: bytes
     seconds: float
     error: str = ""
+    failure: FailureKind | None = None
+    """Why no answer came (the map the agent and the hub use); None when one did."""
 
 
 class Checker:
@@ -233,11 +236,14 @@ class Checker:
         try:
             response = self._client.request(method, self.base + path, content=body, headers=headers)
             return _Call(response.status_code, response.content, time.monotonic() - started)
-        except httpx.TimeoutException:
-            return _Call(None, b"", time.monotonic() - started, f"no answer within {self.timeout:g}s")
-        except httpx.HTTPError as exc:
-            text = str(exc).splitlines()[0][:200] if str(exc) else ""
-            return _Call(None, b"", time.monotonic() - started, f"{type(exc).__name__}: {text}")
+        except TRANSPORT_EXCEPTIONS as exc:
+            failure = classify(exc).kind
+            if failure is FailureKind.TIMEOUT:
+                error = f"no answer within {self.timeout:g}s"
+            else:  # the scorer's own operator runs this: the exception's text helps and reveals nothing
+                text = str(exc).splitlines()[0][:200] if str(exc) else ""
+                error = f"{type(exc).__name__}: {text}"
+            return _Call(None, b"", time.monotonic() - started, error, failure)
 
     # -- checks -------------------------------------------------------------------------------------
 
@@ -256,7 +262,7 @@ class Checker:
     def _healthz(self) -> None:
         self.report.checks.append("healthz")
         call = self._request("GET", "/healthz")
-        if call.status is None and "Timeout" not in call.error and "no answer" not in call.error:
+        if call.status is None and call.failure is not FailureKind.TIMEOUT:
             raise UnreachableError(f"GET {self.base}/healthz: {call.error}")
         if call.status is None:
             self._find(
