@@ -28,6 +28,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from dynamic_scoring.validation import describe_validation
+
 FORMAT: Final = "dynamic-scoring/recording"
 VERSION: Final = 1
 
@@ -113,9 +115,7 @@ def load(path: Path) -> RecordingFile:
         for recording in loaded.recordings:
             recording.series()
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise RecordingError(f"{path}: {where}: {first['msg']}") from exc
+        raise RecordingError(f"{path}: {describe_validation(exc, limit=1)}") from exc
     return loaded
 
 

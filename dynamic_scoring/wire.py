@@ -50,6 +50,7 @@ from pydantic.alias_generators import to_camel
 
 from dynamic_scoring.regex import RegexError, compile_label_regex
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.validation import describe_validation
 
 UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
     "name",
@@ -578,14 +579,6 @@ class SummaryError:
         return f"summaries[{self.index}]{who}: {self.message}"
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False, include_input=False):
-        where = ".".join(str(p) for p in err["loc"]) or "entry"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def parse_summaries(payload: str | bytes) -> tuple[list[ScorerSummary], list[SummaryError]]:
     """Decode the ConfigMap's ``summaries`` value, keeping every entry that is valid.
 
@@ -616,7 +609,7 @@ def parse_summaries(payload: str | bytes) -> tuple[list[ScorerSummary], list[Sum
         try:
             summaries.append(ScorerSummary.model_validate(entry))
         except ValidationError as exc:
-            errors.append(SummaryError(index, name, _describe(exc)))
+            errors.append(SummaryError(index, name, describe_validation(exc, whole="entry")))
     return summaries, errors
 
 

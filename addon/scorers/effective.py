@@ -42,10 +42,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth, describe_validation
+from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth
 from addon.scorers.sources import resolve_sources, with_sources
 from addon.scorers.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.secret_binding import destination
+from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, params_size
 
 DEFAULT_INTERVAL = 30
@@ -366,7 +367,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         # The wire model is the agent's contract and may check more than the CRD does; a value it
         # refuses is a field problem of this scorer, never an exception in the controller's loop.
         problem = FieldProblem(
-            "spec", "the agent would reject the summary: " + describe_validation(exc, "summary")
+            "spec", "the agent would reject the summary: " + describe_validation(exc, prefix="summary")
         )
         return Resolution(None, (problem,), tuple(notes))
     return Resolution(summary, (), tuple(notes), withheld=tuple(withheld))

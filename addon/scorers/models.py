@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from addon.scorers.spellings import normalise_config_spec, normalise_scorer_spec
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import EndpointAuth, OtelSpec, ScoreNormalization, ScorerConfig, SecretKeyRef
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
@@ -245,15 +246,6 @@ class SpecProblem:
     message: str
 
 
-def describe_validation(exc: ValidationError, prefix: str) -> str:
-    """One line per error, each naming the field by its CRD path (``spec.source.params.range``)."""
-    parts = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{prefix}.{loc}: {err['msg']}" if loc else f"{prefix}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def parse_scorer(obj: Mapping[str, Any]) -> DynamicScorer | SpecProblem:
     """Read a DynamicScorer JSON object; a spec the model rejects becomes a ``SpecProblem``."""
     meta = obj.get("metadata") or {}
@@ -262,7 +254,7 @@ def parse_scorer(obj: Mapping[str, Any]) -> DynamicScorer | SpecProblem:
     try:
         spec = DynamicScorerSpec.model_validate(spec_raw)
     except ValidationError as exc:
-        return SpecProblem(name, namespace, describe_validation(exc, "spec"))
+        return SpecProblem(name, namespace, describe_validation(exc, prefix="spec"))
     try:
         status = DynamicScorerStatus.model_validate(obj.get("status") or {})
     except ValidationError:
@@ -327,7 +319,7 @@ def parse_config(obj: Mapping[str, Any]) -> DynamicScoringConfig | SpecProblem:
     try:
         spec = DynamicScoringConfigSpec.model_validate(spec_raw)
     except ValidationError as exc:
-        return SpecProblem(name, namespace, describe_validation(exc, "spec"))
+        return SpecProblem(name, namespace, describe_validation(exc, prefix="spec"))
     return DynamicScoringConfig(name, namespace, int(meta.get("generation") or 0), spec, tuple(notes))
 
 
@@ -361,7 +353,6 @@ __all__ = [
     "SpecAuth",
     "SpecProblem",
     "SyncMode",
-    "describe_validation",
     "parse_config",
     "parse_scorer",
 ]

@@ -50,6 +50,7 @@ from addon.scorers.urls import origin, url_problem
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, causes
 from dynamic_scoring.transport_errors import classify as classify_transport
+from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 
 DEFAULT_TIMEOUT = 5.0
@@ -425,7 +426,7 @@ def fetch_config(
             ProbeResult(
                 False,
                 "InvalidSchema",
-                f"GET {url}: {_schema_errors(exc)}",
+                f"GET {url}: {describe_validation(exc)}",
                 result.status_code,
                 result.elapsed,
             )
@@ -444,14 +445,6 @@ def fetch_config(
     return ConfigResult(
         ProbeResult(True, "ConfigFetched", result.message, result.status_code, result.elapsed), checked
     )
-
-
-def _schema_errors(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "document"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
 
 
 __all__ = [

@@ -47,6 +47,7 @@ from agent.http import (
 from agent.ports import ScoreItem
 from agent.scoring.answer import ScoringAnswer, decode_answer
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
+from dynamic_scoring.validation import describe_validation
 
 SLICE = 1024 * 1024
 OFF_LOOP_BYTES = 64 * 1024
@@ -222,11 +223,9 @@ async def call_scorer(
         # event loop keeps running other scorers (msgspec and pydantic-core release the GIL between).
         return await asyncio.to_thread(decode_answer, body)
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where_in = ".".join(str(p) for p in first["loc"]) or "body"
         raise ScorerResponseInvalid(
-            f"scoring API {where} answered with an invalid scoring response: {where_in}: {first['msg']}"
-            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+            f"scoring API {where} answered with an invalid scoring response: "
+            + describe_validation(exc, whole="body", limit=1)
         ) from exc
 
 

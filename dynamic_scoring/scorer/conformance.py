@@ -40,6 +40,7 @@ from pydantic import ValidationError
 
 from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
+from dynamic_scoring.validation import describe_validation, validation_issues
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
 
 ERROR = "error"
@@ -301,12 +302,11 @@ class Checker:
         try:
             doc = ScorerConfig.model_validate(data)
         except ValidationError as exc:
-            for err in exc.errors(include_url=False, include_input=False):
-                where = ".".join(str(p) for p in err["loc"]) or "document"
+            for where, what in validation_issues(exc):
                 self._find(
                     "config",
                     ERROR,
-                    f"/config {where}: {err['msg']}",
+                    f"/config {where}: {what}",
                     f"give {where} the type the contract names (docs/scorer-library.md, /config)",
                 )
             return fallback
@@ -543,9 +543,12 @@ class Checker:
                 {"results": [r for r in results if isinstance(r, dict)]}
             )
         except ValidationError as exc:
-            first = exc.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(p) for p in first["loc"])
-            self._find(check, ERROR, f"{size}: {where}: {first['msg']}", "follow the response schema")
+            self._find(
+                check,
+                ERROR,
+                f"{size}: {describe_validation(exc, whole='answer', limit=1)}",
+                "follow the response schema",
+            )
             return False
         self._dimensions(check, size, response, case)
         return ok
