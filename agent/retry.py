@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from agent.errors import AgentError
 from agent.settings import RetryPolicy
+from dynamic_scoring.backoff import capped_exponential, equal_jitter
 
 T = TypeVar("T")
 
@@ -25,9 +26,7 @@ def backoff_delay(policy: RetryPolicy, retry_number: int, rng: random.Random | N
     Half of the exponential step is fixed and half random, so retries from many clusters spread out
     while each still waits long enough to help the endpoint recover.
     """
-    step = min(policy.max_delay, policy.base_delay * 2.0 ** (retry_number - 1))
-    draw: float = (rng or random).random()
-    return step / 2 + draw * step / 2
+    return equal_jitter(capped_exponential(policy.base_delay, policy.max_delay, retry_number - 1), rng)
 
 
 async def retrying(

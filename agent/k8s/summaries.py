@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from dynamic_scoring.backoff import Backoff
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.resources import CONFIGMAPS
@@ -150,7 +151,9 @@ class SummaryWatcher:
         synced = False
         failed = False  # the last apply raised: try again at retry_at, with the newest payload
         retry_at = 0.0
-        backoff = APPLY_BACKOFF_MIN
+        backoff = Backoff(
+            APPLY_BACKOFF_MIN, APPLY_BACKOFF_MAX, jitter=False
+        )  # a local re-apply: no spreading
         try:
             while True:
                 wait = 1.0 if not failed else min(1.0, max(0.01, retry_at - time.monotonic()))
@@ -171,11 +174,12 @@ class SummaryWatcher:
                     continue
                 try:
                     await self._handle(self._payload(), force or failed)
-                    failed, backoff = False, APPLY_BACKOFF_MIN
+                    failed = False
+                    backoff.reset()
                 except Exception:
-                    log.exception("%s: applying summaries failed; retrying in %.0fs", self.where, backoff)
+                    delay = backoff.next()
+                    log.exception("%s: applying summaries failed; retrying in %.0fs", self.where, delay)
                     self._last = _MISSING
-                    failed, retry_at = True, time.monotonic() + backoff
-                    backoff = min(backoff * 2, APPLY_BACKOFF_MAX)
+                    failed, retry_at = True, time.monotonic() + delay
         finally:
             self.informer.stop(timeout=0)

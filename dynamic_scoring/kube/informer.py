@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from dynamic_scoring.backoff import Backoff
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, Gone, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.metrics import ControllerMetrics
@@ -51,8 +52,6 @@ Objects = list[JSON]  # `list` is shadowed inside Informer by its method
 Keys = list[str]
 
 PAGE_SIZE = 500
-BACKOFF_INITIAL = 0.8  # client-go reflector: 800 ms
-BACKOFF_MAX = 30.0  # client-go reflector: 30 s
 WATCH_TIMEOUT_MIN = 300  # client-go: a random 5 to 10 min per watch, spreading reconnects
 #: a watch that ends this quickly with no event counts as a failure, so a proxy that accepts and
 #: closes at once cannot spin the loop
@@ -68,25 +67,6 @@ class WatchEvent:
     type: EventType
     obj: JSON
     old: JSON | None
-
-
-class Backoff:
-    """Exponential backoff with equal jitter: the n-th delay lies in [d/2, d], d = initial*2^n."""
-
-    def __init__(self, initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.failures = 0
-
-    def next(self) -> float:
-        """The delay before the next attempt; each call doubles the next one, up to `maximum`."""
-        ceiling = min(self.maximum, self.initial * float(2 ** min(self.failures, 32)))
-        self.failures += 1
-        return ceiling / 2 + random.random() * ceiling / 2
-
-    def reset(self) -> None:
-        """Start again from `initial` (after a success)."""
-        self.failures = 0
 
 
 class Informer:

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 
+from dynamic_scoring.backoff import jittered
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import LEASES
@@ -209,7 +209,7 @@ class LeaderElector:
         while not stop.is_set():
             if self._attempt():
                 break
-            stop.wait(self.retry_period * (1 + 0.2 * random.random()))  # client-go's jitter factor
+            stop.wait(jittered(self.retry_period, 0.2))  # client-go's jitter factor
         if stop.is_set():
             return
         self._leader.set()

@@ -25,6 +25,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from dynamic_scoring.backoff import capped_exponential
+
 #: client-go's ItemExponentialFailureRateLimiter starts at 5 ms; we cap at 5 min rather than
 #: 1000 s because the periodic resync (10 min) retries everything anyway.
 DEFAULT_BASE_DELAY = 0.005
@@ -96,9 +98,7 @@ class WorkQueue:
             return self._delay(self._failures.get(key, 0))
 
     def _delay(self, failures: int) -> float:
-        if failures >= 64:  # 2**64 overflows nothing in Python, but the cap was hit long ago
-            return self.max_delay
-        return float(min(self.max_delay, self.base_delay * (2**failures)))
+        return capped_exponential(self.base_delay, self.max_delay, failures)
 
     def add_rate_limited(self, key: str) -> None:
         """Queue `key` after its backoff, and double the backoff for the next failure."""
