@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """Something the user should fix, named by where it is (``spec.source.host``, ``DynamicScorer x``).
+
+    Scorer resolution and distribution planning report these into the condition of the object the
+    user wrote; ``str()`` is the text they read there.  (A stored object that cannot be read at all
+    is a ``SpecProblem``, which carries the object's name instead.)
+    """
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
 
 class AddonConfigError(ValueError):
     """A config the user wrote cannot be applied; `field` names where, the message says why.

@@ -30,7 +30,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from addon.distribution.configmap import summaries_configmap
-from addon.distribution.plan import ClusterInput, Plan, Problem, ScorerOutcome
+from addon.distribution.plan import ClusterInput, Plan, ScorerOutcome
+from addon.errors import FieldProblem
 from addon.scorers.summary_size import (
     CONFIG_WORK_LIMIT,
     CONFIGMAP_DATA_LIMIT,
@@ -139,7 +140,7 @@ def fit(
     for name, size in sorted(too_large.items()):
         message = too_large_message(size, summary_limit, work_limit)
         outcomes[name] = ScorerOutcome("SummaryTooLarge", message)
-        problems.append(Problem(f"DynamicScorer {name}", message))
+        problems.append(FieldProblem(f"DynamicScorer {name}", message))
     for name, where in sorted(dropped.items()):
         old = outcomes[name]
         excluded = set(where)
@@ -154,7 +155,7 @@ def fit(
             "spec.clusterSelector"
         )
         outcomes[name] = replace(old, reason="WorkTooLarge", message=message, clusters=sent)
-        problems.append(Problem(f"DynamicScorer {name}", message))
+        problems.append(FieldProblem(f"DynamicScorer {name}", message))
     return Plan(kept, dict(sorted(outcomes.items())), tuple(problems))
 
 

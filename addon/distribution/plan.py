@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from addon.errors import FieldProblem
 from addon.scorers.models import LabelSelector, Mask
 from dynamic_scoring.naming import aps_name as default_aps_name
 from dynamic_scoring.wire import ScorerSummary
@@ -64,17 +65,6 @@ class ClusterInput:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str = ""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something the user should fix, naming the object's field."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +100,7 @@ class Plan:
 
     clusters: dict[str, tuple[ScorerSummary, ...]]
     scorers: dict[str, ScorerOutcome]
-    problems: tuple[Problem, ...]
+    problems: tuple[FieldProblem, ...]
 
 
 def _order(s: ScorerInput) -> tuple[str, str]:
@@ -119,10 +109,10 @@ def _order(s: ScorerInput) -> tuple[str, str]:
 
 def _conflicts(
     scorers: Sequence[ScorerInput], aps_name: Callable[[str], str]
-) -> tuple[dict[str, ScorerOutcome], list[Problem]]:
+) -> tuple[dict[str, ScorerOutcome], list[FieldProblem]]:
     """Decide the owner of every score name and AddOnPlacementScore name; report the losers."""
     lost: dict[str, ScorerOutcome] = {}
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     resolvable = sorted((s for s in scorers if s.summary is not None), key=_order)
     by_score: dict[str, ScorerInput] = {}
     by_aps: dict[str, ScorerInput] = {}
@@ -148,24 +138,26 @@ def _conflicts(
             by_aps[aps] = s
             continue
         lost[s.name] = ScorerOutcome("Conflict", f"spec.scoring.params.name: {msg}")
-        problems.append(Problem(f"DynamicScorer {s.name}: spec.scoring.params.name", msg))
+        problems.append(FieldProblem(f"DynamicScorer {s.name}: spec.scoring.params.name", msg))
     return lost, problems
 
 
-def _mask_problems(masks: Sequence[Mask], clusters: Iterable[str], scores: Iterable[str]) -> list[Problem]:
+def _mask_problems(
+    masks: Sequence[Mask], clusters: Iterable[str], scores: Iterable[str]
+) -> list[FieldProblem]:
     known_clusters, known_scores = set(clusters), set(scores)
     problems = []
     for i, mask in enumerate(masks):
         if mask.cluster_name not in known_clusters:
             problems.append(
-                Problem(
+                FieldProblem(
                     f"spec.masks[{i}].clusterName",
                     f"cluster {mask.cluster_name!r} does not exist or has no dynamic-scoring addon enabled",
                 )
             )
         if mask.score_name not in known_scores:
             problems.append(
-                Problem(
+                FieldProblem(
                     f"spec.masks[{i}].scoreName",
                     f"no DynamicScorer provides score name {mask.score_name!r}",
                 )
@@ -257,7 +249,7 @@ def plan(
     problems.extend(_mask_problems(masks, per_cluster, scores))
     if nothing_to_write:
         problems.append(
-            Problem(
+            FieldProblem(
                 "spec.maskPolicy",
                 f"Score, but DynamicScorer(s) {_listing(sorted(nothing_to_write))} state no "
                 "spec.missingData.score: their masked clusters receive nothing (as under Skip)",
@@ -279,4 +271,4 @@ def clusters_by_summary(result: Plan) -> dict[str, list[str]]:
     return dict(index)
 
 
-__all__ = ["ClusterInput", "Plan", "Problem", "ScorerInput", "ScorerOutcome", "clusters_by_summary", "plan"]
+__all__ = ["ClusterInput", "Plan", "ScorerInput", "ScorerOutcome", "clusters_by_summary", "plan"]

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from addon.errors import FieldProblem
 from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth
 from addon.scorers.sources import resolve_sources, with_sources
 from addon.scorers.urls import has_path, join_url, origin, url_problem
@@ -59,17 +60,6 @@ KNOWN_PLACEHOLDERS = frozenset(
     ["cluster", "node", "device", "namespace", "app", "pod", "container", "meta", "scoreName"]
 )
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
-
-
-@dataclass(frozen=True)
-class FieldProblem:
-    """Something that keeps a scorer from being distributed, named by its field."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -379,7 +369,6 @@ __all__ = [
     "DEFAULT_SCORING_PATH",
     "DEFAULT_SOURCE_PATH",
     "DEFAULT_STEP",
-    "FieldProblem",
     "Resolution",
     "dimension_format_notes",
     "resolve",
