@@ -3,7 +3,8 @@
 Three things every exchange of the agent needs live here, so that both client families behave alike:
 ``transport_errors`` (the whole-exchange deadline and the one map from ``httpx``/OS failures to the
 agent's typed errors), ``read_limited`` (the body, inflated in bounded steps and refused past a
-limit), and the redaction helpers (``redact_url``, ``scrub``) that keep credentials out of messages.
+limit), and ``scrub``, which keeps credentials out of messages (the URL's own are named by
+``dynamic_scoring.urls.url_secrets``; URLs are shown by ``dynamic_scoring.urls.redact_url``).
 
 ``httpx`` fixes TLS settings per client, while each endpoint may bring its own CA, client
 certificate or ``insecureSkipVerify``.  ``ClientPool`` therefore keeps one client for the default
@@ -32,7 +33,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus
 
 import certifi
 import httpx
@@ -41,6 +42,7 @@ from agent.errors import AgentError, SecretInvalid
 from agent.proxy import ProxySettings, proxy_mounts
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
+from dynamic_scoring.urls import url_secrets
 from dynamic_scoring.wire import escape_control
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
@@ -297,42 +299,6 @@ async def read_limited(response: httpx.Response, limit: int) -> bytearray:
     return body
 
 
-def redact_url(url: str) -> str:
-    """The URL without user-info and with every query value replaced, safe for logs and messages.
-
-    Query values are hidden wholesale (``?api_key=<redacted>``): the agent cannot tell a credential
-    from a harmless parameter, and the names are enough to recognise the endpoint.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "<invalid URL>"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if port is not None:
-        host = f"{host}:{port}"
-    query = "&".join(
-        f"{pair.split('=', 1)[0]}=<redacted>" if "=" in pair else pair for pair in parts.query.split("&")
-    )
-    return escape_control(urlunsplit((parts.scheme, host, parts.path, query, "")))
-
-
-def url_secrets(url: str) -> list[str]:
-    """The parts of ``url`` that may be credentials (password, user, query values), to scrub from text."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return []
-    found = [p for p in (parts.password, parts.username) if p]
-    for pair in parts.query.split("&"):
-        value = pair.split("=", 1)[1] if "=" in pair else ""
-        if value:
-            found += [value, unquote_plus(value)]
-    return found
-
-
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every occurrence of each secret replaced by ``<redacted>``.
 
@@ -444,9 +410,7 @@ __all__ = [
     "header_secrets",
     "printable_excerpt",
     "read_limited",
-    "redact_url",
     "retry_after_seconds",
     "scrub",
     "transport_errors",
-    "url_secrets",
 ]

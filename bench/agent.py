@@ -1,7 +1,7 @@
 """Agent benchmarks: one large cycle against the raw exchange, and memory with 20 small scorers.
 
-Targets (design.md section 6): a cycle over 10,000 series x 60 points (about 17 MB) takes at most
-1.1x (1.5x at worst) of the time the same fetch and scoring exchanges take for a client that only
+Targets (docs/agent.md, "Benchmarks"): a cycle over 10,000 series x 60 points (about 17 MB) takes
+at most 1.1x (1.5x at worst) of the time the same fetch and scoring exchanges take for a client that only
 moves bytes; the cycle's peak resident memory stays under baseline + 2x the payload; an agent with
 20 ordinary scorers stays under 80 MiB resident.
 """

@@ -20,10 +20,11 @@ import httpx
 import msgspec
 
 from agent.errors import AgentError, PrometheusUnavailable
-from agent.http import default_ssl_context, redact_url
+from agent.http import default_ssl_context
 from agent.source.prometheus import RangeWindow, query_range
 from ctl.output import ExitCode, fail
 from ctl.recording import Recording, RecordingFile
+from dynamic_scoring.urls import redact_url
 
 QUERY_RANGE_PATH = "/api/v1/query_range"
 _DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")

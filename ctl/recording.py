@@ -16,7 +16,7 @@ and read whole by ``replay``; ``version`` lets a later format be told apart inst
     }
 
 ``prometheus`` is stored with any user information and query string removed
-(``agent.http.redact_url``), so a URL carrying credentials does not end up in a file people share.
+(``dynamic_scoring.urls.redact_url``), so a URL carrying credentials does not end up in a file people share.
 """
 
 from __future__ import annotations

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import yaml
 
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.kube.resources import Resource
 from e2e.pki import CertificateAuthority, Issued, random_token, service_account_keys, write_kubeconfig
 from e2e.procs import Proc, free_port, wait_until
 
@@ -261,14 +261,13 @@ class ResourceInfo:
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str = "") -> str:
         """The REST path of the collection, or of one object (and a subresource of it)."""
-        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        ns = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced and namespace else ""
-        path = f"{prefix}{ns}/{self.plural}"
-        if name:
-            path += f"/{quote(name, safe='')}"
-            if subresource:
-                path += f"/{subresource}"
-        return path
+        group, _, version = self.api_version.rpartition("/")
+        resource = Resource(group, version, self.plural, "", namespaced=self.namespaced)
+        return resource.path(
+            (namespace or None) if self.namespaced else None,
+            name or None,
+            (subresource or None) if name else None,
+        )
 
 
 class Client:

@@ -45,8 +45,8 @@ from pydantic import ValidationError
 from addon.errors import FieldProblem
 from addon.scorers.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth
 from addon.scorers.sources import resolve_sources, with_sources
-from addon.scorers.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.secret_binding import destination
+from dynamic_scoring.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, params_size
 

@@ -46,10 +46,10 @@ from pydantic import ValidationError
 from addon.scorers.models import DynamicScorerSpec
 from addon.scorers.spellings import canonical
 from addon.scorers.transport import AddressNotAllowed
-from addon.scorers.urls import origin, url_problem
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, causes
 from dynamic_scoring.transport_errors import classify as classify_transport
+from dynamic_scoring.urls import origin, url_problem
 from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
 

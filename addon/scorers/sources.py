@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 
 from addon.scorers.models import DynamicScorerSpec, SourceEntrySpec, SpecAuth
-from addon.scorers.urls import has_path, join_url, url_problem
+from dynamic_scoring.urls import has_path, join_url, url_problem
 from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SecretKeyRef, SourceSpec
 
 DEFAULT_SOURCE_PATH = "/api/v1/query_range"

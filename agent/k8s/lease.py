@@ -20,8 +20,8 @@ import logging
 import random
 from collections.abc import Callable
 
-from agent.k8s.paths import namespaced
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.resources import DEPLOYMENTS, LEASES
 from dynamic_scoring.timestamps import micro_time  # one MicroTime format for every Lease we write
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,14 @@ class LeaseRenewer:
         self.period = period
         self.jitter = jitter
         self.healthy = healthy
-        self.path = namespaced("/apis/coordination.k8s.io/v1", namespace, "leases")
-        self.object_path = namespaced("/apis/coordination.k8s.io/v1", namespace, "leases", name)
+        self.path = LEASES.path(namespace)
+        self.object_path = LEASES.path(namespace, name)
 
     async def _owner_references(self) -> list[dict[str, object]] | None:
         """The Deployment as owner, looked up once; None (no owner written) while it cannot be read."""
         if self.owner_deployment is None or self._owner is not None:
             return self._owner
-        path = namespaced("/apis/apps/v1", self.namespace, "deployments", self.owner_deployment)
+        path = DEPLOYMENTS.path(self.namespace, self.owner_deployment)
         try:
             deployment = await self.api.arequest("GET", path)
         except KubeError as exc:

@@ -52,15 +52,14 @@ from typing import Any
 import msgspec
 
 from agent.errors import PublishError
-from agent.k8s.paths import namespaced
 from agent.ports import PublishRequest
 from dynamic_scoring.kube.api import MERGE_PATCH, PARTIAL_METADATA, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS
 from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
-GROUP_PATH = "/apis/cluster.open-cluster-management.io/v1alpha1"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 RESET_MANAGED_FIELDS: list[dict[str, Any]] = [{}]
 """The value that tells the apiserver to drop an object's managedFields (and so stop tracking it)."""
@@ -113,12 +112,7 @@ class KubeScorePublisher:
         """The ManagedClusterAddOn as owner, read once; None (no owner written) while it cannot be read."""
         if self._owner is not None or time.monotonic() < self._owner_retry_at:
             return self._owner
-        path = namespaced(
-            "/apis/addon.open-cluster-management.io/v1alpha1",
-            self.namespace,
-            "managedclusteraddons",
-            self.addon_name,
-        )
+        path = MANAGED_CLUSTER_ADDONS.path(self.namespace, self.addon_name)
         try:
             mca = await self.api.arequest("GET", path)
         except KubeError as exc:
@@ -145,9 +139,7 @@ class KubeScorePublisher:
         return self._owner
 
     def _path(self, name: str = "", status: bool = False) -> str:
-        return namespaced(
-            GROUP_PATH, self.namespace, "addonplacementscores", name, "status" if status else ""
-        )
+        return ADDON_PLACEMENT_SCORES.path(self.namespace, name or None, "status" if status else None)
 
     async def _read(self, name: str) -> _Known:
         """The object as the hub holds it now (all None when it does not exist).

@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 
 from agent.errors import AuthError, SecretNotFound
-from agent.k8s.paths import namespaced
 from agent.ports import SecretContents
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.resources import SECRETS
 
 
 class KubeSecretReader:
@@ -28,7 +28,7 @@ class KubeSecretReader:
         """Secret `name` with its decoded values and its annotations, from one GET."""
         where = f"secret {self.namespace}/{name}"
         try:
-            path = namespaced("/api/v1", self.namespace, "secrets", name)
+            path = SECRETS.path(self.namespace, name)
             secret = await self.api.arequest("GET", path)
         except NotFound as exc:
             raise SecretNotFound(f"{where} not found") from exc

@@ -39,14 +39,13 @@ from agent.http import (
     header_secrets,
     printable_excerpt,
     read_limited,
-    redact_url,
     retry_after_seconds,
     transport_errors,
-    url_secrets,
 )
 from agent.ports import ScoreItem
 from agent.scoring.answer import ScoringAnswer, decode_answer
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
+from dynamic_scoring.urls import redact_url, url_secrets
 from dynamic_scoring.validation import describe_validation
 
 SLICE = 1024 * 1024

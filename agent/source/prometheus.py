@@ -37,12 +37,11 @@ from agent.http import (
     header_secrets,
     printable_excerpt,
     read_limited,
-    redact_url,
     retry_after_seconds,
     scrub,
     transport_errors,
-    url_secrets,
 )
+from dynamic_scoring.urls import redact_url, url_secrets
 
 QUERY_DISPLAY_LENGTH = 120
 ERROR_TEXT_LENGTH = 300

@@ -14,11 +14,18 @@ from urllib.parse import quote
 from dynamic_scoring.jsontypes import JSON
 
 
-def _segment(value: str) -> str:
-    """One path segment, quoted so that a `/`, `?` or `%` in a name cannot change the path."""
+def segment(value: str) -> str:
+    """One path segment, quoted so that a name can only ever name one object where the path says.
+
+    Every character outside the unreserved set is percent-encoded, `/` included, so a `/`, `?` or
+    `%` in a name cannot change the path; the dot segments `.` and `..` are spelled `%2E`, because
+    urllib3 removes dot segments from a URL before sending it (`secrets/..` would become the
+    collection above).  Names come from users (ConfigMaps, CRs, flags), hence the care.
+    """
     if not value:
         raise ValueError("an empty path segment would address a different resource")
-    return quote(value, safe="")
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 @dataclass(frozen=True)
@@ -58,12 +65,12 @@ class Resource:
             raise ValueError(f"{self.name} is namespaced; {name!r} needs a namespace")
         parts = ["api", self.version] if not self.group else ["apis", self.group, self.version]
         if namespace is not None:
-            parts += ["namespaces", _segment(namespace)]
+            parts += ["namespaces", segment(namespace)]
         parts.append(self.plural)
         if name is not None:
-            parts.append(_segment(name))
+            parts.append(segment(name))
         if subresource is not None:
-            parts.append(_segment(subresource))
+            parts.append(segment(subresource))
         return "/" + "/".join(parts)
 
     def object_path(self, obj: JSON, subresource: str | None = None) -> str:

@@ -23,10 +23,8 @@ models' and the documented limits, restated where the hub's module cannot be sha
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 import math
-import re
 import ssl
 import statistics
 import time
@@ -40,6 +38,7 @@ from pydantic import ValidationError
 
 from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
+from dynamic_scoring.urls import url_problem
 from dynamic_scoring.validation import describe_validation, validation_issues
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
 
@@ -145,39 +144,6 @@ def non_finite_matrix() -> list[dict[str, Any]]:
     data[1]["values"][-1][1] = "+Inf"
     data[2]["values"] = [[T0, "NaN"], [T0 + 15, "-Inf"]]
     return data
-
-
-_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-
-
-def _host_problem(url: str) -> str | None:
-    """Why the hub's Full-mode sync would refuse ``url`` as a host, or None (addon/scorers/urls.py).
-
-    Restated, not imported: the library may not depend on the hub.  A unit test runs both on the
-    same documents so the two cannot drift.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "is not a URL (check the port, 1-65535)"
-    if parts.scheme not in ("http", "https"):
-        return "must start with http:// or https://"
-    if parts.username is not None:
-        return "must not carry credentials"
-    host = parts.netloc.rsplit("@", 1)[-1]
-    if port is not None or host.endswith(":"):
-        host = host.rsplit(":", 1)[0]
-    if host.startswith("[") and host.endswith("]"):
-        try:
-            ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            return "has an invalid IPv6 address"
-        return None
-    labels = host.rstrip(".").split(".")
-    if not host or len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
-        return "has no valid host name (an unfilled placeholder?)"
-    return None
 
 
 @dataclass
@@ -354,8 +320,8 @@ class Checker:
                     "give range and step in seconds, 1 <= step <= range",
                 )
         for where, host in (("source.host", doc.source.host), ("scoring.host", doc.scoring.host)):
-            problem = _host_problem(host) if host else None
-            if problem:
+            problem = url_problem(host) if host else None
+            if problem:  # the hub's own rule: Full-mode sync refuses the same hosts
                 self._find("config", ERROR, f"{where} {problem}", f"set {where} to http(s)://host[:port]")
         if not doc.scoring.params.name:
             self._find(

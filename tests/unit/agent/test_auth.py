@@ -8,13 +8,12 @@ from agent.http import (
     TLSMaterial,
     build_ssl_context,
     printable_excerpt,
-    redact_url,
     retry_after_seconds,
     scrub,
-    url_secrets,
 )
 from agent.memory import MemorySecrets
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.urls import redact_url, url_secrets
 from dynamic_scoring.wire import EndpointAuth
 
 URL = "http://scorer.example.com:8000/scoring"

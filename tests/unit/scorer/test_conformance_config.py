@@ -1,6 +1,7 @@
 """The conformance check's /config rules agree with the hub's Full-mode sync (addon.scorers.probe).
 
-The library may not import the hub (an import contract), so it restates the hub's rules; this test
+The library may not import the hub (an import contract).  Both apply the one URL rule
+(``dynamic_scoring.urls``); the rest of the hub's /config rules the library restates, and this test
 keeps the two from drifting: whatever the hub refuses, the check reports as an error.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from addon.scorers.urls import has_path, join_url, origin, redact, url_problem
+from dynamic_scoring.urls import has_path, join_url, origin, redact_url, url_problem
 
 
 @pytest.mark.parametrize(
@@ -50,6 +50,7 @@ def test_unusable_urls_say_why_without_echoing_credentials(url: str, needle: str
 
 def test_origin_redact_and_has_path() -> None:
     assert origin("https://u:p@h:8443/a/b?c=d") == "https://h:8443"
-    assert redact("https://u:p@h/x") == "https://***@h/x"
-    assert redact("https://h/x") == "https://h/x"
+    # the one redaction rule (the agent's): no user-info, no query values
+    assert redact_url("https://u:p@h/x?token=abc") == "https://h/x?token=<redacted>"
+    assert redact_url("https://h/x") == "https://h/x"
     assert has_path("http://h/api") and not has_path("http://h/") and not has_path("http://h")

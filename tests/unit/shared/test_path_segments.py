@@ -5,7 +5,10 @@ from urllib.parse import unquote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.k8s.paths import namespaced, segment
+from dynamic_scoring.kube.resources import Resource, segment
+
+SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+THINGS = Resource("g", "v1", "things", "Thing", namespaced=True)
 
 
 @given(st.text(min_size=1))
@@ -17,8 +20,8 @@ def test_a_segment_never_leaves_its_place_in_the_path(name: str) -> None:
 
 
 def test_traversal_names_stay_in_their_namespace() -> None:
-    path = namespaced("/api/v1", "addons", "secrets", "../../other/secrets/x")
+    path = SECRETS.path("addons", "../../other/secrets/x")
     assert path == "/api/v1/namespaces/addons/secrets/..%2F..%2Fother%2Fsecrets%2Fx"
-    assert namespaced("/api/v1", "addons", "secrets", "..") == "/api/v1/namespaces/addons/secrets/%2E%2E"
-    assert namespaced("/g/v1", "ns", "things", "a", "status") == "/g/v1/namespaces/ns/things/a/status"
-    assert namespaced("/g/v1", "ns", "things") == "/g/v1/namespaces/ns/things"
+    assert SECRETS.path("addons", "..") == "/api/v1/namespaces/addons/secrets/%2E%2E"
+    assert THINGS.path("ns", "a", "status") == "/apis/g/v1/namespaces/ns/things/a/status"
+    assert THINGS.path("ns") == "/apis/g/v1/namespaces/ns/things"
