@@ -4,8 +4,8 @@ The manager process (`addon.manager`) builds one `HubContext` and hands it to ev
 `CONTROLLER_FACTORIES`; each factory asks the context's `ControllerManager` for the (shared)
 informers it needs and returns its `Controller`s.  Controllers never import each other: what one
 needs from another travels through the API objects they both watch (e.g. the distribution
-controller reads DynamicScorer status written by the scorer controller), so the import contract
-can keep them as independent layers.
+controller reads DynamicScorer status written by the scorer controller); the import contract
+`hub-controllers-independent` (`.importlinter`) enforces it.
 """
 
 from __future__ import annotations
