@@ -41,6 +41,7 @@ from addon.constants import ADDON_NAME, DEFAULT_IMAGE
 from addon.controllers import ControllerFactory, HubContext
 from addon.controllers.registry import CONTROLLER_FACTORIES
 from addon.logs import keyed
+from addon.scorers.probe_settings import ProbeSettings
 from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
@@ -211,15 +212,15 @@ class Manager:
             agent_image=self.options.agent_image,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
-            settings={
-                "workers": self.options.workers,
-                "probe_period": self.options.probe_period,
-                "probe_jitter": self.options.probe_jitter,
-                "probe_failure_threshold": self.options.probe_failure_threshold,
-                "probe_concurrency": self.options.probe_concurrency,
-                "probe_allow_cidrs": self.options.probe_allow_cidrs,
-                "probe_deny_private_networks": self.options.probe_deny_private_networks,
-            },
+            workers=self.options.workers,
+            probe=ProbeSettings.build(
+                period=self.options.probe_period,
+                jitter=self.options.probe_jitter,
+                failure_threshold=self.options.probe_failure_threshold,
+                concurrency=self.options.probe_concurrency,
+                allow_cidrs=self.options.probe_allow_cidrs,
+                deny_private_networks=self.options.probe_deny_private_networks,
+            ),
         )
         for factory in self.factories:
             for controller in factory(ctx):

@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from addon.scorers.probe_settings import ProbeSettings
 from bench import Row, benchmark, verdict
 from bench.floor import FloorRun, creates, deletes, replay
 
@@ -220,7 +221,8 @@ def _measure(workdir: Path, count: int) -> list[Row]:
             "unused:0",
             resync_seconds=3600,
             stop=stop,
-            settings={"workers": 8, "probe_allow_cidrs": "127.0.0.0/8"},  # the bench scorer is on loopback
+            workers=8,
+            probe=ProbeSettings.build(allow_cidrs="127.0.0.0/8"),  # the bench scorer is on loopback
         )
         for factory in (scorer_controller, distribution_controller):
             for controller in factory(ctx):

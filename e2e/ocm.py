@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from e2e.kube import Client, KubeCluster
 from e2e.pki import write_kubeconfig
@@ -297,3 +298,22 @@ def forget_issued_addon_csrs(hub: Client) -> list[str]:
             hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", csr["metadata"]["name"])
             gone.append(csr["metadata"]["name"])
     return gone
+
+
+def label_selected_cluster_set(name: str, label_key: str, value: str = "yes") -> dict[str, Any]:
+    """A ManagedClusterSet of the clusters labelled ``label_key=value``.
+
+    A test's own set: a ManagedCluster another test left behind cannot join its Placement's
+    candidates, which a global set would let it do.
+    """
+    return {
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+        "kind": "ManagedClusterSet",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterSelector": {
+                "selectorType": "LabelSelector",
+                "labelSelector": {"matchLabels": {label_key: value}},
+            }
+        },
+    }

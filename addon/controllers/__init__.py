@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from addon.constants import ADDON_NAME
+from addon.scorers.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.informer import Informer
@@ -35,7 +36,8 @@ class HubContext:
         agent_image: the agent image, from the manager's environment (one place: kustomize images).
         resync_seconds: periodic resync for every controller.
         stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
-        settings: controller-specific options from the CLI, by name (e.g. "probe_period").
+        workers: reconcile workers of each controller that runs several (the manager's --workers).
+        probe: how the scorer controller probes scorers (the manager's --scorer-probe-* flags).
     """
 
     api: KubeAPI
@@ -44,7 +46,8 @@ class HubContext:
     agent_image: str
     resync_seconds: float = 600.0
     stop: threading.Event = field(default_factory=threading.Event)
-    settings: dict[str, object] = field(default_factory=dict)
+    workers: int = 4
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
 
 
 ControllerFactory = Callable[[HubContext], list[Controller]]

@@ -29,6 +29,7 @@ from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.ocm import label_selected_cluster_set
 from e2e.procs import Proc, free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,19 +97,7 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
     try:
         for cluster in ("cluster1", "cluster2"):
             patch_cluster(hub.api, cluster, lambda c: {"metadata": {"labels": {MEMBER_KEY: "yes"}}})
-        hub.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSet",
-                "metadata": {"name": SET},
-                "spec": {
-                    "clusterSelector": {
-                        "selectorType": "LabelSelector",
-                        "labelSelector": {"matchLabels": {MEMBER_KEY: "yes"}},
-                    }
-                },
-            }
-        )
+        hub.apply(label_selected_cluster_set(SET, MEMBER_KEY))
         hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         hub.apply(
             {

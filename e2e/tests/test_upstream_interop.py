@@ -38,6 +38,7 @@ import yaml
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import written_by_agent
 from dynamic_scoring.timestamps import parse_time
+from e2e.ocm import label_selected_cluster_set
 from e2e.procs import wait_until
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
     ADDON,
@@ -225,19 +226,7 @@ def interop(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inte
         it.set_agent(upstream=True)
         env.patch_mca_configs("cluster2", [adc_ref("cluster2", ADC)])
         hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        hub.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSet",
-                "metadata": {"name": SET},
-                "spec": {
-                    "clusterSelector": {
-                        "selectorType": "LabelSelector",
-                        "labelSelector": {"matchLabels": {MEMBER_KEY: "yes"}},
-                    }
-                },
-            }
-        )
+        hub.apply(label_selected_cluster_set(SET, MEMBER_KEY))
         for cluster in ("cluster1", "cluster2"):
             hub.api.request(
                 "PATCH",

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from addon.controllers import HubContext
 from addon.controllers.scorers import scorer_controller
+from addon.scorers.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from e2e.controlplane import ControlPlane
@@ -72,13 +73,11 @@ class Recording:
 class Probing:
     """The scorer controller alone, in a namespace of its own, with the given settings."""
 
-    def __init__(self, api: KubeAPI, namespace: str, **settings: object) -> None:
+    def __init__(self, api: KubeAPI, namespace: str, allow_cidrs: tuple[str, ...] = ()) -> None:
         self.cm = ControllerManager(api, metrics_registry=CollectorRegistry())
         self.stop = threading.Event()
-        base: dict[str, object] = {"probe_period": 1.0, "probe_jitter": 0.1, "probe_failure_threshold": 2}
-        ctx = HubContext(
-            api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, settings=base | settings
-        )
+        probe = ProbeSettings.build(period=1.0, jitter=0.1, failure_threshold=2, allow_cidrs=allow_cidrs)
+        ctx = HubContext(api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, probe=probe)
         for controller in scorer_controller(ctx):
             self.cm.add(controller)
         self.thread = threading.Thread(target=self.cm.run, args=(self.stop,), daemon=True)
@@ -111,7 +110,7 @@ def dev(control_plane: ControlPlane, hub: Client) -> Iterator[tuple[Probing, str
     assert control_plane.hub is not None
     namespace = _namespace(hub)
     api = KubeAPI(control_plane.hub.admin_kubeconfig)
-    probing = Probing(api, namespace, probe_allow_cidrs=("127.0.0.0/8",))
+    probing = Probing(api, namespace, allow_cidrs=("127.0.0.0/8",))
     yield probing, namespace
     probing.close()
     hub.delete("v1", "Namespace", namespace)

@@ -28,6 +28,7 @@ from addon.controllers import HubContext
 from addon.controllers.distribution import WORK_NAME, distribution_controller
 from addon.controllers.scorers import scorer_controller
 from addon.scorers.health import HealthSettings, worst_case_detection
+from addon.scorers.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.naming import aps_name
@@ -125,15 +126,14 @@ class Registry:
         self.registry = CollectorRegistry()
         self.cm = ControllerManager(api, metrics_registry=self.registry)
         self.stop = threading.Event()
-        settings: dict[str, object] = {
-            "probe_period": PERIOD,
-            "probe_jitter": JITTER,
-            "probe_failure_threshold": THRESHOLD,
-            "workers": 4,
-            "probe_allow_cidrs": "127.0.0.0/8",  # the test scorers listen on loopback
-        }
+        probe = ProbeSettings.build(
+            period=PERIOD,
+            jitter=JITTER,
+            failure_threshold=THRESHOLD,
+            allow_cidrs="127.0.0.0/8",  # the test scorers listen on loopback
+        )
         ctx = HubContext(
-            api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, settings=settings
+            api, self.cm, namespace, "unused:0", resync_seconds=2.0, stop=self.stop, workers=4, probe=probe
         )
         for factory in (scorer_controller, distribution_controller):
             for controller in factory(ctx):

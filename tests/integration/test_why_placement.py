@@ -26,6 +26,7 @@ from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.ocm import label_selected_cluster_set
 from e2e.procs import wait_until
 
 NS = "why-test"
@@ -177,19 +178,7 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
             hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: "gold", MEMBER_KEY: "yes"}}}
         )
         # A set of its own, so a ManagedCluster another test left behind cannot join the candidates.
-        hub.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSet",
-                "metadata": {"name": SET},
-                "spec": {
-                    "clusterSelector": {
-                        "selectorType": "LabelSelector",
-                        "labelSelector": {"matchLabels": {MEMBER_KEY: "yes"}},
-                    }
-                },
-            }
-        )
+        hub.apply(label_selected_cluster_set(SET, MEMBER_KEY))
         hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         for bound in (SET, "global"):  # global is bound too: spec.clusterSets must narrow to SET
             hub.apply(

@@ -554,7 +554,7 @@ def plan_when_changed(
 def distribution_controller(ctx: HubContext) -> list[Controller]:
     """The distribution controller (a ``ControllerFactory``)."""
     caches = Caches.of(ctx)
-    workers = int(str(ctx.settings.get("workers", 4)))
+    workers = ctx.workers
     logic = Distribution(caches, ctx.manager.writer(NAME), ctx.namespace)
     controller = Controller(NAME, logic.reconcile, workers=workers, resync_seconds=ctx.resync_seconds)
     logic.enqueue = controller.enqueue

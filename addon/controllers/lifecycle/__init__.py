@@ -39,7 +39,7 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
     manager = ctx.manager
     caches = Caches.of(manager)
     resync = ctx.resync_seconds
-    workers = int(str(ctx.settings.get("workers", 4)))
+    workers = ctx.workers
     return [
         cma_config_controller(caches, manager.writer(CMA_CONFIG), resync_seconds=resync),
         addon_config_controller(caches, manager.writer(ADDON_CONFIG), resync_seconds=resync, workers=workers),

@@ -30,14 +30,7 @@ import httpx
 
 from addon.controllers import HubContext
 from addon.scorers.addresses import STRICT, AddressPolicy
-from addon.scorers.health import (
-    DEFAULT_FAILURE_THRESHOLD,
-    DEFAULT_JITTER,
-    DEFAULT_PERIOD,
-    HealthSettings,
-    first_delay,
-    next_delay,
-)
+from addon.scorers.health import first_delay, next_delay
 from addon.scorers.models import DynamicScorer, SpecProblem, parse_scorer
 from addon.scorers.probe import (
     DEFAULT_TIMEOUT,
@@ -47,6 +40,7 @@ from addon.scorers.probe import (
     health_url,
     probe_health,
 )
+from addon.scorers.probe_settings import ProbeSettings
 from addon.scorers.round import evaluate_round
 from addon.scorers.transport import guarded_transport
 from dynamic_scoring.jsontypes import JSON
@@ -60,39 +54,7 @@ from dynamic_scoring.wire import SecretKeyRef
 log = logging.getLogger(__name__)
 
 NAME = "scorer"
-DEFAULT_CONCURRENCY = 8
 _EARLY = 0.05  # a wake-up this close to the due time counts as due (the queue's clock is not ours)
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """The controller's settings (manager flags, through ``HubContext.settings``)."""
-
-    health: HealthSettings
-    concurrency: int = DEFAULT_CONCURRENCY
-    addresses: AddressPolicy = STRICT
-
-    @classmethod
-    def of(cls, settings: dict[str, object]) -> ProbeSettings:
-        """Read the ``probe_*`` settings, ``probe_allow_cidrs`` and ``probe_deny_private_networks`` included.
-
-        Raises:
-            ValueError: a setting is out of range or a CIDR does not parse.
-        """
-        health = HealthSettings(
-            period=float(str(settings.get("probe_period", DEFAULT_PERIOD))),
-            jitter=float(str(settings.get("probe_jitter", DEFAULT_JITTER))),
-            failure_threshold=int(str(settings.get("probe_failure_threshold", DEFAULT_FAILURE_THRESHOLD))),
-        )
-        concurrency = int(str(settings.get("probe_concurrency", DEFAULT_CONCURRENCY)))
-        if concurrency < 1:
-            raise ValueError(f"probe concurrency must be at least 1, got {concurrency}")
-        cidrs = settings.get("probe_allow_cidrs")
-        addresses = AddressPolicy.parse(
-            [str(c) for c in cidrs] if isinstance(cidrs, list | tuple) else str(cidrs or ""),
-            deny_private=bool(settings.get("probe_deny_private_networks")),
-        )
-        return cls(health, concurrency, addresses)
 
 
 @dataclass
@@ -295,7 +257,7 @@ class ScorerProber:
 
 def scorer_controller(ctx: HubContext) -> list[Controller]:
     """The scorer controller on the manager's shared DynamicScorer informer (a ``ControllerFactory``)."""
-    settings = ProbeSettings.of(ctx.settings)
+    settings = ctx.probe
     log.info(settings.addresses.describe())
     scorers = ctx.manager.informer(DYNAMIC_SCORERS, namespace=ctx.namespace)
     prober = ScorerProber(ctx.api, ctx.manager.writer(NAME), scorers.get, settings)
@@ -312,4 +274,4 @@ def scorer_controller(ctx: HubContext) -> list[Controller]:
     return [controller]
 
 
-__all__ = ["NAME", "ProbeSettings", "ScorerProber", "scorer_controller"]
+__all__ = ["NAME", "ScorerProber", "scorer_controller"]
