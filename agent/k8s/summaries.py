@@ -151,9 +151,8 @@ class SummaryWatcher:
         synced = False
         failed = False  # the last apply raised: try again at retry_at, with the newest payload
         retry_at = 0.0
-        backoff = Backoff(
-            APPLY_BACKOFF_MIN, APPLY_BACKOFF_MAX, jitter=False
-        )  # a local re-apply: no spreading
+        # a local re-apply, nothing shared to spread the load of: exact doubling, no jitter
+        backoff = Backoff(APPLY_BACKOFF_MIN, APPLY_BACKOFF_MAX, jitter=False)
         try:
             while True:
                 wait = 1.0 if not failed else min(1.0, max(0.01, retry_at - time.monotonic()))
