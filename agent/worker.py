@@ -37,50 +37,26 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-import msgspec
-
-from agent.auth import EndpointCredentials, resolve_credentials
-from agent.errors import (
-    AgentError,
-    PrometheusRequestInvalid,
-    PrometheusResponseError,
-    PublishError,
-    Stage,
-)
+from agent.cycle import Attempt, CycleEnv, CycleObserver, CycleResult, ScoringCycle
+from agent.errors import AgentError, PublishError, Stage
 from agent.http import ClientPool, escape_control
 from agent.metrics import AgentMetrics
-from agent.plan import ScorerPlan, SourcePlan, scoring_secret
-from agent.ports import (
-    CONDITION_TYPE,
-    CycleCondition,
-    PublishRequest,
-    ScoreItem,
-    ScorePublisher,
-    SecretReader,
-)
+from agent.plan import ScorerPlan, SourcePlan
+from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher, SecretReader
 from agent.retry import retrying
-from agent.scoring.answer import ScoringAnswer
-from agent.scoring.client import call_scorer, check_scores_fit, has_series
-from agent.scoring.dimensions import build_items, default_item_names
-from agent.scoring.maths import valid_until
 from agent.settings import AgentSettings
-from agent.source.labelling import label_series
-from agent.source.otlp.fetching import read_selected
 from agent.source.otlp.store import SeriesStore
-from agent.source.placeholders import PlaceholderError, expand_queries
-from agent.source.prometheus import RangeWindow, query_range
-from dynamic_scoring.score_size import max_results_for
+
+T = TypeVar("T")
 
 logger = logging.getLogger("agent.worker")
 
 MESSAGE_LIMIT = 1024
-LABEL_ON_LOOP_BYTES = 256 * 1024
-"""Answers of a named source larger than this are labelled in a worker thread, off the event loop."""
 PARTIAL_REASON = "ScoredWithSourceErrors"
 """The condition reason of a cycle that scored without some sources (``ScoreWithAvailable``)."""
 
@@ -107,6 +83,30 @@ class _ScorerLog(logging.LoggerAdapter[logging.Logger]):
         label = self.extra["label"] if self.extra else ""
         kwargs.setdefault("stacklevel", 2)
         self.logger.log(level, "%s %s", label, escape_control(text), **kwargs)
+
+
+class _WorkerObserver(CycleObserver):
+    """The cycle's stages as metrics: each stage's duration, and each failure of a named source."""
+
+    def __init__(self, metrics: AgentMetrics, score_name: str) -> None:
+        self._metrics = metrics
+        self._score_name = score_name
+
+    @contextlib.contextmanager
+    def stage(self, stage: Stage) -> Iterator[None]:
+        """Record a stage's duration, labelled by whether it raised."""
+        began = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self._metrics.add_stage_seconds(self._score_name, stage, time.monotonic() - began, success=ok)
+
+    def source_failed(self, source: SourcePlan, error: AgentError, *, tolerated: bool) -> None:
+        """Count it under the source's name (the unnamed upstream source is the cycle's failure)."""
+        if source.name:
+            self._metrics.count_source_failure(self._score_name, source.name, error.reason)
 
 
 def utc_now() -> datetime:
@@ -152,11 +152,6 @@ class ScorerWorker:
         self._task: asyncio.Task[None] | None = None
         self._valid_until: datetime | None = None
         self._published = False
-        self._stage: Stage = "fetch"
-        # Per cycle: sources that failed under ScoreWithAvailable, bytes fetched, source-label renames.
-        self._failed_sources: list[tuple[SourcePlan, AgentError]] = []
-        self._fetched = 0
-        self._label_collisions = 0
         self.cycles = 0
         """Finished cycles (successful or not); for status reports and tests."""
         self.last_outcome: PublishRequest | None = None
@@ -242,27 +237,32 @@ class ScorerWorker:
         name = plan.score_name
         if self._published and not plan.publish:
             await self._remove_published(plan)
-        deadline = time.monotonic() + plan.interval
-        self._failed_sources = []
-        self._fetched = 0
-        self._label_collisions = 0
+        cycle = ScoringCycle(
+            plan,
+            CycleEnv(
+                cluster_name=ctx.cluster_name,
+                secrets=ctx.secrets,
+                clients=ctx.clients,
+                settings=ctx.settings,
+                otlp_store=ctx.otlp_store,
+                wall_clock=ctx.wall_clock,
+            ),
+            attempt=self._retrying(plan),
+            observer=_WorkerObserver(ctx.metrics, name),
+            log=self.log,
+        )
         outcome: PublishRequest
         try:
-            if plan.summary.masked:
-                outcome = self._stated_default(plan, "Masked")
-            elif (response := await self._fetch_and_score(plan, deadline)) is None:
-                outcome = self._stated_default(plan, "NoData")
-            else:
-                outcome = self._success(plan, response)
+            outcome = self._success(plan, await cycle.run(time.monotonic() + plan.interval))
         except AgentError as exc:
-            outcome = self._failure(plan, exc)
+            outcome = self._failure(plan, exc, cycle.stage)
         except Exception as exc:
             self.log.exception("unexpected error in cycle")
             # Only the type goes on the hub: the text of an unexpected exception is not vetted.
             error = InternalError(
-                f"internal error ({type(exc).__name__}); see the agent log", stage=self._stage
+                f"internal error ({type(exc).__name__}); see the agent log", stage=cycle.stage
             )
-            outcome = self._failure(plan, error)
+            outcome = self._failure(plan, error, cycle.stage)
         wrote = await self._write(plan, outcome)
         ok = outcome.succeeded and wrote
         ctx.metrics.count_cycle(name, success=ok)
@@ -274,262 +274,65 @@ class ScorerWorker:
         await ctx.clients.collect()
         return outcome
 
-    async def _credentials(self, plan: ScorerPlan, stage: Stage) -> EndpointCredentials:
-        s = plan.summary
-        return await resolve_credentials(
-            s.scoring_auth,
-            scoring_secret(plan),
-            self._ctx.secrets,
-            url=s.scoring_endpoint,
-            stage=stage,
-            scorer=s.name,
-        )
+    def _retrying(self, plan: ScorerPlan) -> Attempt:
+        """The cycle's ``attempt`` hook: transient failures retried while the next try fits."""
+        policy = self._ctx.settings.retry
 
-    @contextlib.contextmanager
-    def _timed(self, score_name: str, stage: Stage) -> Iterator[None]:
-        """Record a stage's duration, labelled by whether it raised."""
-        began = time.monotonic()
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            self._ctx.metrics.add_stage_seconds(score_name, stage, time.monotonic() - began, success=ok)
+        async def attempt(
+            call: Callable[[float], Awaitable[T]], stage: Stage, *, deadline: float, timeout: float
+        ) -> T:
+            def note(exc: AgentError, pause: float) -> None:
+                self._ctx.metrics.count_retry(plan.score_name, stage)
+                self.log.info("%s: retrying in %.2fs after %s: %s", stage, pause, exc.reason, exc)
 
-    def _on_retry(self, plan: ScorerPlan, stage: Stage) -> Callable[[AgentError, float], None]:
-        def note(exc: AgentError, pause: float) -> None:
-            self._ctx.metrics.count_retry(plan.score_name, stage)
-            self.log.info("%s: retrying in %.2fs after %s: %s", stage, pause, exc.reason, exc)
+            return await retrying(call, deadline=deadline, timeout=timeout, policy=policy, on_retry=note)
 
-        return note
+        return attempt
 
-    async def _stage_client(self, plan: ScorerPlan, stage: Stage) -> tuple[Any, EndpointCredentials]:
-        creds = await self._credentials(plan, stage)
-        try:
-            client = self._ctx.clients.client_for(creds.tls)
-        except AgentError as exc:
-            exc.stage = stage
-            raise
-        return client, creds
-
-    async def _fetch_and_score(self, plan: ScorerPlan, deadline: float) -> ScoringAnswer | None:
-        """The scorer's answer, or ``None`` when a stated default replaces it.
-
-        ``None`` means the source returned no series and the summary states a ``missingDataScore``:
-        the scorer is then not called, as there is nothing to score.
-        """
-        ctx = self._ctx
-        settings = ctx.settings
-        name = plan.score_name
-        series: list[Any] = []
-        self._stage = "fetch"
-        if plan.fetch:
-            with self._timed(name, "fetch"):
-                series = await self._fetch_sources(plan, deadline)
-
-        if plan.fetch and plan.summary.missing_data_score is not None and not has_series(series):
-            return None
-
-        self._stage = "score"
-        with self._timed(name, "score"):
-            client, creds = await self._stage_client(plan, "score")
-
-            async def post(timeout: float) -> ScoringAnswer:
-                return await call_scorer(
-                    client,
-                    plan.summary.scoring_endpoint,
-                    series,
-                    headers=creds.headers,
-                    timeout=timeout,
-                    max_bytes=settings.max_response_bytes,
-                    max_results=max_results_for(plan.max_score_bytes),
-                    params=plan.summary.scoring_params,
-                )
-
-            response = await retrying(
-                post,
-                deadline=deadline,
-                timeout=plan.timeout_seconds,
-                policy=settings.retry,
-                on_retry=self._on_retry(plan, "score"),
-            )
-        return response
-
-    async def _fetch_sources(self, plan: ScorerPlan, deadline: float) -> list[Any]:
-        """Every source's series in source order; applies ``onSourceError`` to a failing source.
-
-        Each source may hold at most an equal share of the cycle's byte budget, so a large answer
-        from the first source cannot starve the later ones.  With ``ScoreWithAvailable`` the
-        sources share the first half of the time left, in slots: source ``i`` of ``n`` must be done
-        by ``start + half * (i + 1) / n``, so a hanging source costs only its own slot (time a
-        quick source leaves over goes to the next) and the scoring call keeps the other half.
-        """
-        ctx = self._ctx
-        count = len(plan.sources)
-        share = ctx.settings.max_source_bytes_per_cycle // count
-        tolerant = plan.score_with_available
-        started = time.monotonic()
-        half = (deadline - started) / 2
-        now = time.time()
-        series: list[Any] = []
-        failed: list[tuple[SourcePlan, AgentError]] = []
-        for index, source in enumerate(plan.sources):
-            slot_end = started + half * (index + 1) / count if tolerant else deadline
-            try:
-                series.extend(await self._fetch_source(plan, source, now, slot_end, share))
-            except AgentError as exc:
-                exc.stage = "fetch"
-                if source.name:
-                    exc.message = f"{source.display}: {exc.message}"
-                    ctx.metrics.count_source_failure(plan.score_name, source.name, exc.reason)
-                if not tolerant:
-                    raise
-                self.log.warning("fetch from %s failed (%s): %s", source.display, exc.reason, exc)
-                failed.append((source, exc))
-        if failed and len(failed) == len(plan.sources):
-            first = failed[0][1]
-            first.message = f"every source failed; first: {first.message}"
-            raise first
-        self._failed_sources = failed
-        return series
-
-    async def _fetch_source(
-        self, plan: ScorerPlan, source: SourcePlan, now: float, deadline: float, budget: int
-    ) -> list[Any]:
-        """One source's answers (raw JSON arrays), labelled with its name when it has one."""
-        ctx = self._ctx
-        settings = ctx.settings
-        if source.type == "OpenTelemetry":
-            return await self._read_otel(source, now, budget)
-        if source.type != "Prometheus":
-            raise PrometheusRequestInvalid(
-                f"{source.display}: type {source.type} is not fetched by this agent", stage="fetch"
-            )
-        try:
-            queries = expand_queries(source.queries, ctx.cluster_name)
-        except PlaceholderError as exc:
-            raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
-        creds = await resolve_credentials(
-            source.auth,
-            source.legacy_secret,
-            ctx.secrets,
-            url=source.endpoint,
-            stage="fetch",
-            scorer=plan.summary.name,
-        )
-        try:
-            client = ctx.clients.client_for(creds.tls)
-        except AgentError as exc:
-            exc.stage = "fetch"
-            raise
-        window = RangeWindow.ending_at(now, source.range, source.step)
-        out: list[Any] = []
-        fetched = 0
-        for index, query in enumerate(queries):
-            # All bodies of a cycle stay in memory until the scoring call: bound their sum.
-            left = min(budget - fetched, settings.max_source_bytes_per_cycle - self._fetched)
-            limit = min(settings.max_source_bytes, left)
-
-            async def one(
-                timeout: float, index: int = index, query: str = query, limit: int = limit
-            ) -> msgspec.Raw:
-                return await query_range(
-                    client,
-                    source.endpoint,
-                    query,
-                    window,
-                    index=index,
-                    headers=creds.headers,
-                    timeout=timeout,
-                    max_bytes=max(0, limit),
-                )
-
-            raw = await retrying(
-                one,
-                deadline=deadline,
-                timeout=plan.timeout_seconds,
-                policy=settings.retry,
-                on_retry=self._on_retry(plan, "fetch"),
-            )
-            size = len(memoryview(raw))
-            fetched += size
-            self._fetched += size
-            out.append(await self._labelled(raw, source) if source.labelled else raw)
-        return out
-
-    async def _read_otel(self, source: SourcePlan, now: float, budget: int) -> list[Any]:
-        """An OpenTelemetry source: the pushed series its selectors match, from the agent's store."""
-        window = RangeWindow.ending_at(now, source.range, source.step)
-        limit = min(budget, self._ctx.settings.max_source_bytes_per_cycle - self._fetched)
-        out: list[Any] = []
-        for raw in await read_selected(self._ctx.otlp_store, source.selectors, window, max_bytes=limit):
-            self._fetched += len(raw)
-            out.append(await self._labelled(msgspec.Raw(raw), source) if source.labelled else raw)
-        return out
-
-    async def _labelled(self, raw: msgspec.Raw, source: SourcePlan) -> bytes:
-        try:
-            if len(memoryview(raw)) <= LABEL_ON_LOOP_BYTES:
-                labelled, collisions = label_series(raw, source.name)
-            else:  # decoding the label maps of megabytes of series would stall the other scorers
-                labelled, collisions = await asyncio.to_thread(label_series, raw, source.name)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise PrometheusResponseError(
-                f"{source.display}: data.result is not a list of series ({type(exc).__name__})"
-            ) from exc
-        if collisions:
-            self._label_collisions += collisions
-        return labelled
-
-    def _success(self, plan: ScorerPlan, response: ScoringAnswer) -> PublishRequest:
+    def _success(self, plan: ScorerPlan, result: CycleResult) -> PublishRequest:
+        """The request that publishes a cycle's items, with a condition saying what happened."""
         ctx = self._ctx
         name = plan.score_name
-        outcome = build_items(
-            response.results,
-            fmt=plan.summary.score_dimension_formats or plan.dimension_format,
-            cluster=ctx.cluster_name,
-            score_name=name,
-            normalization=plan.summary.score_normalization,
-        )
-        if plan.publish:
-            check_scores_fit(outcome.items, plan.max_score_bytes)
-        ctx.metrics.set_scores(ctx.cluster_name, name, response.results)
-        ctx.metrics.count_items(name, rejected=len(outcome.rejected), clamped=outcome.clamped)
+        self._valid_until = result.valid_until
+        if result.kind != "Scored":
+            return self._stated_default(plan, result)
+        assert result.answer is not None and result.built is not None  # set on every Scored result
+        built = result.built
+        ctx.metrics.set_scores(ctx.cluster_name, name, result.answer.results)
+        ctx.metrics.count_items(name, rejected=len(built.rejected), clamped=built.clamped)
         notes = []
-        if outcome.rejected:
-            first = outcome.rejected[0]
-            count = len(outcome.rejected)
+        if built.rejected:
+            first = built.rejected[0]
+            count = len(built.rejected)
             notes.append(f"{count} result(s) rejected, e.g. result {first.index}: item name {first.reason}")
             self.log.warning("%s", notes[-1])
-        if outcome.duplicates:
-            notes.append(f"{outcome.duplicates} duplicate item name(s), the last result won")
-        if outcome.clamped:
-            notes.append(f"{outcome.clamped} score(s) clamped to [-100, 100]")
-        if self._label_collisions:
+        if built.duplicates:
+            notes.append(f"{built.duplicates} duplicate item name(s), the last result won")
+        if built.clamped:
+            notes.append(f"{built.clamped} score(s) clamped to [-100, 100]")
+        if result.label_collisions:
             notes.append(
-                f"{self._label_collisions} series had a source label of their own, kept as exported_source"
+                f"{result.label_collisions} series had a source label of their own, kept as exported_source"
             )
         reason = "Scored"
-        if self._failed_sources:
+        if result.failed_sources:
             reason = PARTIAL_REASON
-            missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in self._failed_sources)
-            names = ", ".join(src.name for src, _ in self._failed_sources)
+            missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in result.failed_sources)
+            names = ", ".join(src.name for src, _ in result.failed_sources)
             notes.insert(0, f"without source(s) {names} (onSourceError: ScoreWithAvailable): {missing}")
-        until = valid_until(ctx.wall_clock(), plan.interval, plan.summary.valid_for_seconds)
-        self._valid_until = until
-        message = f"scorer {plan.summary.name or name} produced {len(outcome.items)} score(s)"
+        message = f"scorer {plan.summary.name or name} produced {len(result.items)} score(s)"
         if notes:
             message += "; " + "; ".join(notes)
         return PublishRequest(
             score_name=name,
             aps_name=plan.aps_name,
-            items=outcome.items,
-            valid_until=until,
+            items=result.items,
+            valid_until=result.valid_until,
             condition=CycleCondition(CONDITION_TYPE, "True", reason, _truncate(message)),
             interval_seconds=plan.interval,
         )
 
-    def _stated_default(self, plan: ScorerPlan, reason: str) -> PublishRequest:
+    def _stated_default(self, plan: ScorerPlan, result: CycleResult) -> PublishRequest:
         """The summary's ``missingDataScore`` as this cycle's scores, with a condition saying why.
 
         ``NoData``: the source answered with no series.  ``Masked``: the hub masked this scorer on
@@ -537,37 +340,33 @@ class ScorerWorker:
         stated score matters because Placement treats a missing score as 0, which outranks every
         negative score.  The ``dynamic_score`` series are dropped: no series was scored.
         """
-        ctx = self._ctx
         name = plan.score_name
-        score = plan.summary.missing_data_score
-        assert score is not None  # the summary model requires it for masked; the caller checks NoData
-        ctx.metrics.clear_scores(name)
-        names = default_item_names(plan.summary.dimension_formats, cluster=ctx.cluster_name, score_name=name)
-        until = valid_until(ctx.wall_clock(), plan.interval, plan.summary.valid_for_seconds)
-        self._valid_until = until
+        self._ctx.metrics.clear_scores(name)
         why = (
             "the source returned no series"
-            if reason == "NoData"
+            if result.kind == "NoData"
             else "the scorer is masked on this cluster (maskPolicy: Score)"
         )
-        if reason == "NoData" and self._failed_sources:
+        if result.kind == "NoData" and result.failed_sources:
             # Under ScoreWithAvailable the failed sources might have had the series: say so.
-            failed = ", ".join(src.name for src, _ in self._failed_sources)
+            failed = ", ".join(src.name for src, _ in result.failed_sources)
             why = f"the sources that answered returned no series (failed: {failed})"
-        message = f"scorer {plan.summary.name or name}: {why}; wrote the missing-data score {score}"
+        message = (
+            f"scorer {plan.summary.name or name}: {why}; wrote the missing-data score {result.default_score}"
+        )
         return PublishRequest(
             score_name=name,
             aps_name=plan.aps_name,
-            items=[ScoreItem(n, score) for n in names],
-            valid_until=until,
-            condition=CycleCondition(CONDITION_TYPE, "True", reason, _truncate(message)),
+            items=result.items,
+            valid_until=result.valid_until,
+            condition=CycleCondition(CONDITION_TYPE, "True", result.kind, _truncate(message)),
             interval_seconds=plan.interval,
         )
 
-    def _failure(self, plan: ScorerPlan, exc: AgentError) -> PublishRequest:
+    def _failure(self, plan: ScorerPlan, exc: AgentError, current: Stage) -> PublishRequest:
         ctx = self._ctx
         name = plan.score_name
-        stage: Stage = exc.stage or self._stage
+        stage: Stage = exc.stage or current
         ctx.metrics.count_failure(name, stage, exc.reason)
         self.log.warning("%s failed (%s): %s", stage, exc.reason, exc)
         if self._valid_until is not None and ctx.wall_clock() >= self._valid_until:

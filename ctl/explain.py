@@ -170,9 +170,15 @@ def _document(
     hub_until = ((current or {}).get("status") or {}).get("validUntil")
     parsed_until = parse_time(hub_until) if isinstance(hub_until, str) else None
     expired = parsed_until is not None and parsed_until <= datetime.now(UTC)
+    if trace.skipped_sources:
+        doc["fetch"]["skippedSources"] = [
+            {"reason": f.reason, "message": f.message, "hint": f.hint} for f in trace.skipped_sources
+        ]
     if trace.no_data_default is not None:
         doc["noData"] = {"missingDataScore": trace.no_data_default, "scorerCalled": False}
-    if trace.plan is not None and (trace.response is not None or trace.no_data_default is not None):
+        if trace.outcome == "Masked":  # nothing was queried either
+            doc["noData"]["masked"] = True
+    if trace.plan is not None and trace.outcome is not None:
         doc["addOnPlacementScore"] = {
             "namespace": trace.cluster,
             "name": trace.plan.aps_name,
@@ -229,8 +235,13 @@ def _print_text(doc: dict[str, Any]) -> None:
                 echo(f"      {q['endpoint']}: {q['series']} series, {q['bytes']} bytes, {q['seconds']:.3f}s")
             else:
                 echo(f"      {q['endpoint']}: failed (below)")
+    elif doc.get("noData", {}).get("masked"):
+        echo("\n2. fetch: nothing queried: the hub masked this scorer on this cluster (maskPolicy: Score)")
     elif "failed" not in doc or doc["failed"]["stage"] != "summary":
         echo('\n2. fetch: no source (sourceType None): the scorer gets {"data": []}')
+    for skipped in fetch.get("skippedSources", []):
+        head = "   scored without it (onSourceError: ScoreWithAvailable)"
+        echo(f"{head}: {skipped['reason']}: {skipped['message']}")
     if "score" in doc:
         s = doc["score"]
         echo(f"\n3. score: POST {s['endpoint']}: {s['results']} result(s) in {s['seconds']:.3f}s")
@@ -256,7 +267,8 @@ def _print_text(doc: dict[str, Any]) -> None:
             echo(f"   {items['clamped']} score(s) clamped to [-100, 100]")
     if "noData" in doc:
         score = doc["noData"]["missingDataScore"]
-        echo(f"\n3. score: not called: the source returned no series, missingDataScore {score} is written")
+        why = "masked" if doc["noData"].get("masked") else "the source returned no series"
+        echo(f"\n3. score: not called: {why}, missingDataScore {score} is written")
     if "addOnPlacementScore" in doc:
         a = doc["addOnPlacementScore"]
         where = f"\n5. AddOnPlacementScore {a['namespace']}/{a['name']}"

@@ -1,16 +1,12 @@
-"""One scoring cycle, stage by stage, with the agent's own functions, writing nothing.
+"""One scoring cycle, stage by stage: the agent's own cycle, run once, traced, writing nothing.
 
-``dynamic-scoring explain`` must show what the agent *would* do, so every stage calls what the
-agent calls: ``plan_summary`` checks the summary, ``resolve_credentials`` builds headers,
-``expand_queries`` fills ``${cluster}``, ``query_range`` fetches, ``label_series`` labels named
-sources, ``call_scorer`` posts the series, ``score_value`` and ``build_items`` turn results into
-items (or ``default_item_names`` names the ``missingDataScore`` items when no series came back,
-and the scorer is not called, as in the worker), ``valid_until`` dates them.
-
-Two deliberate differences from a worker, both documented in docs/cli.md: one attempt per request
-(no retries, so a failure shows at once), and nothing is published.  The trace records what each
-stage saw (counts, bytes, seconds) so the command can print it; the stage that fails ends the
-trace with the agent's own error text.
+``dynamic-scoring explain`` must show what the agent *would* do, so it runs the agent's
+``ScoringCycle`` itself (``agent.cycle``): the same fetch with the same byte budget and
+``onSourceError`` rule, the same scoring call, the same items, the same ``missingDataScore`` rule.
+It plugs in two things of its own, both documented in docs/cli.md: one attempt per request (no
+retries, so a failure shows at once) and a trace that records what each stage saw (counts, bytes,
+seconds) so the command can print it.  Nothing is published; the stage that fails ends the trace
+with the agent's own error text.
 """
 
 from __future__ import annotations
@@ -18,33 +14,21 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from agent.auth import resolve_credentials
-from agent.errors import (
-    AgentError,
-    PrometheusRequestInvalid,
-    PrometheusResponseError,
-    PrometheusUnavailable,
-    ScorerUnavailable,
-    SecretNotFound,
-)
+from agent.cycle import CycleEnv, CycleKind, CycleObserver, ScoringCycle
+from agent.errors import AgentError, PrometheusUnavailable, ScorerUnavailable, SecretNotFound
 from agent.http import ClientPool
-from agent.plan import InvalidSummary, ScorerPlan, plan_summary, scoring_secret
-from agent.ports import ScoreItem, SecretContents, SecretReader
+from agent.plan import InvalidSummary, ScorerPlan, SourcePlan, plan_summary
+from agent.ports import SecretContents, SecretReader
 from agent.scoring.answer import ScoringAnswer
-from agent.scoring.client import call_scorer, check_scores_fit, has_series
-from agent.scoring.dimensions import build_items, default_item_names, render_name
-from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value, valid_until
+from agent.scoring.dimensions import ItemsOutcome, render_name
+from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value
 from agent.settings import AgentSettings
-from agent.source.labelling import label_series
-from agent.source.placeholders import PlaceholderError, expand_queries
-from agent.source.prometheus import RangeWindow, query_range
-from dynamic_scoring.score_size import max_results_for
+from agent.source.prometheus import RangeWindow
 from dynamic_scoring.wire import ScorerSummary
 
 PREVIEW = 5
@@ -67,6 +51,7 @@ HINTS: dict[str, str] = {
     "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
     "AuthError": "check that the kubeconfig's user may read the Secret",
     "InvalidSummary": "fix the named field of the DynamicScorer (the agent would refuse this summary)",
+    "OtlpReceiverDisabled": "OpenTelemetry series are pushed to the agent: explain cannot read them here",
 }
 
 
@@ -127,8 +112,12 @@ class Trace:
     rejected: list[str] = field(default_factory=list)
     clamped: int = 0
     valid_until: datetime | None = None
+    outcome: CycleKind | None = None
+    """How the cycle ended when it did not fail: ``Scored``, ``NoData`` or ``Masked``."""
     no_data_default: int | None = None
-    """Set when no series came back and ``missingDataScore`` replaced the scorer's answer."""
+    """Set when ``missingDataScore`` replaced the scorer's answer (no series, or masked)."""
+    skipped_sources: list[StageFailure] = field(default_factory=list)
+    """Sources that failed under ``onSourceError: ScoreWithAvailable``; the cycle went on without them."""
     failure: StageFailure | None = None
 
 
@@ -160,85 +149,67 @@ class FileTokens:
         raise SecretNotFound(f"secret {name!r} is referenced but was not given")
 
 
-def _fail(trace: Trace, stage: str, exc: AgentError | InvalidSummary) -> Trace:
+def _stage_failure(stage: str, exc: AgentError | InvalidSummary) -> StageFailure:
     reason = exc.reason if isinstance(exc, AgentError) else "InvalidSummary"
     unreachable = isinstance(exc, PrometheusUnavailable | ScorerUnavailable)
-    hint = HINTS.get(reason, "")
-    trace.failure = StageFailure(stage, reason, str(exc), hint, unreachable)
+    return StageFailure(stage, reason, str(exc), HINTS.get(reason, ""), unreachable)
+
+
+def _fail(trace: Trace, stage: str, exc: AgentError | InvalidSummary) -> Trace:
+    trace.failure = _stage_failure(stage, exc)
     return trace
 
 
-def _series_count(raw: Any) -> int:
-    return len(msgspec.json.decode(raw))
+class _Tracer(CycleObserver):
+    """Fills a ``Trace`` from the cycle's hooks."""
+
+    def __init__(self, trace: Trace, plan: ScorerPlan) -> None:
+        self._trace = trace
+        self._plan = plan
+
+    def window(self, source: SourcePlan, window: RangeWindow) -> None:
+        """Every source of a summary has the same window rule; the last one is shown."""
+        self._trace.window = {"start": window.start, "end": window.end, "step": window.step}
+
+    def query_sent(self, source: SourcePlan, index: int, query: str, endpoint: str) -> None:
+        """A query row, unanswered until ``query_answered``."""
+        self._trace.queries.append(Query(source.name, index, query, endpoint))
+
+    def query_answered(self, source: SourcePlan, raw: msgspec.Raw | bytes, seconds: float) -> None:
+        """Size, series count and time of the answer to the last query sent."""
+        entry = self._trace.queries[-1]
+        entry.seconds = seconds
+        entry.bytes = len(memoryview(raw))
+        entry.series = len(msgspec.json.decode(raw))
+        entry.answered = True
+
+    def source_failed(self, source: SourcePlan, error: AgentError, *, tolerated: bool) -> None:
+        """A source the cycle went on without (a failure that ends the cycle is the trace's failure)."""
+        if tolerated:
+            self._trace.skipped_sources.append(_stage_failure("fetch", error))
+
+    def scored(self, answer: ScoringAnswer, seconds: float) -> None:
+        """The scorer's answer and how long it took."""
+        self._trace.response = answer
+        self._trace.score_seconds = seconds
+
+    def items_built(self, built: ItemsOutcome) -> None:
+        """Each result's way to an item, and what the agent's rules dropped or clamped."""
+        _breakdown(self._trace, self._plan)
+        self._trace.rejected = [f"result {r.index}: {r.name!r}: {r.reason}" for r in built.rejected]
+        self._trace.clamped = built.clamped
 
 
-def _labelled(raw: Any, source: str) -> bytes:
-    """``source=<name>`` on every series, as the worker labels a named source's answer."""
-    try:
-        return label_series(raw, source)[0]
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise PrometheusResponseError(
-            f'source "{source}": data.result is not a list of series ({type(exc).__name__})', stage="fetch"
-        ) from exc
-
-
-async def _fetch(
-    trace: Trace,
-    plan: ScorerPlan,
-    secrets: SecretReader,
-    clients: ClientPool,
-    prometheus: str | None,
-    now: float,
-) -> list[Any]:
-    settings = AgentSettings()
-    out: list[Any] = []
-    for source in plan.sources:
-        if source.type != "Prometheus":
-            raise PrometheusRequestInvalid(
-                f"{source.display}: type {source.type} is pushed to the agent, explain cannot fetch it",
-                stage="fetch",
-            )
-        try:
-            queries = expand_queries(source.queries, trace.cluster)
-        except PlaceholderError as exc:
-            raise PrometheusRequestInvalid(str(exc), stage="fetch") from exc
-        endpoint = prometheus or source.endpoint
-        creds = await resolve_credentials(
-            source.auth, source.legacy_secret, secrets, url=endpoint, stage="fetch", scorer=plan.summary.name
-        )
-        client = clients.client_for(creds.tls)
-        window = RangeWindow.ending_at(now, source.range, source.step)
-        trace.window = {"start": window.start, "end": window.end, "step": window.step}
-        for index, query in enumerate(queries):
-            entry = Query(source.name, index, query, endpoint)
-            trace.queries.append(entry)
-            began = time.monotonic()
-            raw = await query_range(
-                client,
-                endpoint,
-                query,
-                window,
-                index=index,
-                headers=creds.headers,
-                timeout=plan.timeout_seconds,
-                max_bytes=settings.max_source_bytes,
-            )
-            entry.seconds = time.monotonic() - began
-            entry.bytes = len(memoryview(raw))
-            entry.series = _series_count(raw)
-            entry.answered = True
-            out.append(_labelled(raw, source.name) if source.labelled else raw)
-    return out
-
-
-def _items(trace: Trace, plan: ScorerPlan, response: ScoringAnswer) -> None:
+def _breakdown(trace: Trace, plan: ScorerPlan) -> None:
+    """Every result raw, normalised, clamped, rounded and named, and the names two results share."""
+    assert trace.response is not None  # items are built from an answer
     summary = plan.summary
-    formats = list(summary.dimension_formats)
     spec = summary.score_normalization
-    for index, result in enumerate(response.results):
+    collisions: dict[str, list[int]] = {}
+    for index, result in enumerate(trace.response.results):
         names = [
             render_name(fmt, cluster=trace.cluster, score_name=plan.score_name, metric=result.metric)
-            for fmt in formats
+            for fmt in summary.dimension_formats
         ]
         normalised = normalise(result.score, spec)
         item = Item(index, dict(result.metric), result.score, normalised, None, None, names)
@@ -249,14 +220,8 @@ def _items(trace: Trace, plan: ScorerPlan, response: ScoringAnswer) -> None:
             item.problem = str(exc)
         trace.items.append(item)
         for name in names:
-            trace.collisions.setdefault(name, []).append(index)
-    trace.collisions = {n: i for n, i in trace.collisions.items() if len(i) > 1}
-    outcome = build_items(
-        response.results, fmt=formats, cluster=trace.cluster, score_name=plan.score_name, normalization=spec
-    )
-    trace.published = [(i.name, i.value) for i in outcome.items]
-    trace.rejected = [f"result {r.index}: {r.name!r}: {r.reason}" for r in outcome.rejected]
-    trace.clamped = outcome.clamped
+            collisions.setdefault(name, []).append(index)
+    trace.collisions = {n: i for n, i in collisions.items() if len(i) > 1}
 
 
 async def run_cycle(
@@ -274,55 +239,20 @@ async def run_cycle(
     except InvalidSummary as exc:
         return _fail(trace, "summary", exc)
     trace.plan = plan
-    settings = AgentSettings()
     clients = ClientPool(extra_ca_files=extra_ca_files)
+    env = CycleEnv(cluster, secrets, clients, AgentSettings(), prometheus=prometheus)
+    cycle = ScoringCycle(plan, env, observer=_Tracer(trace, plan))
     try:
-        now = time.time()
-        try:
-            series = await _fetch(trace, plan, secrets, clients, prometheus, now) if plan.fetch else []
-        except AgentError as exc:
-            return _fail(trace, "fetch", exc)
-        if plan.fetch and summary.missing_data_score is not None and not has_series(series):
-            # The worker's rule: no series and a stated default means the scorer is not called.
-            score = summary.missing_data_score
-            names = default_item_names(summary.dimension_formats, cluster=cluster, score_name=plan.score_name)
-            trace.no_data_default = score
-            trace.published = [(n, score) for n in names]
-            trace.valid_until = valid_until(datetime.now(UTC), plan.interval, summary.valid_for_seconds)
-            return trace
-        try:
-            creds = await resolve_credentials(
-                summary.scoring_auth,
-                scoring_secret(plan),
-                secrets,
-                url=summary.scoring_endpoint,
-                stage="score",
-                scorer=summary.name,
-            )
-            began = time.monotonic()
-            trace.response = await call_scorer(
-                clients.client_for(creds.tls),
-                summary.scoring_endpoint,
-                series,
-                headers=creds.headers,
-                timeout=plan.timeout_seconds,
-                max_bytes=settings.max_response_bytes,
-                max_results=max_results_for(plan.max_score_bytes),
-                params=summary.scoring_params,
-            )
-            trace.score_seconds = time.monotonic() - began
-        except AgentError as exc:
-            return _fail(trace, "score", exc)
-        _items(trace, plan, trace.response)
-        if plan.publish:
-            try:  # the worker's rule: scores that cannot be stored fail the cycle before the write
-                check_scores_fit([ScoreItem(n, v) for n, v in trace.published], plan.max_score_bytes)
-            except AgentError as exc:
-                return _fail(trace, "score", exc)
-        trace.valid_until = valid_until(datetime.now(UTC), plan.interval, summary.valid_for_seconds)
-        return trace
+        result = await cycle.run(time.monotonic() + plan.interval)
+    except AgentError as exc:
+        return _fail(trace, exc.stage or cycle.stage, exc)
     finally:
         await clients.aclose()
+    trace.outcome = result.kind
+    trace.published = [(i.name, i.value) for i in result.items]
+    trace.valid_until = result.valid_until
+    trace.no_data_default = result.default_score
+    return trace
 
 
 __all__ = ["HINTS", "FileTokens", "Item", "Query", "StageFailure", "Trace", "run_cycle"]

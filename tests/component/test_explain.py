@@ -293,3 +293,33 @@ def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProc
         and "hub not read: could not read AddOnPlacementScore cluster1/cpu" in result.output
     )
     assert "not-used" not in result.output
+
+
+def test_a_source_failing_under_score_with_available_is_shown_and_the_cycle_scores_as_the_agents_would(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    host = prometheus.query_range_url.removesuffix("/api/v1/query_range")
+    gone = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    path = scorer_file(
+        tmp_path,
+        {
+            "scoreDimensionFormat": "${pod}",
+            "onSourceError": "ScoreWithAvailable",
+            "sources": [
+                {"name": "a", "host": host, "queries": [f'{GAUGE}{{namespace="team-a"}}'], "range": 600},
+                {"name": "edge", "host": gone, "queries": [GAUGE], "range": 600},
+            ],
+            "scoring": {"host": scorer.base, "path": "/mean/scoring", "params": {"name": "partial"}},
+        },
+    )
+    result = run(tmp_path, path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert [(q["source"], q["answered"]) for q in doc["fetch"]["queries"]] == [("a", True), ("edge", False)]
+    [skipped] = doc["fetch"]["skippedSources"]
+    assert skipped["reason"] == "PrometheusUnavailable" and 'source "edge"' in skipped["message"]
+    assert "failed" not in doc
+    assert {r["metric"].get("source") for r in doc["score"]["answer"]} == {"a"}
+    assert [i["name"] for i in doc["addOnPlacementScore"]["items"]] == ["web-1", "web-2"]
+    text = run(tmp_path, path).output
+    assert "scored without it (onSourceError: ScoreWithAvailable): PrometheusUnavailable" in text
