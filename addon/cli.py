@@ -21,7 +21,7 @@ from kubernetes.config import ConfigException
 from addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
 from addon.logs import configure
 from addon.manager import DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, Manager, ManagerOptions, build_api
-from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
+from addon.registry.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -39,9 +39,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 
 from addon.constants import ADDON_NAME, DEFAULT_IMAGE
 from addon.controllers import ControllerFactory, HubContext
-from addon.controllers.registry import CONTROLLER_FACTORIES
+from addon.controllers.factories import CONTROLLER_FACTORIES
 from addon.logs import keyed
-from addon.scorers.probe_settings import ProbeSettings
+from addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager

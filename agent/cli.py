@@ -22,10 +22,10 @@ import click
 
 from agent.errors import PublishError
 from agent.health import Health, Heartbeat
-from agent.k8s.lease import LeaseRenewer
-from agent.k8s.scores import KubeScorePublisher
-from agent.k8s.secrets import KubeSecretReader
-from agent.k8s.summaries import CONFIGMAP_NAME, SummaryWatcher
+from agent.kube.lease import LeaseRenewer
+from agent.kube.scores import KubeScorePublisher
+from agent.kube.secrets import KubeSecretReader
+from agent.kube.summaries import CONFIGMAP_NAME, SummaryWatcher
 from agent.metrics import AgentMetrics
 from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
 from agent.server import HealthServer

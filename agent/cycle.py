@@ -40,12 +40,12 @@ import msgspec
 from agent.auth import resolve_credentials
 from agent.errors import AgentError, PrometheusRequestInvalid, PrometheusResponseError, Stage
 from agent.http import ClientPool
+from agent.items.dimensions import ItemsOutcome, build_items, default_item_names
+from agent.items.maths import valid_until
 from agent.plan import ScorerPlan, SourcePlan, scoring_secret
 from agent.ports import ScoreItem, SecretReader
-from agent.scoring.answer import ScoringAnswer
-from agent.scoring.client import call_scorer, check_scores_fit, has_series
-from agent.scoring.dimensions import ItemsOutcome, build_items, default_item_names
-from agent.scoring.maths import valid_until
+from agent.scorer_client.answer import ScoringAnswer
+from agent.scorer_client.client import call_scorer, check_scores_fit, has_series
 from agent.settings import AgentSettings
 from agent.source.labelling import label_series
 from agent.source.otlp.fetching import read_selected

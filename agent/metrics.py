@@ -49,7 +49,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.errors import Stage
-from agent.scoring.answer import ScoredSeries
+from agent.scorer_client.answer import ScoredSeries
 
 LABEL_VALUE_MAX_CHARS = 256
 SCORE_LABELS: tuple[str, ...] = (

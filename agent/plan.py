@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from agent.scoring.dimensions import DEFAULT_FORMAT
+from agent.items.dimensions import DEFAULT_FORMAT
 from agent.settings import AgentSettings
 from agent.source.otlp.selection import Selector, SelectorError, from_spec, parse_selector
 from agent.source.placeholders import PlaceholderError, check_query

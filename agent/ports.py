@@ -1,7 +1,7 @@
 """The two seams between the agent's scoring core and Kubernetes.
 
 The core never talks to an API server.  It reads credentials through a ``SecretReader`` and hands
-each cycle's outcome to a ``ScorePublisher``; ``agent/k8s/`` implements both against the managed
+each cycle's outcome to a ``ScorePublisher``; ``agent/kube/`` implements both against the managed
 cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher, which are
 implementations of these ports rather than fakes of Kubernetes.
 """
@@ -98,7 +98,7 @@ class PublishRequest:
 
     Attributes:
         score_name: the summary's ``scoreName``.
-        aps_name: the AddOnPlacementScore name (``agent.scoring.naming.aps_name(score_name)``); the
+        aps_name: the AddOnPlacementScore name (``agent.items.naming.aps_name(score_name)``); the
             namespace is the publisher's cluster namespace.
         items: after a successful cycle, the complete new score list, sorted by name (possibly
             empty: the scorer returned no usable results).  ``None`` after a failed cycle, meaning

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.http import ClientPool
+from agent.items.maths import expiry_window
 from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, plan_summaries, plan_summary
 from agent.ports import PublishRequest, ScorePublisher, SecretReader
-from agent.scoring.maths import expiry_window
 from agent.settings import AgentSettings
 from agent.source.otlp.store import SeriesStore
 from agent.worker import ScorerWorker, WorkerContext

@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from addon.scorers.probe_settings import ProbeSettings
+from addon.registry.probe_settings import ProbeSettings
 from bench import Row, benchmark, verdict
 from bench.floor import FloorRun, creates, deletes, replay
 
@@ -169,8 +169,8 @@ def _floor(kubeconfig: Path, api: Any) -> tuple[FloorRun, FloorRun]:
 
 def _measure(workdir: Path, count: int) -> list[Row]:
     from addon.controllers import HubContext
-    from addon.controllers.distribution import distribution_controller
-    from addon.controllers.scorers import scorer_controller
+    from addon.controllers.distribution.controller import distribution_controller
+    from addon.controllers.registry.controller import scorer_controller
     from dynamic_scoring.kube.api import KubeAPI
     from dynamic_scoring.kube.controller import ControllerManager
     from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MANIFEST_WORKS

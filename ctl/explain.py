@@ -19,11 +19,11 @@ import click
 import httpx
 import yaml
 
-from addon.scorers.effective import resolve
-from addon.scorers.models import DynamicScorer, SpecProblem, parse_scorer
-from addon.scorers.probe import fetch_config
-from addon.scorers.provenance import provenance
-from agent.k8s.secrets import KubeSecretReader
+from addon.registry.effective import resolve
+from addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
+from addon.registry.probe import fetch_config
+from addon.registry.provenance import provenance
+from agent.kube.secrets import KubeSecretReader
 from agent.ports import CONDITION_TYPE, SecretReader
 from ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable

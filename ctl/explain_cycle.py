@@ -22,11 +22,11 @@ import msgspec
 from agent.cycle import CycleEnv, CycleKind, CycleObserver, ScoringCycle
 from agent.errors import AgentError, PrometheusUnavailable, ScorerUnavailable, SecretNotFound
 from agent.http import ClientPool
+from agent.items.dimensions import ItemsOutcome, render_name
+from agent.items.maths import NonFiniteScore, clamp, normalise, score_value
 from agent.plan import InvalidSummary, ScorerPlan, SourcePlan, plan_summary
 from agent.ports import SecretContents, SecretReader
-from agent.scoring.answer import ScoringAnswer
-from agent.scoring.dimensions import ItemsOutcome, render_name
-from agent.scoring.maths import NonFiniteScore, clamp, normalise, score_value
+from agent.scorer_client.answer import ScoringAnswer
 from agent.settings import AgentSettings
 from agent.source.prometheus import RangeWindow
 from dynamic_scoring.wire import ScorerSummary

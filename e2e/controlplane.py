@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from addon.scorers.addresses import PROBE_ALLOW_CIDRS_ENV
+from addon.registry.addresses import PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
 from e2e.containers import remove_containers, runner_label
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster

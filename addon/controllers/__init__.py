@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from addon.constants import ADDON_NAME
-from addon.scorers.probe_settings import ProbeSettings
+from addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.informer import Informer

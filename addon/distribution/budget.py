@@ -32,7 +32,7 @@ from functools import lru_cache
 from addon.distribution.configmap import summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, ScorerOutcome
 from addon.errors import FieldProblem
-from addon.scorers.summary_size import (
+from addon.registry.summary_size import (
     CONFIG_WORK_LIMIT,
     CONFIGMAP_DATA_LIMIT,
     SUMMARY_LIMIT,

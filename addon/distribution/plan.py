@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from addon.errors import FieldProblem
-from addon.scorers.models import LabelSelector, Mask
+from addon.registry.models import LabelSelector, Mask
 from dynamic_scoring.naming import aps_name as default_aps_name
 from dynamic_scoring.wire import ScorerSummary
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from addon.distribution.plan import ClusterInput, Plan, ScorerOutcome
-from addon.scorers.models import SpecProblem
-from addon.scorers.reports import ClusterReport, reports_message
-from addon.scorers.status import DISTRIBUTED, ConditionSpec
+from addon.registry.models import SpecProblem
+from addon.registry.reports import ClusterReport, reports_message
+from addon.registry.status import DISTRIBUTED, ConditionSpec
 
 ACCEPTED = "Accepted"
 

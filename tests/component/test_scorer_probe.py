@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from addon.scorers.probe import fetch_config, probe_health
+from addon.registry.probe import fetch_config, probe_health
 from tests.component.harness import ScorerPKI, ScorerProcess
 
 CONFIGS = Path(__file__).resolve().parents[2] / "samples" / "upstream" / "config"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from agent.cli import Agent, build_agent
-from agent.k8s.summaries import SummaryWatcher
+from agent.kube.summaries import SummaryWatcher
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane

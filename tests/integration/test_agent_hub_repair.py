@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from agent.errors import AuthError, SecretNotFound
-from agent.k8s.scores import KubeScorePublisher
-from agent.k8s.secrets import KubeSecretReader
+from agent.kube.scores import KubeScorePublisher
+from agent.kube.secrets import KubeSecretReader
 from agent.memory import MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.settings import AgentSettings

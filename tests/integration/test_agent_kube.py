@@ -18,10 +18,10 @@ import yaml
 
 from addon.render.agent import render_agent
 from agent.errors import PublishError, SecretNotFound
-from agent.k8s.lease import LeaseRenewer
-from agent.k8s.scores import KubeScorePublisher
-from agent.k8s.secrets import KubeSecretReader
-from agent.k8s.summaries import SummaryWatcher
+from agent.kube.lease import LeaseRenewer
+from agent.kube.scores import KubeScorePublisher
+from agent.kube.secrets import KubeSecretReader
+from agent.kube.summaries import SummaryWatcher
 from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.supervisor import Supervisor

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from addon.controllers.distribution import WORK_NAME
+from addon.controllers.distribution.controller import WORK_NAME
 from addon.distribution.budget import CONFIG_WORK_LIMIT, SUMMARY_LIMIT
 from dynamic_scoring.kube.api import KubeAPI
 from e2e.controlplane import ControlPlane

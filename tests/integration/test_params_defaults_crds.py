@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.scorers.effective import resolve
-from addon.scorers.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
+from addon.registry.effective import resolve
+from addon.registry.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.procs import wait_until

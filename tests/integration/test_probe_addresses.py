@@ -20,8 +20,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from addon.controllers import HubContext
-from addon.controllers.scorers import scorer_controller
-from addon.scorers.probe_settings import ProbeSettings
+from addon.controllers.registry.controller import scorer_controller
+from addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from e2e.controlplane import ControlPlane

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.scorers.effective import resolve
-from addon.scorers.health import HealthState, next_state
-from addon.scorers.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
-from addon.scorers.probe import ConfigResult, ProbeResult, check_config
-from addon.scorers.status import (
+from addon.registry.effective import resolve
+from addon.registry.health import HealthState, next_state
+from addon.registry.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
+from addon.registry.probe import ConfigResult, ProbeResult, check_config
+from addon.registry.status import (
     apply_conditions,
     config_synced_condition,
     healthy_condition,

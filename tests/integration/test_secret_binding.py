@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from agent.k8s.scores import KubeScorePublisher
-from agent.k8s.secrets import KubeSecretReader
+from agent.kube.scores import KubeScorePublisher
+from agent.kube.secrets import KubeSecretReader
 from agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION

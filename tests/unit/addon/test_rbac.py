@@ -228,7 +228,7 @@ def test_granted_score_names_are_the_sent_scores_and_the_agents_leftovers() -> N
 
 def test_config_work_name_is_the_distributions() -> None:
     from addon.constants import CONFIG_WORK_NAME
-    from addon.controllers.distribution import WORK_NAME
+    from addon.controllers.distribution.controller import WORK_NAME
 
     assert CONFIG_WORK_NAME == WORK_NAME
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.items.dimensions import build_items, item_name_problem, render_name
+from agent.items.maths import score_value
 from agent.ports import ScoreItem
-from agent.scoring.dimensions import build_items, item_name_problem, render_name
-from agent.scoring.maths import score_value
 from dynamic_scoring.wire import ScoreNormalization, ScoreResult
 
 pytestmark = pytest.mark.unit

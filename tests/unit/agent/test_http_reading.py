@@ -21,7 +21,7 @@ from agent.errors import (
     ScorerUnavailable,
 )
 from agent.http import BodyTooLarge, read_limited, transport_errors
-from agent.scoring.client import SCORER_ERRORS
+from agent.scorer_client.client import SCORER_ERRORS
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -5,7 +5,7 @@ import json
 import msgspec
 import pytest
 
-from agent.scoring.client import scoring_body
+from agent.scorer_client.client import scoring_body
 
 pytestmark = pytest.mark.unit
 

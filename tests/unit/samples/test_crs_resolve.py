@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.scorers.effective import resolve
-from addon.scorers.models import DynamicScorer, parse_scorer
-from addon.scorers.probe import check_config
+from addon.registry.effective import resolve
+from addon.registry.models import DynamicScorer, parse_scorer
+from addon.registry.probe import check_config
 from samples.scorers import cpu, predict
 from samples.scorers.server import Defaults, build_parser, config_document
 

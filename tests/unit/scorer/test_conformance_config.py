@@ -1,4 +1,4 @@
-"""The conformance check's /config rules agree with the hub's Full-mode sync (addon.scorers.probe).
+"""The conformance check's /config rules agree with the hub's Full-mode sync (addon.registry.probe).
 
 The library may not import the hub (an import contract).  Both apply the one URL rule
 (``dynamic_scoring.urls``); the rest of the hub's /config rules the library restates, and this test
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from addon.scorers.probe import check_config
+from addon.registry.probe import check_config
 from dynamic_scoring.scorer.conformance import ERROR, Checker
 from dynamic_scoring.wire import ScorerConfig
 

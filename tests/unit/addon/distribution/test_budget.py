@@ -19,9 +19,9 @@ from addon.distribution.budget import (
 )
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, ScorerInput, plan
-from addon.scorers.effective import Resolution
-from addon.scorers.models import LabelSelector, Mask
-from addon.scorers.status import valid_condition
+from addon.registry.effective import Resolution
+from addon.registry.models import LabelSelector, Mask
+from addon.registry.status import valid_condition
 from dynamic_scoring.wire import ScorerSummary, dump_summaries
 
 NS = "open-cluster-management-agent-addon"

@@ -6,7 +6,7 @@ import pytest
 
 from addon.distribution.plan import ClusterInput, ScorerInput, plan
 from addon.distribution.status import accepted_condition
-from addon.scorers.models import DynamicScoringConfigSpec, Mask
+from addon.registry.models import DynamicScoringConfigSpec, Mask
 from dynamic_scoring.wire import ScorerSummary, dump_summaries, parse_summaries
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from addon.distribution.configmap import summaries_configmap
 from addon.distribution.plan import ClusterInput, ScorerInput, plan
-from addon.scorers.models import LabelSelector, Mask
-from agent.scoring.naming import aps_name  # tests may import the agent; the hub passes the rule in
+from addon.registry.models import LabelSelector, Mask
+from agent.items.naming import aps_name  # tests may import the agent; the hub passes the rule in
 from dynamic_scoring.wire import ScorerSummary, parse_summaries
 
 

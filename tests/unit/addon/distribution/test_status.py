@@ -10,9 +10,9 @@ from addon.distribution.status import (
     scorer_distributed_condition,
 )
 from addon.distribution.target import config_target_problem
-from addon.scorers.models import Mask, SpecProblem
-from addon.scorers.reports import ClusterReport
-from agent.scoring.naming import aps_name
+from addon.registry.models import Mask, SpecProblem
+from addon.registry.reports import ClusterReport
+from agent.items.naming import aps_name
 from dynamic_scoring.wire import ScorerSummary
 
 S = ScorerSummary(name="a", score_name="cpu", scoring_endpoint="http://s:1/scoring", scoring_interval=30)
