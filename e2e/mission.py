@@ -21,17 +21,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +41,7 @@ from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.loadgen import LoadFile
+from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import clusteradm
 from e2e.procs import Proc, StartupError, free_port, wait_until
 
@@ -123,13 +121,13 @@ class TenantGateway:
         self.upstreams = dict(upstreams)
         gateway = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def _forward(self, body: bytes | None) -> None:
                 tenant = self.headers.get(TENANT_HEADER, "")
                 upstream = gateway.upstreams.get(tenant)
                 if upstream is None:
                     msg = f"{TENANT_HEADER} must name one of {sorted(gateway.upstreams)}, got {tenant!r}"
-                    self._send(400, json.dumps({"status": "error", "error": msg}).encode())
+                    self.reply(400, {"status": "error", "error": msg})
                     return
                 req = urllib.request.Request(upstream + self.path, data=body, method=self.command)
                 if body is not None:
@@ -138,47 +136,33 @@ class TenantGateway:
                     )
                 try:
                     with urllib.request.urlopen(req, timeout=30) as resp:
-                        self._send(resp.status, resp.read())
+                        self.reply(resp.status, resp.read())
                 except urllib.error.HTTPError as exc:
-                    self._send(exc.code, exc.read())
+                    self.reply(exc.code, exc.read())
                 except OSError as exc:
-                    self._send(502, json.dumps({"status": "error", "error": str(exc)}).encode())
-
-            def _send(self, status: int, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                    self.reply(502, {"status": "error", "error": str(exc)})
 
             def do_GET(self) -> None:
                 self._forward(None)
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                self._forward(self.rfile.read(length))
+                self._forward(self.body())
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="tenant-gateway", daemon=True)
+        self._loopback = LoopbackServer(Handler, name="tenant-gateway", start=False)
 
     @property
     def url(self) -> str:
         """Base URL: what the DynamicScorer's `source.host` names."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._loopback.url
 
     def start(self) -> TenantGateway:
         """Serve in a background thread."""
-        self._thread.start()
+        self._loopback.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and release the port."""
-        self._server.shutdown()
-        self._server.server_close()
+        self._loopback.stop()
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +65,7 @@ from dynamic_scoring.naming import aps_name
 from dynamic_scoring.scorer import ScorerApp
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import install_crds
 from e2e.procs import Proc, free_port, group_alive, port_in_use, wait_until
 from e2e.upstream import UPSTREAM_NAMESPACE, UpstreamHub, write_hub_kubeconfig
@@ -120,46 +120,32 @@ class Scorer:
         self.lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 outer._record("GET", self.path, self.headers.get("User-Agent", ""))
                 if self.path == "/healthz":
-                    self._send(200, {"status": "ok"})
+                    self.reply(200, {"status": "ok"})
                     return
                 prefix, _, rest = self.path.strip("/").partition("/")
                 config = outer.configs.get(prefix)
                 if rest == "config" and config is not None:
-                    self._send(200, config)
+                    self.reply(200, config)
                 else:
-                    self._send(404, {"detail": "not found"})
+                    self.reply(404, {"detail": "not found"})
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.body()
                 outer._record("POST", self.path, self.headers.get("User-Agent", ""))
                 prefix, _, rest = self.path.strip("/").partition("/")
                 results = outer.results.get(prefix)
                 if rest == "score" and results is not None:
-                    self._send(200, {"results": results})
+                    self.reply(200, {"results": results})
                 else:
-                    self._send(404, {"detail": "not found"})
+                    self.reply(404, {"detail": "not found"})
 
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = int(self.server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.loopback = LoopbackServer(Handler, name="upstream-hub-scorer")
+        self.port = self.loopback.port
+        self.url = self.loopback.url
 
     def _record(self, method: str, path: str, agent: str) -> None:
         with self.lock:
@@ -170,8 +156,7 @@ class Scorer:
             return sum(1 for m, p, _ in self.requests if m == method and p == path)
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 # ------------------------------------------------------------------------------------- the stack

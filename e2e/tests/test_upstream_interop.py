@@ -25,10 +25,8 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ import yaml
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import written_by_agent
 from dynamic_scoring.timestamps import parse_time
+from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import label_selected_cluster_set
 from e2e.procs import wait_until
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
@@ -83,38 +82,24 @@ class Scorer:
         self.calls = {"upstream": 0, "ours": 0}
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # the hub's probe and /config (None mode reads nothing)
-                self._send(200, b"{}")
+                self.reply(200, b"{}")
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.body()
                 agent = (
                     "upstream" if self.headers.get("User-Agent", "").startswith("Go-http-client") else "ours"
                 )
                 outer.calls[agent] += 1
-                body = {"results": [{"metric": {}, "score": outer.values[agent]}]}
-                self._send(200, json.dumps(body).encode())
+                self.reply(200, {"results": [{"metric": {}, "score": outer.values[agent]}]})
 
-            def _send(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = int(self.server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = LoopbackServer(Handler, name="interop-scorer")
+        self.port = self.loopback.port
+        self.url = self.loopback.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 class Interop:

@@ -47,8 +47,8 @@ class _Forwarder(BaseHTTPRequestHandler):
         self.wfile.write(data)
         conn.close()
 
-    do_GET = _forward  # noqa: N815 - http.server's naming
-    do_POST = _forward  # noqa: N815
+    do_GET = _forward  # http.server dispatches to do_<METHOD>
+    do_POST = _forward
 
     def log_message(self, format: str, *args: object) -> None:
         pass

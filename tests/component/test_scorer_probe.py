@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from addon.registry.probe import fetch_config, probe_health
+from e2e.loopback import LoopbackServer
 from tests.component.harness import ScorerPKI, ScorerProcess
 
 CONFIGS = Path(__file__).resolve().parents[2] / "samples" / "upstream" / "config"
@@ -82,13 +82,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with LoopbackServer(Handler, name="probe-scorer") as srv:
+        yield srv.url
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.procs import wait_until
 from tests.integration.test_registry_controllers import (
     condition,
@@ -47,27 +47,17 @@ class Recording:
         self.content_type = "application/json"
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 outer.paths.append(self.path)
                 body = b"ok" if self.path == "/healthz" else outer.body
-                self.send_response(200)
-                self.send_header("Content-Type", outer.content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200, body, outer.content_type)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = LoopbackServer(Handler, name="probe-recording")
+        self.url = self.loopback.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 class Probing:

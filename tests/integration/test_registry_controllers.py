@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from dynamic_scoring.score_labels import score_labels
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
+from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,38 +59,24 @@ class Scorer:
         self.seen_auth: list[str | None] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 outer.seen_auth.append(self.headers.get("Authorization"))
                 if outer.token is not None and self.headers.get("Authorization") != f"Bearer {outer.token}":
-                    self._send(401, b"{}")
+                    self.reply(401, b"{}")
                 elif self.path == "/healthz":
-                    self._send(200, b"ok")
+                    self.reply(200, b"ok")
                 elif self.path == "/config":
-                    self._send(200, json.dumps(outer.config).encode())
+                    self.reply(200, outer.config)
                 else:
-                    self._send(404, b"{}")
+                    self.reply(404, b"{}")
 
-            def _send(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = int(self.server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.loopback = LoopbackServer(Handler, name="registry-scorer")
+        self.port = self.loopback.port
+        self.url = self.loopback.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 @pytest.fixture
