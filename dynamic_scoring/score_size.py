@@ -17,9 +17,18 @@ agent's limit (``MaxScoreBytes``), and a scorer can lower it for itself (``spec.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-import msgspec
+try:  # the agent's extra; the scorer library's base install (pydantic, httpx) has no msgspec
+    import msgspec
+
+    _encode: Callable[[object], bytes] = msgspec.json.encode
+except ImportError:  # exercised by the base-install test, in a subprocess without msgspec
+
+    def _stdlib_encode(obj: object) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    _encode = _stdlib_encode
 
 ETCD_DEFAULT_REQUEST_BYTES = 1_572_864
 """etcd's default ``--max-request-bytes`` (1.5 MiB): the largest object a default hub can store."""
@@ -67,15 +76,17 @@ def scores_bytes(items: Iterable[tuple[str, int]]) -> int:
 
     Checked on every cycle over up to tens of thousands of items.  In the common case, every name
     plain printable ASCII (checked on all names at once), both encoders write the same bytes, so
-    the size comes from one msgspec encoding of the pairs as arrays (``["name",value]``: 3 bytes of
-    framing each, against ``_ITEM_FRAME`` as objects), in C.  Any other name is sized one by one
-    with Go's escaping.
+    the size comes from one compact encoding of the pairs as arrays (``["name",value]``: 3 bytes of
+    framing each, against ``_ITEM_FRAME`` as objects): msgspec's, in C, where the agent's
+    dependencies are installed, else the standard library's, which writes the same bytes for such
+    names (a scorer built on the base install).  Any other name is sized one by one with Go's
+    escaping.
     """
     pairs = items if isinstance(items, list | tuple) else list(items)
     count = len(pairs)
     joined = "".join([name for name, _ in pairs])
     if joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN):
-        return len(msgspec.json.encode(pairs)) + count * (_ITEM_FRAME - 3)
+        return len(_encode(pairs)) + count * (_ITEM_FRAME - 3)
     total = sum(item_bytes(name, value) for name, value in pairs)
     return 2 + total + max(0, count - 1)
 
