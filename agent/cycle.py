@@ -111,6 +111,11 @@ class CycleObserver:
         """The answer became items (before the size check that may still fail the cycle)."""
 
 
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
 @dataclass
 class CycleEnv:
     """What a cycle reads from outside: the cluster, its Secrets, HTTP clients and limits."""
@@ -121,7 +126,7 @@ class CycleEnv:
     settings: AgentSettings
     otlp_store: SeriesStore | None = None
     """What the OTLP receiver keeps; ``None`` without one (an OpenTelemetry source then fails)."""
-    wall_clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    wall_clock: Callable[[], datetime] = utc_now
     prometheus: str | None = None
     """A ``query_range`` URL used instead of every Prometheus source's own (``explain --prometheus``)."""
 
@@ -200,7 +205,7 @@ class ScoringCycle:
             answer = await self._score(series, deadline)
         built = build_items(
             answer.results,
-            fmt=plan.summary.score_dimension_formats or plan.dimension_format,
+            fmt=plan.summary.dimension_formats,
             cluster=self._env.cluster_name,
             score_name=plan.score_name,
             normalization=plan.summary.score_normalization,
@@ -398,4 +403,5 @@ __all__ = [
     "CycleResult",
     "ScoringCycle",
     "one_attempt",
+    "utc_now",
 ]

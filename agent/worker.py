@@ -39,18 +39,16 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from agent.cycle import Attempt, CycleEnv, CycleObserver, CycleResult, ScoringCycle
 from agent.errors import AgentError, PublishError, Stage
-from agent.http import ClientPool, escape_control
+from agent.http import escape_control
 from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, SourcePlan
-from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher, SecretReader
+from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher
 from agent.retry import retrying
-from agent.settings import AgentSettings
-from agent.source.otlp.store import SeriesStore
 
 T = TypeVar("T")
 
@@ -109,26 +107,18 @@ class _WorkerObserver(CycleObserver):
             self._metrics.count_source_failure(self._score_name, source.name, error.reason)
 
 
-def utc_now() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
+@dataclass(kw_only=True)
+class WorkerContext(CycleEnv):
+    """What every worker of one agent shares; built by the ``Supervisor``.
 
+    The cycle's environment (cluster, Secrets, clients, settings, OTLP store, clock), handed to each
+    ``ScoringCycle`` as it is, plus what only the loop around the cycle needs.
+    """
 
-@dataclass
-class WorkerContext:
-    """What every worker of one agent shares; built by the ``Supervisor``."""
-
-    cluster_name: str
-    secrets: SecretReader
     publisher: ScorePublisher
     metrics: AgentMetrics
-    clients: ClientPool
-    settings: AgentSettings
     slots: asyncio.Semaphore
     rng: random.Random = field(default_factory=random.Random)
-    wall_clock: Callable[[], datetime] = utc_now
-    otlp_store: SeriesStore | None = None
-    """What the OTLP receiver keeps; ``None`` when the agent runs without one."""
 
 
 def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -239,14 +229,7 @@ class ScorerWorker:
             await self._remove_published(plan)
         cycle = ScoringCycle(
             plan,
-            CycleEnv(
-                cluster_name=ctx.cluster_name,
-                secrets=ctx.secrets,
-                clients=ctx.clients,
-                settings=ctx.settings,
-                otlp_store=ctx.otlp_store,
-                wall_clock=ctx.wall_clock,
-            ),
+            ctx,
             attempt=self._retrying(plan),
             observer=_WorkerObserver(ctx.metrics, name),
             log=self.log,
@@ -423,4 +406,4 @@ class ScorerWorker:
         self.log.info("destination is no longer AddOnPlacementScore; removed %s", plan.aps_name)
 
 
-__all__ = ["InternalError", "ScorerWorker", "WorkerContext", "utc_now"]
+__all__ = ["InternalError", "ScorerWorker", "WorkerContext"]
