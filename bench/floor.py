@@ -16,47 +16,25 @@ manager's CPU, the apiserver's and etcd's, or waiting).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dynamic_scoring.jsontypes import JSON
+from e2e.gobuild import go_program
 
 SOURCE = Path(__file__).resolve().parent / "floor"
 PARALLEL = 32
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink")
 
 
-def _tools_root() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("DS_TOOLS_CACHE") or Path(cache) / "dynamic-scoring-tools")
-
-
 def floor_binary() -> Path:
     """The built floor client, built first when its sources changed (progress on stderr)."""
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((SOURCE / name).read_bytes())
-    root = _tools_root()
-    binary = root / "bench-floor" / digest.hexdigest()[:12] / "floor"
-    if binary.exists():
-        return binary
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    print(f"[floor] building the floor client into {binary} (Go, client-go; ~90 s cold)", file=sys.stderr)
-    env = {
-        **os.environ,
-        "GOMODCACHE": str(root / "gomod"),
-        "GOCACHE": str(root / "gocache"),
-        "GOFLAGS": "-mod=mod",
-    }
-    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=SOURCE, env=env, check=True, timeout=1200)
-    return binary
+    return go_program(SOURCE, "bench-floor", about="the floor client (Go, client-go; ~90 s cold)")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Which CertificateSigningRequests the manager approves: the agent's, for a real cluster, only.
 
-The rules of addon-framework's default approver, plus three explicit checks the
+The rules of addon-framework's default approver, plus explicit checks the
 framework leaves to other components, all of which a legitimate klusterlet request passes:
 
 * the signer is `kubernetes.io/kube-apiserver-client` (the only one our registration declares);
 * the usages are client-certificate usages only (the klusterlet asks for digital signature, key
   encipherment and client auth);
+* `spec.request` is one canonical PEM block, read the way Kubernetes reads it, with a valid
+  signature (see `csr_request`: a lenient reader and Go's can take different blocks of one text);
 * the subject carries only CN, O and OU attributes (the apiserver maps other attributes too, such as
   the user UID since Kubernetes 1.34), and exactly one CN, the agent's user;
 * the subject's Organizations are exactly the agent's groups (optionally plus
@@ -21,11 +23,8 @@ framework leaves to other components, all of which a legitimate klusterlet reque
 from __future__ import annotations
 
 import base64
-import warnings
+import binascii
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from addon.constants import (
     ADDON_NAME,
@@ -34,6 +33,7 @@ from addon.constants import (
     CSR_USER_ANNOTATION,
     KUBE_APISERVER_CLIENT_SIGNER,
 )
+from addon.registration.csr_request import RequestError, read_subject
 from addon.registration.identity import AUTHENTICATED_GROUP, default_groups, default_user
 from dynamic_scoring.jsontypes import JSON
 
@@ -70,30 +70,6 @@ def is_ours(csr: JSON, addon_name: str = ADDON_NAME) -> bool:
         csr.get("metadata", {}).get("name", "").startswith("addon")
         and labels.get(ADDON_NAME_LABEL) == addon_name
     )
-
-
-_KNOWN_SUBJECT = frozenset({NameOID.COMMON_NAME, NameOID.ORGANIZATION_NAME, NameOID.ORGANIZATIONAL_UNIT_NAME})
-"""What the klusterlet puts in an addon's subject (user, groups, optional organization units)."""
-
-
-def _subject(pem: bytes) -> tuple[list[str], list[str], list[str]]:
-    """The CNs, the Os and the dotted OIDs of any other attribute of a PEM CSR, in request order.
-
-    The other attributes are reported because the apiserver may read more than CN and O: since
-    Kubernetes 1.34 (AllowParsingUserUIDFromCertAuth, on by default) the attribute
-    ``1.3.6.1.4.1.57683.2`` becomes the user's UID, and later releases may map others.
-
-    The framework's CN is longer than X.509's 64-character upper bound, which Go ignores and
-    `cryptography` warns about on every access; that one warning is silenced here (briefly and
-    only for this message: `catch_warnings` swaps a process-wide filter list).
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Attribute's length must be", category=UserWarning)
-        subject = x509.load_pem_x509_csr(pem).subject
-        common_names = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-        organizations = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
-        others = [a.oid.dotted_string for a in subject if a.oid not in _KNOWN_SUBJECT]
-    return common_names, organizations, others
 
 
 def organizations_problem(organizations: list[str], expected: list[str]) -> str:
@@ -149,17 +125,19 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
         return _no(f"usages {sorted(usages)} are not client-certificate usages")
 
     try:
-        common_names, organizations, others = _subject(base64.b64decode(spec.get("request", "")))
-    except ValueError:
-        return _no("spec.request is not a PEM CERTIFICATE REQUEST")
-    if others:
+        subject = read_subject(base64.b64decode(spec.get("request", ""), validate=True))
+    except binascii.Error:
+        return _no("spec.request is not base64")
+    except RequestError as e:
+        return _no(str(e))
+    if subject.others:
         # Refused rather than ignored: an attribute the apiserver maps (the UID today) would be an
         # identity the approver never checked.
-        return _no(f"subject has attribute {others[0]}, which the agent's subject never carries")
+        return _no(f"subject has attribute {subject.others[0]}, which the agent's subject never carries")
     expected_user = default_user(cluster_name, addon_name)
-    if common_names != [expected_user]:
+    if subject.common_names != [expected_user]:
         return _no(f"subject CN is not {expected_user}")
-    problem = organizations_problem(organizations, default_groups(cluster_name, addon_name))
+    problem = organizations_problem(subject.organizations, default_groups(cluster_name, addon_name))
     if problem:
         return _no(problem)
 

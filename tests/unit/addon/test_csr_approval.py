@@ -3,15 +3,20 @@ from __future__ import annotations
 import base64
 import functools
 import warnings
+from collections.abc import Callable
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import given
+from hypothesis import strategies as st
 
-from addon.registration.csr_approval import approval_body, decide
+from addon.registration.csr_approval import Decision, approval_body, decide
+from addon.registration.csr_request import NOT_CANONICAL, canonical_pem, request_der
 from dynamic_scoring.jsontypes import JSON
+from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 
 USER = "system:open-cluster-management:cluster:{c}:addon:{a}:agent:{a}"
 GROUPS = ["system:open-cluster-management:cluster:{c}:addon:{a}", "system:open-cluster-management:addon:{a}"]
@@ -276,3 +281,89 @@ def test_an_addon_agent_is_not_the_klusterlet_of_a_cluster_named_cluster() -> No
     assert decide(own, cluster=cluster("cluster"), addon=mca("cluster")).approve
     empty = make_csr(cluster="cluster1", username="system:open-cluster-management:cluster1:")
     assert not decide(empty, cluster=cluster(), addon=mca()).approve
+
+
+# --- spec.request is read the way Kubernetes reads it -------------------------------------------
+# Go's encoding/pem.Decode skips a block it finds malformed and takes the next; a lenient reader
+# takes the first.  Only one canonical block and nothing else is read the same by both.
+
+OWN_USER = USER.format(c="cluster1", a="dynamic-scoring")
+STOLEN = "system:open-cluster-management:cluster2"
+
+
+def _with_request(text: bytes) -> JSON:
+    csr = make_csr()
+    csr["spec"]["request"] = base64.b64encode(text).decode()
+    return csr
+
+
+def _decide_text(text: bytes) -> Decision:
+    return decide(_with_request(text), cluster=cluster(), addon=mca())
+
+
+@functools.cache
+def _honest_and_forged() -> tuple[bytes, bytes]:
+    return agent_request(OWN_USER, OWN_GROUPS, _key()), agent_request(OWN_USER, [*OWN_GROUPS, STOLEN], _key())
+
+
+def test_the_canonical_block_is_approved_with_or_without_its_final_newline() -> None:
+    honest, _ = _honest_and_forged()
+    assert _decide_text(pem_block(honest)).approve
+    assert _decide_text(pem_block(honest).rstrip(b"\n")).approve
+
+
+@pytest.mark.parametrize("shape", list(FORGING_SHAPES))
+def test_two_blocks_are_refused_however_they_are_framed(shape: str) -> None:
+    """The first two shapes got cluster1's klusterlet a certificate in cluster2's group."""
+    honest, forged = _honest_and_forged()
+    decision = _decide_text(FORGING_SHAPES[shape](pem_block(honest), pem_block(forged)))
+    assert not decision.approve and decision.reason == NOT_CANONICAL
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        pytest.param(lambda der: pem_block(der, kind="CERTIFICATE"), id="CERTIFICATE block"),
+        pytest.param(
+            lambda der: pem_block(der, kind="NEW CERTIFICATE REQUEST"), id="NEW CERTIFICATE REQUEST"
+        ),
+        pytest.param(lambda der: pem_block(der, headers={"Proc-Type": "4,ENCRYPTED"}), id="headers"),
+        pytest.param(lambda der: pem_block(der, headers={"X": "y"}), id="any header"),
+        pytest.param(lambda der: pem_block(der, eol=b"\r\n"), id="CRLF"),
+        pytest.param(lambda der: pem_block(der, line=76), id="76-character lines"),
+        pytest.param(lambda der: b"text\n" + pem_block(der), id="text before"),
+        pytest.param(lambda der: b"\n" + pem_block(der), id="newline before"),
+        pytest.param(lambda der: pem_block(der) + b"\n", id="blank line after"),
+        pytest.param(lambda der: pem_block(der) + b"text", id="text after"),
+        pytest.param(lambda der: pem_block(der).replace(b"-----\n", b"----- \n"), id="space after END"),
+        pytest.param(lambda der: pem_block(der).replace(b"\n", b"\n ", 2), id="space in base64"),
+        pytest.param(lambda der: pem_block(der).replace(b"\n", b"\n=", 2), id="padding inside"),
+        pytest.param(lambda der: pem_block(der + b"\0"), id="trailing DER byte"),
+        pytest.param(lambda der: pem_block(b""), id="empty block"),
+        pytest.param(lambda der: b"", id="empty"),
+    ],
+)
+def test_anything_but_one_canonical_block_is_refused(framing: Callable[[bytes], bytes]) -> None:
+    honest, _ = _honest_and_forged()
+    decision = _decide_text(framing(honest))
+    assert not decision.approve
+    assert "spec.request" in decision.reason
+
+
+def test_a_request_whose_signature_does_not_verify_is_refused() -> None:
+    honest, _ = _honest_and_forged()
+    tampered = honest[:-1] + bytes([honest[-1] ^ 1])  # the last byte of the signature
+    decision = _decide_text(pem_block(tampered))
+    assert not decision.approve and "signature" in decision.reason
+
+
+def test_a_request_field_that_is_not_base64_is_refused() -> None:
+    csr = make_csr()
+    csr["spec"]["request"] = "not base64!"
+    assert decide(csr, cluster=cluster(), addon=mca()).reason == "spec.request is not base64"
+
+
+@given(st.binary(max_size=600))
+def test_the_canonical_text_of_any_der_reads_back_as_that_der(der: bytes) -> None:
+    assert request_der(canonical_pem(der)) == der
+    assert request_der(canonical_pem(der).rstrip(b"\n")) == der
