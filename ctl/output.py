@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
@@ -41,6 +42,34 @@ def output_option(func: F) -> F:
         show_default=True,
         help="Output format: readable text, or one JSON document on stdout.",
     )(func)
+
+
+def terminal_safe(text: str) -> str:
+    r"""`text` with every control and format character spelled out (``\x1b``, ``\u202e``).
+
+    Names, messages and condition text come from hub objects, which anyone who may write them
+    chooses: raw, an escape sequence could clear the screen, rewrite lines already shown, retitle
+    the window or hide text (bidirectional overrides, zero-width characters).  Tabs and newlines
+    are spelled out too, since each value is one cell or one line.  Printable text, including
+    non-ASCII letters, is unchanged.  (JSON output needs none of this: `json.dumps` escapes
+    these characters already.)
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") else _spelled(c)
+        for c in text
+    )
+
+
+def _spelled(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def echo_lines(text: str) -> None:
+    """Print `text` line by line through `terminal_safe`: a report whose values come from the hub."""
+    click.echo("\n".join(terminal_safe(line) for line in text.split("\n")))
 
 
 def emit_json(document: Any) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
-from ctl.output import ExitCode, emit_json, output_option
+from ctl.output import ExitCode, emit_json, output_option, terminal_safe
 from ctl.stopping import sigterm_interrupts
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError
@@ -255,18 +255,20 @@ def render(fleet: Fleet, now: dt.datetime, extra: Sequence[str] = ()) -> str:
     """The fleet view: a table, then every problem with its message (the `last error` of a cluster).
 
     `extra` lines go between the table and the problems; the demo puts the Placement's decision
-    there.
+    there.  Every value from the hub goes through `terminal_safe`, so no name or message can send
+    the terminal an escape sequence.
     """
     head = ["CLUSTER", "ADDON", "SCORE", "VALUE", "WRITTEN", "EXPIRES", "SCORER"]
     rows = [head]
     for c in fleet.clusters:
-        rows.extend(_rows(c, now))
+        rows.extend([terminal_safe(cell) for cell in row] for row in _rows(c, now))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     enabled = sum(c.enabled for c in fleet.clusters)
     summary = f"{len(fleet.clusters)} cluster(s), addon enabled on {enabled}   {now:%H:%M:%S}Z"
     problems = fleet.problems(now)
-    tail = [f"  {cluster}: {problem}" for cluster, problem in problems]
+    tail = [f"  {terminal_safe(cluster)}: {terminal_safe(problem)}" for cluster, problem in problems]
+    extra = [terminal_safe(line) for line in extra]
     verdict = "healthy: every enabled cluster available, no score expired or failing"
     if problems:
         verdict = f"{len({c for c, _ in problems})} cluster(s) with problems:"

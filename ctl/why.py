@@ -24,7 +24,7 @@ from ctl.hub import (
     list_all,
     unreachable,
 )
-from ctl.output import ExitCode, emit_json, fail, output_option
+from ctl.output import ExitCode, echo_lines, emit_json, fail, output_option
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import (
@@ -247,9 +247,9 @@ def why(placement: str, namespace: str, cluster: str | None, kubeconfig: Path | 
     if output == "json":
         emit_json(to_json(explanation, only))
     elif only is not None:
-        click.echo(render_cluster(explanation, only))
+        echo_lines(render_cluster(explanation, only))
     else:
-        click.echo(render_table(explanation))
+        echo_lines(render_table(explanation))
     wrong = explanation.disagreements if only is None else [v for v in [only] if not v.agrees]
     if wrong or explanation.misconfigured:
         raise SystemExit(int(ExitCode.FINDINGS))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from ctl import status as st
 from dynamic_scoring.jsontypes import JSON
 
@@ -137,3 +139,41 @@ def test_only_narrows_and_many_items_are_cut_with_a_count() -> None:
 
 def test_secs_formats_short_long_and_unknown() -> None:
     assert (st.secs(None), st.secs(12.4), st.secs(-3), st.secs(900)) == ("-", "12s", "-3s", "15m")
+
+
+def test_escape_sequences_in_hub_text_reach_the_terminal_spelled_out() -> None:
+    """Item names, reasons and messages are chosen by whoever writes the hub objects."""
+    hostile_message = "ok\x1b[2J\x1b]0;pwned\x07 done\u202eevil\nsecond line"
+    failing = ("False", "Bad\x1b[31mReason", hostile_message)
+    fleet = st.build_fleet(
+        [mc("c1"), mc("c\x1b[1A2")],
+        [mca("c1", AVAILABLE), mca("c\x1b[1A2", AVAILABLE)],
+        [aps("c1", "cpu", -30, -200, failing, **{"node\x1b[H": 5, "zoné-ü": 7})],
+    )
+    text = st.render(fleet, NOW, extra=["decision: c\x9b2J1"])
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    for spelled in (
+        "\\x1b[2J",
+        "\\x1b]0;pwned\\x07",
+        "\\u202eevil",
+        "\\x0asecond line",
+        "Bad\\x1b[31mReason",
+    ):
+        assert spelled in text
+    assert "node\\x1b[H" in text and "c\\x1b[1A2" in text and "c\\x9b2J1" in text
+    assert "zoné-ü" in text  # printable non-ASCII is left alone
+    assert len(text.splitlines()) == len(st.render(fleet, NOW, extra=["x"]).splitlines())
+
+
+def test_terminal_safe_leaves_printable_text_alone() -> None:
+    from ctl.output import terminal_safe
+
+    assert terminal_safe("cluster-1 : ok, 75 % — zoné") == "cluster-1 : ok, 75 % — zoné"
+    assert terminal_safe("a\tb\x00c\u200bd") == "a\\x09b\\x00c\\u200bd"
+
+
+def test_echo_lines_spells_out_escapes_line_by_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from ctl.output import echo_lines
+
+    echo_lines("placement p\x1b[2J\ncluster c1\x07")
+    assert capsys.readouterr().out == "placement p\\x1b[2J\ncluster c1\\x07\n"
