@@ -149,6 +149,16 @@ def main() -> None:
     "in-cluster scorers usually live; allow their own range again with --scorer-probe-allow-cidr.",
 )
 @click.option(
+    "--adopt-unlabelled-scores",
+    envvar="DYNAMIC_SCORING_ADOPT_UNLABELLED_SCORES",
+    is_flag=True,
+    default=False,
+    help="Migration from the upstream Go agent only: let agents (and, for AgentReplicas 0 clusters, the "
+    "manager) take over an existing AddOnPlacementScore of a scorer's name that has no owner and no "
+    "addon label, as the upstream agent leaves them. Without it, any AddOnPlacementScore this addon did "
+    "not create is left untouched and its scorer reports ScoreNameTaken.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -174,6 +184,7 @@ def manager(
     scorer_probe_concurrency: int,
     scorer_probe_allow_cidrs: tuple[str, ...],
     scorer_probe_deny_private_networks: bool,
+    adopt_unlabelled_scores: bool,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -189,6 +200,7 @@ def manager(
     options = ManagerOptions(
         namespace=namespace,
         agent_image=agent_image,
+        adopt_unlabelled_scores=adopt_unlabelled_scores,
         bind_address=metrics_bind_address,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,

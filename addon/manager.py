@@ -73,6 +73,7 @@ class ManagerOptions:
 
     namespace: str = DEFAULT_NAMESPACE
     agent_image: str = DEFAULT_IMAGE
+    adopt_unlabelled_scores: bool = False
     bind_address: str = ":8080"
     leader_elect: bool = True
     leader_election_namespace: str | None = None
@@ -210,6 +211,7 @@ class Manager:
             manager=self.controllers,
             namespace=self.options.namespace,
             agent_image=self.options.agent_image,
+            adopt_unlabelled_scores=self.options.adopt_unlabelled_scores,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
             workers=self.options.workers,

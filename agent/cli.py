@@ -166,10 +166,13 @@ def build_agent(
     otlp_max_series: int = 20_000,
     otlp_access: ReceiverAccess | None = None,
     otlp_label_limits: LabelLimits | None = None,
+    adopt_unlabelled_scores: bool = False,
 ) -> Agent:
     """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
     metrics = AgentMetrics()
-    publisher = KubeScorePublisher(hub, cluster_name, addon_name=addon_name)
+    publisher = KubeScorePublisher(
+        hub, cluster_name, addon_name=addon_name, adopt_unlabelled=adopt_unlabelled_scores
+    )
     otlp_store = (
         SeriesStore(max_series=otlp_max_series, label_limits=otlp_label_limits)
         if otlp_bind is not None
@@ -261,6 +264,7 @@ async def run_agent(
     otlp_max_series: int = 20_000,
     otlp_access: ReceiverAccess | None = None,
     otlp_label_limits: LabelLimits | None = None,
+    adopt_unlabelled_scores: bool = False,
 ) -> int:
     """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
     agent = build_agent(
@@ -280,6 +284,7 @@ async def run_agent(
         otlp_max_series=otlp_max_series,
         otlp_access=otlp_access,
         otlp_label_limits=otlp_label_limits,
+        adopt_unlabelled_scores=adopt_unlabelled_scores,
     )
     if agent.otlp is not None:
         access = agent.otlp.access
@@ -344,6 +349,13 @@ async def run_agent(
     show_default=True,
     help="Largest JSON of one AddOnPlacementScore's scores; larger fail the cycle (ScorerTooManyResults). "
     "The default fits etcd's default 1.5 MiB request limit: raise it only where the hub's etcd allows more.",
+)
+@click.option(
+    "--adopt-unlabelled-scores",
+    is_flag=True,
+    help="Take over an existing AddOnPlacementScore of a scorer's name that has no owner and no addon "
+    "label (as the upstream Go agent leaves them), instead of leaving it alone with ScoreNameTaken. "
+    "For a move from the upstream agent only; the hub renders it when its manager has the same flag.",
 )
 @click.option(
     "--watch-down-limit-seconds",
@@ -441,6 +453,7 @@ def main(
     lease_renew_seconds: float,
     max_concurrent_cycles: int,
     max_score_bytes: int,
+    adopt_unlabelled_scores: bool,
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
     owner_deployment: str | None,
@@ -526,6 +539,7 @@ def main(
             otlp_max_series=otlp_max_series,
             otlp_access=otlp_access,
             otlp_label_limits=otlp_label_limits,
+            adopt_unlabelled_scores=adopt_unlabelled_scores,
         )
     )
     sys.exit(code)

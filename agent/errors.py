@@ -27,6 +27,7 @@ never contains a credential.
     │   ├── SecretNotBound              the Secret's owner did not bind it to the request's host
     │   └── SecretInvalid               the value cannot be used (bad PEM, newline in a token)
     └── PublishError                    stage "write": the AddOnPlacementScore write failed
+        └── ScoreNameTaken              another owner's AddOnPlacementScore has the name: left alone
 """
 
 from __future__ import annotations
@@ -200,6 +201,14 @@ class PublishError(AgentError):
     default_stage: Stage | None = "write"
 
 
+class ScoreNameTaken(PublishError):  # noqa: N818 - names of the agent's public contract
+    """The AddOnPlacementScore of this score name exists and this addon's agent did not create it.
+
+    Another addon (or a person) owns it: the agent neither writes, relabels, re-owns nor deletes
+    it, and publishes nothing for the scorer on this cluster until the name is free.
+    """
+
+
 __all__ = [
     "AgentError",
     "AuthError",
@@ -209,6 +218,7 @@ __all__ = [
     "PrometheusTimeout",
     "PrometheusUnavailable",
     "PublishError",
+    "ScoreNameTaken",
     "ScorerError",
     "ScorerHTTPError",
     "ScorerRequestInvalid",

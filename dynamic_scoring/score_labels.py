@@ -34,10 +34,33 @@ def written_by_agent(obj: dict[str, Any], addon_name: str) -> bool:
     return all(labels.get(k) == v for k, v in score_labels(addon_name).items())
 
 
+def foreign_selector(addon_name: str) -> str:
+    """The label selector for scores `addon_name`'s agents did not write (wider than strictly needed).
+
+    ``key!=value`` also matches objects without the key, so this selects every score without our
+    addon label or with another addon's; an object with our addon label but not the managed-by one
+    is in neither selection (nobody but a hand-made object looks like that).
+    """
+    return f"{ADDON_LABEL}!={addon_name}"
+
+
+def adoptable(obj: dict[str, Any]) -> bool:
+    """Whether a score another writer created may be taken over, with the admin's migration opt-in.
+
+    Only what the upstream Go agent leaves: no owner and no addon label of any install.  An object
+    with an owner (another addon's score, owned by its ManagedClusterAddOn) or another install's
+    label is never taken, opt-in or not.
+    """
+    meta = obj.get("metadata") or {}
+    return not meta.get("ownerReferences") and ADDON_LABEL not in (meta.get("labels") or {})
+
+
 __all__ = [
     "ADDON_LABEL",
     "AGENT_MANAGED_BY",
     "MANAGED_BY_LABEL",
+    "adoptable",
+    "foreign_selector",
     "score_labels",
     "score_selector",
     "written_by_agent",

@@ -20,7 +20,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES
-from dynamic_scoring.score_labels import score_selector
+from dynamic_scoring.score_labels import foreign_selector, score_selector
 
 
 @dataclass
@@ -34,6 +34,8 @@ class HubContext:
         namespace: the manager's own namespace: where DynamicScorers, the DynamicScoringConfig,
             the default AddOnDeploymentConfig and the leader-election Lease live.
         agent_image: the agent image, from the manager's environment (one place: kustomize images).
+        adopt_unlabelled_scores: the hub admin's migration opt-in (--adopt-unlabelled-scores): an
+            AddOnPlacementScore with no owner and no addon label may be taken over.
         resync_seconds: periodic resync for every controller.
         stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
         workers: reconcile workers of each controller that runs several (the manager's --workers).
@@ -44,6 +46,7 @@ class HubContext:
     manager: ControllerManager
     namespace: str
     agent_image: str
+    adopt_unlabelled_scores: bool = False
     resync_seconds: float = 600.0
     stop: threading.Event = field(default_factory=threading.Event)
     workers: int = 4
@@ -61,3 +64,15 @@ def agent_scores(manager: ControllerManager, addon_name: str = ADDON_NAME) -> In
     selection (relabelled) arrives as DELETED, one entering it as ADDED, as for any selector.
     """
     return manager.informer(ADDON_PLACEMENT_SCORES, label_selector=score_selector(addon_name))
+
+
+def foreign_scores(manager: ControllerManager, addon_name: str = ADDON_NAME) -> Informer:
+    """Every AddOnPlacementScore our agents did not write (`foreign_selector`): names that are taken.
+
+    A scorer whose score name is another owner's object on a cluster must be told so
+    (``ScoreNameTaken``), that name must stay out of the cluster agent's hub Role, and the hub
+    must not take the object over for an ``AgentReplicas: "0"`` cluster.  This cache costs what
+    the other addons' scores cost (their objects and their status writes); it is the price of
+    knowing which names are taken without a request per cluster and scorer.
+    """
+    return manager.informer(ADDON_PLACEMENT_SCORES, label_selector=foreign_selector(addon_name))

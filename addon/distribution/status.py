@@ -91,7 +91,12 @@ def scorer_distributed_condition(
         return ConditionSpec(DISTRIBUTED, "False", outcome.reason, outcome.message)
     failing, summary = reports_message(reports) if reports else (False, "")
     message = outcome.message + (f"; {summary}" if summary else "")
-    return ConditionSpec(DISTRIBUTED, "True", "AgentsReportFailures" if failing else outcome.reason, message)
+    reason = outcome.reason
+    if any(r.reason == "ScoreNameTaken" for r in reports):
+        reason = "ScoreNameTaken"  # the one failure only the scorer's author can fix: say it first
+    elif failing:
+        reason = "AgentsReportFailures"
+    return ConditionSpec(DISTRIBUTED, "True", reason, message)
 
 
 __all__ = [

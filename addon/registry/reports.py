@@ -15,7 +15,9 @@ A cluster's report is:
 * ``True`` / ``ScoresWithoutCondition`` when it holds scores but no condition: an agent that writes
   scores only (the upstream Go agent, on a cluster whose ``AgentReplicas`` is 0);
 * ``Unknown`` / ``NoReportYet`` when no AddOnPlacementScore exists yet (a new scorer, or a destination of
-  ``None``, which publishes nothing).
+  ``None``, which publishes nothing);
+* ``False`` / ``ScoreNameTaken`` when an AddOnPlacementScore of that name exists that this addon did
+  not create (another addon's, or one made by hand): the agent leaves it alone and publishes nothing.
 """
 
 from __future__ import annotations
@@ -55,7 +57,28 @@ class ClusterReport:
         return entry
 
 
-def _report(cluster: str, score_name: str, aps: Mapping[str, Any] | None, now: datetime) -> ClusterReport:
+def _taken(cluster: str, other: Mapping[str, Any]) -> ClusterReport:
+    meta = other.get("metadata") or {}
+    owners = ", ".join(f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [])
+    return ClusterReport(
+        cluster,
+        "False",
+        "ScoreNameTaken",
+        f"AddOnPlacementScore {cluster}/{meta.get('name')} exists and this addon did not create it "
+        f"(owner: {owners or 'none'}); it is left untouched and nothing is published on this cluster. "
+        "Choose another scoreName; if it is the upstream Go agent's score, see docs/migration.md",
+    )
+
+
+def _report(
+    cluster: str,
+    score_name: str,
+    aps: Mapping[str, Any] | None,
+    now: datetime,
+    taken: Mapping[str, Any] | None = None,
+) -> ClusterReport:
+    if aps is None and taken is not None:
+        return _taken(cluster, taken)
     if aps is None:
         return ClusterReport(
             cluster, "Unknown", "NoReportYet", "no AddOnPlacementScore from this cluster's agent yet"
@@ -98,14 +121,20 @@ def _report(cluster: str, score_name: str, aps: Mapping[str, Any] | None, now: d
 
 
 def cluster_reports(
-    score_name: str, clusters: Sequence[str], aps_by_cluster: Mapping[str, Mapping[str, Any]], now: datetime
+    score_name: str,
+    clusters: Sequence[str],
+    aps_by_cluster: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+    taken_by_cluster: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[ClusterReport]:
     """One report per cluster the scorer is distributed to, sorted by cluster name.
 
     ``aps_by_cluster`` holds the AddOnPlacementScore named after this score (sanitised) in each cluster's
-    namespace, where it exists.
+    namespace, where our agent wrote it; ``taken_by_cluster`` the object of that name another owner
+    created, where one exists.
     """
-    return [_report(c, score_name, aps_by_cluster.get(c), now) for c in sorted(clusters)]
+    taken = taken_by_cluster or {}
+    return [_report(c, score_name, aps_by_cluster.get(c), now, taken.get(c)) for c in sorted(clusters)]
 
 
 def reports_message(reports: Sequence[ClusterReport], limit: int = 3) -> tuple[bool, str]:

@@ -174,6 +174,7 @@ def render_agent(
     cluster: JSON | None = None,
     default_image: str = DEFAULT_IMAGE,
     templates_dir: Path = TEMPLATES_DIR,
+    adopt_unlabelled_scores: bool = False,
 ) -> AgentRender:
     """Render the agent for the cluster of `mca` (its namespace), configured by `adc`.
 
@@ -183,6 +184,7 @@ def render_agent(
         cluster: the ManagedCluster, for its image-registries annotation; None is allowed.
         default_image: the agent image when the ADC sets no `Image` variable.
         templates_dir: where `agent/*.yaml.j2` live.
+        adopt_unlabelled_scores: the manager's migration opt-in, passed to the agent as its flag.
 
     Raises:
         AddonConfigError: the ADC or the MCA's install namespace cannot be applied.
@@ -191,7 +193,10 @@ def render_agent(
     config = parse_deployment_config(adc)
     namespace = plan_namespace(resolve_install_namespace(mca, config if adc is not None else None), config)
     image = resolve_image(config.variables.image or default_image, config.registries, cluster)
-    values = template_values(cluster_name, namespace, config, image)
+    values = {
+        **template_values(cluster_name, namespace, config, image),
+        "adopt_unlabelled_scores": adopt_unlabelled_scores,
+    }
     manifests: list[JSON] = []
     for template in AGENT_TEMPLATES:
         manifests.extend(render_objects(template, values, templates_dir))

@@ -6,8 +6,9 @@ collection removes them when the addon is disabled (the Go addon leaked them).
 
 The AddOnPlacementScores of other addons live in the same cluster namespace.  So every rule that
 names a score is limited to `granted_score_names`: the scores the cluster's config work sends the
-agent, plus the ones its agent wrote that still exist (it must be able to remove the scores of a
-withdrawn scorer).  The manager re-renders the Role whenever either changes.
+agent, except names another owner's score holds, plus the ones its agent wrote that still exist (it
+must be able to remove the scores of a withdrawn scorer).  The manager re-renders the Role whenever
+any of them changes.
 """
 
 from __future__ import annotations
@@ -61,14 +62,20 @@ def sent_score_names(config_work: JSON | None) -> set[str]:
     }
 
 
-def granted_score_names(sent: Iterable[str], scores: Iterable[JSON]) -> list[str]:
+def granted_score_names(sent: Iterable[str], scores: Iterable[JSON], taken: Iterable[str] = ()) -> list[str]:
     """The score names the agent's hub Role allows, sorted: the sent ones and its own leftovers.
+
+    A sent name that another owner's score holds (`taken`) is left out: the agent then cannot
+    read, write or delete that object, whatever it does.
 
     Args:
         sent: `sent_score_names` of the cluster's config work.
         scores: the AddOnPlacementScores in the cluster's namespace.
+        taken: names of scores in the namespace that this addon's agents did not write and may
+            not adopt.
     """
-    return sorted({*sent, *(str(s["metadata"]["name"]) for s in scores if written_by_agent(s, ADDON_NAME))})
+    ours = {str(s["metadata"]["name"]) for s in scores if written_by_agent(s, ADDON_NAME)}
+    return sorted({*(set(sent) - set(taken)), *ours})
 
 
 def render_hub_rbac(

@@ -32,9 +32,14 @@ and it does the same once on any object found with some (written by an older age
 hand).  Nobody
 applies an AddOnPlacementScore with server-side apply: this agent is its only writer.
 
-An object found without those labels or the score-name annotation (one the upstream Go agent
-created, which sets neither) gets them with the first write, so that the hub, which watches only
-labelled scores, reports it and the garbage collector can remove it with the addon.
+An object of the score's name that this addon's agent did not create (it lacks those labels) is
+someone else's: another addon's score, or one a person made.  The agent leaves it exactly as it is
+(no write, no relabel, no new owner, no delete) and fails the cycle with `ScoreNameTaken`, which the
+hub reports on the DynamicScorer.  One exception, for a move from the upstream Go agent (which
+labels nothing and sets no owner): with `adopt_unlabelled` (the agent's `--adopt-unlabelled-scores`,
+rendered only when the hub admin starts the manager with the same flag) an object with no owner
+and no addon label of ours is adopted with the first write: labelled, annotated and owned, so that
+the hub reports it and the garbage collector removes it with the addon.
 
 Each object is also owned by this cluster's ManagedClusterAddOn (read once, by name; the agent's hub
 Role allows exactly that get), so the hub's garbage collector removes the scores when the addon is
@@ -51,11 +56,19 @@ from typing import Any
 
 import msgspec
 
-from agent.errors import PublishError
+from agent.errors import PublishError, ScoreNameTaken
 from agent.ports import PublishRequest
-from dynamic_scoring.kube.api import MERGE_PATCH, PARTIAL_METADATA, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import (
+    MERGE_PATCH,
+    PARTIAL_METADATA,
+    Conflict,
+    Forbidden,
+    KubeAPI,
+    KubeError,
+    NotFound,
+)
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS
-from dynamic_scoring.score_labels import score_labels, score_selector
+from dynamic_scoring.score_labels import adoptable, score_labels, score_selector
 from dynamic_scoring.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
@@ -99,8 +112,11 @@ def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
 class KubeScorePublisher:
     """`agent.ports.ScorePublisher` writing AddOnPlacementScores in the cluster's hub namespace."""
 
-    def __init__(self, api: KubeAPI, cluster_namespace: str, *, addon_name: str) -> None:
+    def __init__(
+        self, api: KubeAPI, cluster_namespace: str, *, addon_name: str, adopt_unlabelled: bool = False
+    ) -> None:
         self.api = api
+        self.adopt_unlabelled = adopt_unlabelled
         self.namespace = cluster_namespace
         self.addon_name = addon_name
         self._owner: list[dict[str, Any]] | None = None
@@ -175,6 +191,28 @@ class KubeScorePublisher:
             annotations=meta.get("annotations") or {},
         )
 
+    def _ours(self, labels: dict[str, str] | None) -> bool:
+        return all((labels or {}).get(k) == v for k, v in score_labels(self.addon_name).items())
+
+    def _taken(self, name: str, known: _Known) -> ScoreNameTaken | None:
+        """Why the object `known` may not be written; None when it is ours or may be adopted."""
+        if not known.exists or self._ours(known.labels):
+            return None
+        if self.adopt_unlabelled and adoptable(
+            {"metadata": {"ownerReferences": known.owners, "labels": known.labels}}
+        ):
+            return None
+        hint = (
+            "it has an owner or another addon's label, so even --adopt-unlabelled-scores leaves it"
+            if self.adopt_unlabelled
+            else "choose another scoreName; if it is the upstream Go agent's score, see docs/migration.md"
+        )
+        return ScoreNameTaken(
+            f"AddOnPlacementScore {self.namespace}/{name} exists and this addon's agent did not create it "
+            f"(it lacks the labels {score_selector(self.addon_name)}); it is left untouched and nothing "
+            f"is published for this scorer here: {hint}"
+        )
+
     async def list_owned(self) -> list[str]:
         """Names of the APSs in this cluster's namespace that this addon's agent created."""
         selector = score_selector(self.addon_name)
@@ -202,14 +240,26 @@ class KubeScorePublisher:
         now = dt.datetime.now(dt.UTC)
         try:
             known = await self._read(name)
+        except Forbidden as exc:
+            raise PublishError(
+                f"{where} could not be read (403 Forbidden): the agent's hub Role does not name it. "
+                "Another owner's AddOnPlacementScore holds this name (the DynamicScorer's status "
+                "says ScoreNameTaken), or the hub has not granted a new scorer's name yet"
+            ) from exc
+        except KubeError as exc:
+            raise PublishError(f"{where} could not be read: {exc}") from exc
+        taken = self._taken(name, known)
+        if taken is not None:
+            raise taken
+        try:
             owners = await self._owner_references()
             meta: dict[str, Any] = {}
             if known.exists and owners is not None and known.owners != owners:
                 # written before the owner was known (or by an older agent): adopt it
                 meta["ownerReferences"] = owners
             if known.exists:
-                # created by another writer (the upstream Go agent labels nothing): mark it as
-                # ours, or the hub, which watches only labelled scores, never sees it
+                # adopted (the upstream Go agent labels nothing, and the admin opted in): mark it
+                # as ours, or the hub, which watches only labelled scores, never sees it
                 labels = {
                     k: v for k, v in score_labels(self.addon_name).items() if (known.labels or {}).get(k) != v
                 }
@@ -225,7 +275,7 @@ class KubeScorePublisher:
                 )
                 known.resource_version = str(patched["metadata"]["resourceVersion"])
         except KubeError as exc:
-            raise PublishError(f"{where} could not be read: {exc}") from exc
+            raise PublishError(f"{where} could not be updated: {exc}") from exc
         c = result.condition
         condition: dict[str, Any] = {
             "type": c.type,
@@ -320,11 +370,30 @@ class KubeScorePublisher:
         self._written[name] = _Written(str(written["metadata"]["resourceVersion"]), status)
 
     async def remove(self, aps_name: str) -> None:
-        """Delete the object; a missing one is fine (a retried delete whose first try went through)."""
+        """Delete the object if it is ours; a missing one is fine (a retried delete went through).
+
+        Someone else's object of that name (see `ScoreNameTaken`) is left alone.  The delete is
+        conditional on the uid just read, so an object replaced in between is not deleted either.
+        """
         self._written.pop(aps_name, None)
+        where = f"AddOnPlacementScore {self.namespace}/{aps_name}"
         try:
-            await self.api.arequest("DELETE", self._path(aps_name))
+            meta = (await self.api.arequest("GET", self._path(aps_name), accept=PARTIAL_METADATA))["metadata"]
+            if not self._ours(meta.get("labels")):
+                log.info("%s was not created by this addon's agent; not deleted", where)
+                return
+            options = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": meta.get("uid")},
+            }
+            await self.api.arequest("DELETE", self._path(aps_name), body=options)
         except NotFound:
+            return
+        except Forbidden:
+            # The hub's Role names every score of ours that exists: one it does not name is
+            # another owner's (or none at all), so there is nothing of ours to delete.
+            log.info("%s is not this agent's to read; not deleted", where)
             return
         except KubeError as exc:
             raise PublishError(

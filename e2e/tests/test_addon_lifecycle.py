@@ -34,9 +34,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from addon.config.spec_hash import spec_hash
+from addon.registration.csr_request import NOT_CANONICAL
 from addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
+from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 from e2e.image import default_tag, podman, ulimits
 from e2e.kube import Client, Kubectl
 from e2e.ocm import clusteradm
@@ -799,16 +801,10 @@ def test_an_addon_for_a_cluster_that_does_not_exist_is_reported_and_not_deployed
         env.hub.delete("v1", "Namespace", ghost)
 
 
-def _agent_csr(cluster: str, organizations: list[str], key: Any = None) -> dict[str, Any]:
-    """An agent CSR for `cluster` with the agent's CN and the given Organizations."""
-    key = key or ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.COMMON_NAME, default_user(cluster), _validate=False),
-            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
-        ]
-    )
-    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+def _agent_csr(cluster: str, organizations: list[str], request: bytes | None = None) -> dict[str, Any]:
+    """An agent CSR for `cluster` with the agent's CN and the given Organizations (or this PEM text)."""
+    if request is None:
+        request = pem_block(agent_request(default_user(cluster), organizations))
     return {
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
@@ -820,7 +816,7 @@ def _agent_csr(cluster: str, organizations: list[str], key: Any = None) -> dict[
             },
         },
         "spec": {
-            "request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
+            "request": base64.b64encode(request).decode(),
             "signerName": "kubernetes.io/kube-apiserver-client",
             "usages": ["digital signature", "key encipherment", "client auth"],
         },
@@ -942,6 +938,52 @@ def test_forged_csrs_from_a_klusterlet_stay_unapproved_and_the_agent_still_rotat
             assert "Approved" not in conditions(
                 env.hub.get("certificates.k8s.io/v1", "CertificateSigningRequest", name)
             )
+    finally:
+        for name in names:
+            env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+
+
+def test_a_request_kubernetes_reads_as_another_subject_gets_no_certificate(env: Env) -> None:
+    """One `spec.request`, two readings: an honest block the approver could take, a forged one Go takes.
+
+    Go's PEM decoder skips a block it finds malformed (an END line with trailing bytes, or no
+    newline before END) and reads the next.  Each text below holds cluster1's honest agent request
+    followed by one that adds cluster2's klusterlet group; the kube-apiserver accepts it, reading the
+    forged block.  Submitted with cluster1's real klusterlet identity, none may be approved, and no
+    certificate the signer issues for cluster1's CSRs may carry a group beyond the agent's.
+    """
+    cluster = "cluster1"
+    own, stolen = default_groups(cluster), "system:open-cluster-management:cluster2"
+    cluster_label = "open-cluster-management.io/cluster-name"
+    key = ec.generate_private_key(ec.SECP256R1())
+    honest = pem_block(agent_request(default_user(cluster), own, key))
+    forged = pem_block(agent_request(default_user(cluster), [*own, stolen], key))
+    klusterlet = KubeAPI(env.cp.run_dir / f"klusterlet-{cluster}" / "hub-kubeconfig" / "kubeconfig")
+    csrs = [_agent_csr(cluster, own, shape(honest, forged)) for shape in FORGING_SHAPES.values()]
+    names = [c["metadata"]["name"] for c in csrs]
+    try:
+        for csr in csrs:
+            klusterlet.request("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", body=csr)
+
+        def refused() -> bool:
+            messages = [e["message"] for e in env.events(cluster, "CSRNotApproved")]
+            return all(any(n in m and NOT_CANONICAL in m for m in messages) for n in names)
+
+        wait_until(refused, timeout=30, what="a CSRNotApproved Event naming each two-block CSR")
+        for name in names:
+            csr = env.hub.get("certificates.k8s.io/v1", "CertificateSigningRequest", name)
+            assert "Approved" not in conditions(csr), name
+            assert not (csr.get("status") or {}).get("certificate"), name
+        for csr in env.hub.items("certificates.k8s.io/v1", "CertificateSigningRequest"):
+            if (csr["metadata"].get("labels") or {}).get(cluster_label) != cluster:
+                continue
+            issued = (csr.get("status") or {}).get("certificate")
+            if issued:
+                cert = x509.load_pem_x509_certificate(base64.b64decode(issued))
+                groups = [
+                    str(o.value) for o in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+                ]
+                assert stolen not in groups, (csr["metadata"]["name"], groups)
     finally:
         for name in names:
             env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)

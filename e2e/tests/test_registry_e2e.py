@@ -27,6 +27,7 @@ from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installati
     ADDON,
     ADDON_V1A1,
     CLUSTERS,
+    HUB_RBAC,
     MANAGER_NS,
     WORK_V1,
     Env,
@@ -40,6 +41,7 @@ DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 CONFIG_WORK = f"addon-{ADDON}-config"
 GOOD, BAD = "e2e_registry_cpu", "e2e_registry_badql"
+TAKEN = "resource_usage_score"  # the name another addon's score already has on cluster1
 
 __all__ = ["env"]  # the fixture, imported so this module gets its own installation
 
@@ -195,6 +197,98 @@ def test_progressing_completes_with_the_config_work_present(registry: Env) -> No
     finally:
         env.patch_mca_configs(cluster, None)
         env.hub.delete(ADDON_V1A1, "AddOnDeploymentConfig", "e2e-registry", cluster)
+
+
+def test_a_score_name_another_owner_holds_is_left_untouched_and_reported(
+    registry: Env, control_plane: ControlPlane, scorer: str
+) -> None:
+    """Another addon's AddOnPlacementScore on cluster1 has the name a DynamicScorer asks for.
+
+    The object keeps its labels, owner, scores and very resourceVersion while the scorer runs and
+    after it is withdrawn; the scorer's status names cluster1 with ScoreNameTaken; cluster2, where
+    the name is free, is scored as usual; the agent's hub Role on cluster1 does not name it.
+    """
+    hub = registry.hub
+    path_of = f"/apis/{APS_V1A1}/namespaces/{{}}/addonplacementscores/{aps_name(TAKEN)}"
+    owner = hub.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "resource-usage", "namespace": "cluster1"},
+        }
+    )
+    foreign = hub.apply(
+        {
+            "apiVersion": APS_V1A1,
+            "kind": "AddOnPlacementScore",
+            "metadata": {
+                "name": aps_name(TAKEN),
+                "namespace": "cluster1",
+                "labels": {"app.kubernetes.io/managed-by": "resource-usage-collect"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "resource-usage",
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            },
+        }
+    )
+    foreign = hub.patch_status(foreign, {"scores": [{"name": "cpu", "value": 42}]})
+    prometheus = control_plane.clusters["cluster1"].prometheus_url
+    hub.apply(_scorer("e2e-taken", TAKEN, scorer, prometheus, "container_cpu_usage_seconds_total"))
+
+    def untouched() -> None:
+        now = hub.api.request("GET", path_of.format("cluster1"))
+        assert now["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"], now["metadata"]
+        assert now["metadata"]["labels"] == foreign["metadata"]["labels"]
+        assert now["metadata"]["ownerReferences"] == foreign["metadata"]["ownerReferences"]
+        assert now["status"] == foreign["status"]
+
+    try:
+
+        def reported() -> dict[str, Any] | None:
+            obj = hub.get(DS_V1A1, "DynamicScorer", "e2e-taken", MANAGER_NS)
+            entries = {e["clusterName"]: e for e in (obj.get("status") or {}).get("clusters") or []}
+            mine, free = entries.get("cluster1") or {}, entries.get("cluster2") or {}
+            if mine.get("reason") == "ScoreNameTaken" and free.get("status") == "True":
+                return obj
+            return None
+
+        obj = wait_until(reported, timeout=120, what="cluster1 ScoreNameTaken and cluster2 scoring")
+        entry = next(e for e in obj["status"]["clusters"] if e["clusterName"] == "cluster1")
+        assert (
+            f"cluster1/{aps_name(TAKEN)}" in entry["message"]
+            and "ConfigMap/resource-usage" in entry["message"]
+        )
+        assert conditions(obj)["Distributed"]["reason"] == "ScoreNameTaken"
+        theirs = _aps(registry, "cluster2", TAKEN)
+        assert theirs is not None and theirs["metadata"]["labels"]["app.kubernetes.io/managed-by"] == (
+            "dynamic-scoring-agent"
+        )
+        untouched()
+
+        def granted(cluster: str) -> set[str]:
+            role = hub.get("rbac.authorization.k8s.io/v1", "Role", HUB_RBAC, cluster)
+            return {
+                n
+                for r in role["rules"]
+                for n in r.get("resourceNames") or []
+                if "addonplacementscores" in r["resources"]
+            }
+
+        assert aps_name(TAKEN) not in granted("cluster1") and aps_name(TAKEN) in granted("cluster2")
+    finally:
+        hub.delete(DS_V1A1, "DynamicScorer", "e2e-taken", MANAGER_NS)
+    wait_until(
+        lambda: _aps(registry, "cluster2", TAKEN) is None, timeout=120, what="cluster2's score withdrawn"
+    )
+    try:
+        untouched()  # still there, still as it was
+    finally:
+        hub.delete("v1", "ConfigMap", "resource-usage", "cluster1")  # its owner: the score goes with it
 
 
 def test_deleting_the_config_stops_the_agents_and_removes_their_scores(registry: Env) -> None:

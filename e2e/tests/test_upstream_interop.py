@@ -282,6 +282,13 @@ def test_upstream_agent_on_cluster2_and_ours_on_cluster1_both_reach_the_placemen
         timeout=120,
         what="cluster2's agent Deployment delivered with 0 replicas and no agent of ours running there",
     )
+    # The documented order: the hub prepares the score first, so the upstream agent only updates its
+    # status (an object the upstream agent created itself is another owner's without the opt-in).
+    wait_until(
+        lambda: (aps := it.aps("cluster2")) is not None and written_by_agent(aps, ADDON),
+        timeout=60,
+        what="cluster2's AddOnPlacementScore prepared by the hub",
+    )
     it.start_upstream()
     it.scorer.values.update(upstream=70, ours=30)
     wait_until(

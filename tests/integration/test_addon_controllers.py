@@ -431,3 +431,52 @@ def test_deleting_a_cluster_removes_its_work_and_hub_rbac(hub: Client, manager: 
         what="the cluster's MCA, work and hub RBAC gone",
     )
     hub.delete("v1", "Namespace", name)
+
+
+def test_a_sent_score_name_another_owner_holds_is_kept_out_of_the_agents_role(
+    hub: Client, clusters: list[str], manager: Running
+) -> None:
+    """The agent's hub Role names a sent score only while no other owner's score holds that name."""
+    cluster = clusters[1]
+    wait_until(lambda: converged(hub, cluster), timeout=60, what=f"{cluster} converged")
+    summaries = json.dumps([{"scoreName": n} for n in ("free_name", "taken_name")])
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "dynamic-scoring-config", "namespace": "open-cluster-management-agent-addon"},
+        "data": {"summaries": summaries},
+    }
+    label = {"open-cluster-management.io/addon-name": ADDON}
+    hub.apply(
+        {
+            "apiVersion": WORK_V1,
+            "kind": "ManifestWork",
+            "metadata": {"name": f"addon-{ADDON}-config", "namespace": cluster, "labels": label},
+            "spec": {"workload": {"manifests": [configmap]}},
+        }
+    )
+    role = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{cluster}/roles/{HUB_RBAC}"
+
+    def granted() -> set[str]:
+        rules = hub.api.request("GET", role)["rules"]
+        return {
+            n for r in rules for n in r.get("resourceNames") or [] if "addonplacementscores" in r["resources"]
+        }
+
+    try:
+        wait_until(lambda: granted() == {"free-name", "taken-name"}, timeout=30, what="both names granted")
+        hub.apply(
+            {
+                "apiVersion": APS_V1A1,
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": "taken-name", "namespace": cluster, "labels": {"team": "other"}},
+            }
+        )
+        wait_until(lambda: granted() == {"free-name"}, timeout=30, what="the taken name's grant removed")
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "taken-name", cluster)
+        wait_until(
+            lambda: granted() == {"free-name", "taken-name"}, timeout=30, what="the freed name granted"
+        )
+    finally:
+        hub.delete(WORK_V1, "ManifestWork", f"addon-{ADDON}-config", cluster)
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "taken-name", cluster)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from addon.render.agent import render_agent
-from agent.errors import PublishError, SecretNotFound
+from agent.errors import PublishError, ScoreNameTaken, SecretNotFound
 from agent.kube.lease import LeaseRenewer
 from agent.kube.scores import KubeScorePublisher
 from agent.kube.secrets import KubeSecretReader
@@ -162,8 +162,7 @@ def test_agent_hub_rbac_allows_own_cluster_only(control_plane: ControlPlane, tmp
             own.publish(PublishRequest("s", "other-addon-score", [ScoreItem("a", 5)], None, ok(), 30))
         )
     assert "403" in str(not_ours.value)
-    with pytest.raises(PublishError):
-        asyncio.run(own.remove("other-addon-score"))
+    asyncio.run(own.remove("other-addon-score"))  # not the agent's to read: nothing of its own to delete
     untouched = hub_api(control_plane).request("GET", APS.format(ns="cluster1", name="other-addon-score"))
     assert not (untouched.get("status") or {}).get("scores")
     hub_api(control_plane).request("DELETE", APS.format(ns="cluster1", name="other-addon-score"))
@@ -461,7 +460,7 @@ def test_scores_carry_no_managed_fields_so_large_writes_stay_cheap(control_plane
             body={
                 "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
                 "kind": "AddOnPlacementScore",
-                "metadata": {"name": "wide", "labels": {"team": "a"}},
+                "metadata": {"name": "wide", "labels": {"team": "a", **score_labels("dynamic-scoring")}},
             },
         )
         api.request(
@@ -481,12 +480,13 @@ def test_scores_carry_no_managed_fields_so_large_writes_stay_cheap(control_plane
             api.request("DELETE", path)
 
 
-def test_a_score_the_upstream_agent_created_is_labelled_as_ours_by_the_first_write(
+def test_a_score_the_upstream_agent_created_is_adopted_only_with_the_opt_in(
     control_plane: ControlPlane,
 ) -> None:
     # The upstream Go agent creates its AddOnPlacementScore with nothing but a name and writes only
-    # `status.scores`.  Taken over by this agent (a migration), the object must come into the hub's
-    # labelled watch and carry the score-name annotation, or the hub reports the cluster as silent.
+    # `status.scores`.  Without the admin's opt-in it is someone else's and stays as it is.  Taken
+    # over with it (a migration), the object must come into the hub's labelled watch and carry the
+    # score-name annotation, or the hub reports the cluster as silent.
     api = hub_api(control_plane)
     path = APS.format(ns="cluster1", name="taken-over")
     api.request(
@@ -505,10 +505,18 @@ def test_a_score_the_upstream_agent_created_is_labelled_as_ours_by_the_first_wri
             body={"status": {"scores": [{"name": "taken_over", "value": 30}]}},
             content_type="application/merge-patch+json",
         )
-        pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
         selector = score_selector("dynamic-scoring")
         listed = api.request("GET", path.rsplit("/", 1)[0], query={"labelSelector": selector})["items"]
         assert "taken-over" not in [i["metadata"]["name"] for i in listed]
+        before = api.request("GET", path)
+        plain = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+        request = PublishRequest("taken_over", "taken-over", [ScoreItem("taken_over", 70)], None, ok(), 30)
+        with pytest.raises(ScoreNameTaken, match="choose another scoreName"):
+            asyncio.run(plain.publish(request))
+        asyncio.run(plain.remove("taken-over"))
+        assert api.request("GET", path) == before  # not even its resourceVersion moved
+
+        pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring", adopt_unlabelled=True)
         asyncio.run(
             pub.publish(
                 PublishRequest("taken_over", "taken-over", [ScoreItem("taken_over", 70)], None, ok(), 30)
@@ -526,6 +534,91 @@ def test_a_score_the_upstream_agent_created_is_labelled_as_ours_by_the_first_wri
     finally:
         with contextlib.suppress(NotFound):
             api.request("DELETE", path)
+
+
+def test_another_owners_score_of_the_same_name_is_never_written_relabelled_reowned_or_deleted(
+    control_plane: ControlPlane,
+) -> None:
+    """A scoreName that another addon's AddOnPlacementScore already uses leaves that object exactly as it is.
+
+    Not by a write, a relabel, a new owner or a delete (when the scorer goes), and not even with the
+    migration opt-in, which adopts only objects with no owner and no addon label.
+    """
+    api = hub_api(control_plane)
+    ns = f"foreign-{uuid.uuid4().hex[:6]}"
+    api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    mcas = f"/apis/addon.open-cluster-management.io/v1alpha1/namespaces/{ns}/managedclusteraddons"
+    try:
+        other = api.request(
+            "POST",
+            mcas,
+            body={
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": "resource-usage-collect", "namespace": ns},
+                "spec": {},
+            },
+        )
+        api.request(
+            "POST",
+            mcas,
+            body={
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": "dynamic-scoring", "namespace": ns},
+                "spec": {},
+            },
+        )
+        foreign: dict[str, dict[str, Any]] = {
+            "resource-usage-score": {
+                "ownerReferences": [
+                    {
+                        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                        "kind": "ManagedClusterAddOn",
+                        "name": "resource-usage-collect",
+                        "uid": other["metadata"]["uid"],
+                    }
+                ]
+            },
+            "other-instance": {"labels": score_labels("dynamic-scoring-2")},  # another install of ours
+        }
+        for name, meta in foreign.items():
+            path = APS.format(ns=ns, name=name)
+            api.request(
+                "POST",
+                path.rsplit("/", 1)[0],
+                body={
+                    "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                    "kind": "AddOnPlacementScore",
+                    "metadata": {"name": name, **meta},
+                },
+            )
+            api.request(
+                "PATCH",
+                path + "/status",
+                body={"status": {"scores": [{"name": "cpu", "value": 42}]}},
+                content_type="application/merge-patch+json",
+            )
+        before = {name: api.request("GET", APS.format(ns=ns, name=name)) for name in foreign}
+        for adopt in (False, True):
+            pub = KubeScorePublisher(api, ns, addon_name="dynamic-scoring", adopt_unlabelled=adopt)
+            for name in foreign:
+                request = PublishRequest(name.replace("-", "_"), name, [ScoreItem("cpu", 99)], None, ok(), 30)
+                with pytest.raises(ScoreNameTaken) as taken:
+                    asyncio.run(pub.publish(request))
+                assert f"{ns}/{name}" in str(taken.value) and taken.value.reason == "ScoreNameTaken"
+                asyncio.run(pub.remove(name))
+        after = {name: api.request("GET", APS.format(ns=ns, name=name)) for name in foreign}
+        assert after == before
+
+        # Ours, the delete is conditional on the object read: one replaced in between survives.
+        pub = KubeScorePublisher(api, ns, addon_name="dynamic-scoring")
+        asyncio.run(pub.publish(PublishRequest("mine", "mine", [ScoreItem("cpu", 5)], None, ok(), 30)))
+        asyncio.run(pub.remove("mine"))
+        with pytest.raises(NotFound):
+            api.request("GET", APS.format(ns=ns, name="mine"))
+    finally:
+        api.request("DELETE", f"/api/v1/namespaces/{ns}")
 
 
 def test_scores_at_the_default_size_limit_are_stored_by_a_default_etcd(control_plane: ControlPlane) -> None:

@@ -97,11 +97,16 @@ def aps(hub: Client, cluster: str, name: str, labels: dict[str, str] | None, sta
 
 
 class Running:
-    def __init__(self, api: KubeAPI) -> None:
+    def __init__(self, api: KubeAPI, *, adopt: bool = False) -> None:
         self.registry = CollectorRegistry()
         self.manager = Manager(
             api,
-            ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", resync_seconds=1.0),
+            ManagerOptions(
+                leader_elect=False,
+                bind_address="127.0.0.1:0",
+                resync_seconds=1.0,
+                adopt_unlabelled_scores=adopt,
+            ),
             factories=[external_agent_scores_controller],
             registry=self.registry,
         )
@@ -133,9 +138,75 @@ def cluster(control_plane: ControlPlane) -> Iterator[tuple[Client, str]]:
         hub.delete("v1", "Namespace", name)
 
 
+def another_addons_score(hub: Client, ns: str, name: str) -> dict[str, Any]:
+    """A score owned by another addon's ManagedClusterAddOn, as such addons write theirs."""
+    other = hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": "resource-usage-collect", "namespace": ns},
+            "spec": {},
+        }
+    )
+    owner = {"apiVersion": ADDON_V1A1, "kind": "ManagedClusterAddOn", "name": "resource-usage-collect"}
+    obj = hub.apply(
+        {
+            "apiVersion": APS_V1A1,
+            "kind": "AddOnPlacementScore",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "ownerReferences": [{**owner, "uid": other["metadata"]["uid"]}],
+            },
+        }
+    )
+    return hub.patch_status(obj, {"scores": [{"name": "cpu", "value": 42}]})
+
+
+def test_another_owners_score_is_left_alone_and_an_upstream_one_too_without_the_opt_in(
+    control_plane: ControlPlane, cluster: tuple[Client, str]
+) -> None:
+    hub, ns = cluster
+    hub.apply(
+        {
+            "apiVersion": ADDON_V1A1,
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": ADDON, "namespace": ns},
+            "spec": {},
+        }
+    )
+    hub.apply(deploy_work(ns, 0))
+    hub.apply(config_work(ns, ["go_created", "resource_usage_score", "missing"]))
+    aps(hub, ns, "go-created", None, {"scores": [{"name": "go_created", "value": 30}]})
+    another_addons_score(hub, ns, "resource-usage-score")
+    before = {
+        n: hub.get(APS_V1A1, "AddOnPlacementScore", n, ns) for n in ("go-created", "resource-usage-score")
+    }
+    assert control_plane.hub is not None
+    running = Running(KubeAPI(control_plane.hub.admin_kubeconfig))
+    running.thread.start()
+    try:
+        wait_until(
+            lambda: hub.find(APS_V1A1, "AddOnPlacementScore", "missing", ns),
+            timeout=30,
+            what="the score of the free name created",
+        )
+        seen = running.reconciles()
+        wait_until(
+            lambda: running.reconciles() >= seen + 3, timeout=30, what="three more reconciles (resync 1 s)"
+        )
+        for name, obj in before.items():
+            assert hub.get(APS_V1A1, "AddOnPlacementScore", name, ns) == obj, name
+    finally:
+        running.stop.set()
+        running.thread.join(60)
+    assert running.exit_code == 0
+
+
 def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_is_not_ours(
     control_plane: ControlPlane, cluster: tuple[Client, str]
 ) -> None:
+    """With the admin's migration opt-in: the upstream agent's object is adopted, another owner's is not."""
     hub, ns = cluster
     mca = hub.apply(
         {
@@ -146,7 +217,8 @@ def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_
         }
     )
     hub.apply(deploy_work(ns, 0))
-    hub.apply(config_work(ns, ["go_created", "ours_before", "missing"]))
+    hub.apply(config_work(ns, ["go_created", "ours_before", "missing", "resource_usage_score"]))
+    owned_by_another = another_addons_score(hub, ns, "resource-usage-score")
     # the upstream agent's own object: a name and scores, nothing else
     aps(hub, ns, "go-created", None, {"scores": [{"name": "go_created", "value": 30}]})
     # what this addon's agent left when the cluster switched: validUntil, its condition, the mark
@@ -172,7 +244,7 @@ def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_
     aps(hub, ns, "withdrawn", OURS, {"scores": [{"name": "withdrawn", "value": 1}]})
     aps(hub, ns, "other-addon", None, {"scores": [{"name": "x", "value": 5}]})
     assert control_plane.hub is not None
-    running = Running(KubeAPI(control_plane.hub.admin_kubeconfig))
+    running = Running(KubeAPI(control_plane.hub.admin_kubeconfig), adopt=True)
     running.thread.start()
     try:
 
@@ -214,6 +286,7 @@ def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_
         assert get("ours-before")["status"]["scores"] == [{"name": "ours_before", "value": 40}]  # type: ignore[index]
         other = get("other-addon")
         assert other is not None and not other["metadata"].get("labels")  # not in the summaries: not ours
+        assert get("resource-usage-score") == owned_by_another  # has an owner: never adopted
 
         # Back to our agent (replicas 1): what it writes stays, whatever happens to the cluster.
         hub.apply(deploy_work(ns, 1))

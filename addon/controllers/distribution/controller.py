@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_SPEC_HASH_ANNOTATION, MANAGED_BY_LABEL
-from addon.controllers import HubContext, agent_scores
+from addon.controllers import HubContext, agent_scores, foreign_scores
 from addon.distribution.budget import fit
 from addon.distribution.configmap import payloads, summaries_configmap
 from addon.distribution.plan import ClusterInput, Plan, ScorerInput, ScorerOutcome, plan
@@ -84,6 +84,7 @@ STATUS_KEY = "@status"
 WORK_KEY_PREFIX = "work/"
 WARNING_REASONS = frozenset(
     {
+        "ScoreNameTaken",
         "AcceptedWithWarnings",
         "WrongName",
         "WrongNamespace",
@@ -126,6 +127,8 @@ class Caches:
     clusters: Informer
     works: Informer
     scores: Informer
+    foreign: Informer
+    """Scores our agents did not write: which score names are taken on which cluster."""
 
     @classmethod
     def of(cls, ctx: HubContext) -> Caches:
@@ -137,6 +140,7 @@ class Caches:
             clusters=manager.informer(MANAGED_CLUSTERS),
             works=manager.informer(MANIFEST_WORKS, label_selector=f"{ADDON_NAME_LABEL}={ADDON_NAME}"),
             scores=agent_scores(manager),
+            foreign=foreign_scores(manager),
         )
 
 
@@ -472,11 +476,14 @@ class Distribution:
         if summary is not None:
             aps = aps_name(summary.score_name)
             found = {}
+            taken = {}
             for cluster in outcome.clusters:
                 item = self.caches.scores.get(f"{cluster}/{aps}")
                 if item is not None:
                     found[cluster] = item
-            reports = cluster_reports(summary.score_name, outcome.clusters, found, now)
+                elif (other := self.caches.foreign.get(f"{cluster}/{aps}")) is not None:
+                    taken[cluster] = other
+            reports = cluster_reports(summary.score_name, outcome.clusters, found, now, taken)
         spec = scorer_distributed_condition(outcome, reports)
         entries = [r.to_status() for r in reports] or None
         self._patch(DYNAMIC_SCORERS, obj, [spec], {"clusters": entries}, generation)
@@ -568,6 +575,7 @@ def distribution_controller(ctx: HubContext) -> list[Controller]:
         informer.add_handler(plan_when_changed(controller.queue, inputs))
     controller.watch(caches.works, keys=_work_keys(logic))
     controller.watch(caches.scores, keys=_report_keys(logic))
+    controller.watch(caches.foreign, keys=_report_keys(logic))
     return [controller]
 
 

@@ -43,12 +43,19 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
     return [
         cma_config_controller(caches, manager.writer(CMA_CONFIG), resync_seconds=resync),
         addon_config_controller(caches, manager.writer(ADDON_CONFIG), resync_seconds=resync, workers=workers),
-        registration_controller(caches, manager.writer(REGISTRATION), resync_seconds=resync, workers=workers),
+        registration_controller(
+            caches,
+            manager.writer(REGISTRATION),
+            resync_seconds=resync,
+            workers=workers,
+            adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
+        ),
         csr_approver_controller(caches, manager.writer(CSR_APPROVER), manager.metrics, resync_seconds=resync),
         deploy_controller(
             caches,
             manager.writer(DEPLOY),
             agent_image=ctx.agent_image,
+            adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
             resync_seconds=resync,
             workers=workers,
         ),

@@ -77,12 +77,12 @@ def _where(exc: Exception, ref: str | None) -> str:
     return f"AddOnDeploymentConfig {ref}: "
 
 
-def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str) -> bytes:
+def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str, adopt: bool = False) -> bytes:
     """A digest of everything the agent's works are built from (`render_agent`, `build_deploy_works`).
 
     The MCA's identity, spec, annotations and config references; the ADC's identity and version;
-    the cluster's annotations (image mirrors); the manager's agent image.  Its conditions, which
-    OCM, the klusterlet and we rewrite all the time, are not among them.
+    the cluster's annotations (image mirrors); the manager's agent image and adoption opt-in.  Its
+    conditions, which OCM, the klusterlet and we rewrite all the time, are not among them.
     """
     meta = mca.get("metadata") or {}
     adc_meta = (adc or {}).get("metadata") or {}
@@ -96,6 +96,7 @@ def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str) -
         adc_meta.get("resourceVersion"),
         ((cluster.get("metadata") or {}).get("annotations")),
         image,
+        *([True] if adopt else []),  # absent when off, so existing fingerprints are unchanged
     ]
     return digest(inputs)
 
@@ -115,6 +116,7 @@ def deploy_controller(
     writer: Writer,
     *,
     agent_image: str = DEFAULT_IMAGE,
+    adopt_unlabelled_scores: bool = False,
     resync_seconds: float,
     workers: int = 2,
     addon_name: str = ADDON_NAME,
@@ -169,7 +171,7 @@ def deploy_controller(
         if lookup.pending:
             return None  # the hash fillers and OCM are catching up; their status write wakes us
         existing = caches.works.list(cluster_name)
-        fingerprint = render_fingerprint(mca, lookup.adc, cluster, agent_image)
+        fingerprint = render_fingerprint(mca, lookup.adc, cluster, agent_image, adopt_unlabelled_scores)
         with verified_lock:
             unchanged = verified.get(key) == (fingerprint, _versions(existing))
         if unchanged:
@@ -177,7 +179,13 @@ def deploy_controller(
             set_applied(mca, manifest_applied(_deploy_works(existing)))
             return None
         try:
-            rendered = render_agent(mca=mca, adc=lookup.adc, cluster=cluster, default_image=agent_image)
+            rendered = render_agent(
+                mca=mca,
+                adc=lookup.adc,
+                cluster=cluster,
+                default_image=agent_image,
+                adopt_unlabelled_scores=adopt_unlabelled_scores,
+            )
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
             refuse(

@@ -25,7 +25,7 @@ from addon.constants import (
     MANAGED_BY_LABEL,
     RESERVED_NO_DEFAULT,
 )
-from addon.controllers import agent_scores
+from addon.controllers import agent_scores, foreign_scores
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
@@ -55,6 +55,8 @@ class Caches:
     roles: Informer
     role_bindings: Informer
     scores: Informer
+    foreign: Informer
+    """Scores our agents did not write: names the agent's hub Role must not grant."""
 
     @classmethod
     def of(cls, manager: ControllerManager, addon_name: str = ADDON_NAME) -> Caches:
@@ -72,6 +74,7 @@ class Caches:
             roles=manager.informer(ROLES, label_selector=managed),
             role_bindings=manager.informer(ROLE_BINDINGS, label_selector=managed),
             scores=agent_scores(manager, addon_name),
+            foreign=foreign_scores(manager, addon_name),
         )
 
 

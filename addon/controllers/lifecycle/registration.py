@@ -9,8 +9,9 @@ reads the Lease), `healthCheck.mode: Lease` (the klusterlet then owns `Available
 `supportedConfigs`, in one status write.  Nothing is written where the cache shows it right already.
 
 The hub Role names the AddOnPlacementScores the agent may touch (`render.hub_rbac`): those in the
-cluster's config work and those its agent wrote.  So a change of the config work's spec, or a score
-of our agent appearing or going, wakes the cluster's key too; score status writes (every interval,
+cluster's config work, less those another owner's score holds, and those its agent wrote.  So a
+change of the config work's spec, a score of our agent appearing or going, or another owner's score
+appearing or going wakes the cluster's key too; score status writes (every interval,
 on every cluster) do not.
 
 The RoleBinding names only the forms this cluster's agent identity can take
@@ -56,6 +57,7 @@ from dynamic_scoring.kube.resources import (
     resource_version,
 )
 from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.score_labels import adoptable
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ def registration_controller(
     resync_seconds: float,
     workers: int = 1,
     addon_name: str = ADDON_NAME,
+    adopt_unlabelled_scores: bool = False,
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
     notices = Notices(writer)
@@ -104,7 +107,12 @@ def registration_controller(
             known = (version, sorted(sent_score_names(work)))
             with sent_lock:
                 sent[cluster] = known
-        return granted_score_names(known[1], caches.scores.list(cluster))
+        taken = [
+            str(obj["metadata"]["name"])
+            for obj in caches.foreign.list(cluster)
+            if not (adopt_unlabelled_scores and adoptable(obj))
+        ]
+        return granted_score_names(known[1], caches.scores.list(cluster), taken)
 
     # cluster -> (digest of the RBAC's inputs, [(kind, key, resourceVersion)] of the Role and
     # RoleBinding as they were when they last matched them): while both hold, the objects need
@@ -204,6 +212,7 @@ def registration_controller(
     controller.watch(caches.cma, keys=every_addon(caches.addons))
     controller.watch(caches.works, keys=lambda _work: ())  # waits for it; `on_work` picks what wakes
     controller.watch(caches.scores, keys=lambda _score: ())  # likewise, `on_score`
+    controller.watch(caches.foreign, keys=lambda _score: ())  # likewise, `on_foreign`
 
     def on_work(event: WatchEvent) -> None:
         """A config work created, deleted or with a new spec: the score names it sends changed."""
@@ -225,8 +234,16 @@ def registration_controller(
         for key in in_cluster_namespace(event.obj):
             controller.enqueue(key)
 
+    def on_foreign(event: WatchEvent) -> None:
+        """Another owner's score created or deleted, or made (un)adoptable: a name taken or freed."""
+        if event.type == "MODIFIED" and adoptable(event.obj) == adoptable(event.old or {}):
+            return
+        for key in in_cluster_namespace(event.obj):
+            controller.enqueue(key)
+
     caches.works.add_handler(on_work)
     caches.scores.add_handler(on_score)
+    caches.foreign.add_handler(on_foreign)
     return controller
 
 

@@ -11,10 +11,13 @@ cluster's score as 0 for good.
 
 So for such a cluster this controller keeps, per summary the cluster receives:
 
-* the AddOnPlacementScore, created by the hub when missing (an existing one, e.g. created by the
-  upstream agent first, is adopted), labelled as our agents', annotated with its score name and
-  owned by the cluster's ManagedClusterAddOn; field tracking is reset after the create, as the
-  agent does (agent/kube/scores.py says why);
+* the AddOnPlacementScore, created by the hub when missing, labelled as our agents', annotated
+  with its score name and owned by the cluster's ManagedClusterAddOn; field tracking is reset after
+  the create, as the agent does (agent/kube/scores.py says why).  An existing object of that name
+  that this addon did not create is someone else's and is left exactly as it is (the scorer
+  reports ``ScoreNameTaken``), unless the hub admin started the manager with
+  ``--adopt-unlabelled-scores`` and the object has no owner and no addon label, as the upstream
+  agent leaves them: that one is adopted;
 * none of what only this addon's agent writes: ``status.validUntil``, the ``ScoresUpToDate``
   condition and the expiry controller's mark are removed (they are stale: that agent is gone);
 
@@ -34,7 +37,7 @@ import logging
 from collections.abc import Iterable
 
 from addon.constants import ADDON_NAME, ADDON_NAME_LABEL, CONFIG_WORK_NAME, DEPLOY_WORK_PREFIX
-from addon.controllers import HubContext, agent_scores
+from addon.controllers import HubContext, agent_scores, foreign_scores
 from addon.controllers.placement_scores.decision import EXPIRED_ANNOTATION, SCORE_NAME_ANNOTATION
 from addon.registry.reports import AGENT_CONDITION
 from addon.render.hub_rbac import config_work_summaries
@@ -45,7 +48,7 @@ from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import score_labels
+from dynamic_scoring.score_labels import adoptable, score_labels, written_by_agent
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +99,22 @@ def stale_status(obj: JSON) -> JSON | None:
 class ExternalAgentScores:
     """The reconcile, keyed by cluster name."""
 
-    def __init__(self, writer: Writer, addons: Informer, works: Informer, scores: Informer) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        addons: Informer,
+        works: Informer,
+        scores: Informer,
+        foreign: Informer,
+        *,
+        adopt_unlabelled: bool = False,
+    ) -> None:
         self.writer = writer
         self.addons = addons
         self.works = works
         self.scores = scores
+        self.foreign = foreign
+        self.adopt_unlabelled = adopt_unlabelled
 
     def reconcile(self, key: str) -> Result | None:
         """Prepare the scores of a cluster whose agent is not ours; nothing for any other cluster.
@@ -136,8 +150,32 @@ class ExternalAgentScores:
                 )
         return None
 
+    def _existing(self, cluster: str, name: str) -> JSON | None:
+        """The object of that name: ours from the cache, another owner's from the other cache or the API.
+
+        The API is asked only when neither cache holds it (a new score, or an object in neither
+        selection), so that a create never meets an object nobody looked at.
+        """
+        key = f"{cluster}/{name}"
+        found = self.scores.get(key) or self.foreign.get(key)
+        if found is not None:
+            return found
+        try:
+            return self.writer.api.request("GET", ADDON_PLACEMENT_SCORES.path(cluster, name))
+        except NotFound:
+            return None
+
     def _prepare(self, cluster: str, name: str, score: str, owner: JSON) -> None:
-        current = self.scores.get(f"{cluster}/{name}")
+        current = self._existing(cluster, name)
+        foreign = current is not None and not written_by_agent(current, ADDON_NAME)
+        if foreign and not (self.adopt_unlabelled and current is not None and adoptable(current)):
+            log.debug(
+                "AddOnPlacementScore %s/%s is another owner's; left alone (ScoreNameTaken)",
+                cluster,
+                name,
+                extra={"controller": NAME, "key": f"{cluster}/{ADDON_NAME}"},
+            )
+            return
         desired: JSON = {
             "metadata": {
                 "name": name,
@@ -182,11 +220,15 @@ def external_agent_scores_controller(ctx: HubContext) -> list[Controller]:
     addons = manager.informer(MANAGED_CLUSTER_ADDONS, field_selector=f"metadata.name={ADDON_NAME}")
     works = manager.informer(MANIFEST_WORKS, label_selector=f"{ADDON_NAME_LABEL}={ADDON_NAME}")
     scores = agent_scores(manager)
-    logic = ExternalAgentScores(manager.writer(NAME), addons, works, scores)
+    foreign = foreign_scores(manager)
+    logic = ExternalAgentScores(
+        manager.writer(NAME), addons, works, scores, foreign, adopt_unlabelled=ctx.adopt_unlabelled_scores
+    )
     controller = Controller(NAME, logic.reconcile, resync_seconds=ctx.resync_seconds)
     controller.watch(addons)  # the primary: the resync goes over every cluster's addon
     controller.watch(works, _addon_key)
     controller.watch(scores, _addon_key)
+    controller.watch(foreign, _addon_key)  # a taken name freed (or taken) is looked at again
     return [controller]
 
 

@@ -208,6 +208,15 @@ OUR_LABELS = {
 }
 
 
+def test_a_sent_name_another_owners_score_holds_is_not_granted() -> None:
+    """The Role then keeps the agent off that object whatever the agent does (no get, patch or delete)."""
+    sent = sent_score_names(_work("cpu_load", "resource_usage_score"))
+    scores = [_score("gone", **OUR_LABELS)]
+    assert granted_score_names(sent, scores, taken=["resource-usage-score"]) == ["cpu-load", "gone"]
+    # our own leftover of a name is granted whatever else is said of it
+    assert granted_score_names([], scores, taken=["gone"]) == ["gone"]
+
+
 def test_granted_score_names_are_the_sent_scores_and_the_agents_leftovers() -> None:
     scores = [
         _score("gone", **OUR_LABELS),  # a withdrawn scorer's score: the agent must remove it

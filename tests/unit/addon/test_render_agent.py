@@ -265,3 +265,10 @@ def test_cluster_annotation_mirrors_apply_only_without_adc_rules() -> None:
     assert plain.image == "cluster-mirror.example.com/dynamic-scoring/dynamic-scoring:0.1.0"
     adc_rules = adc(registries=[{"source": "ghcr.io", "mirror": "adc-mirror.example.com"}])
     assert render_agent(mca=mca(), adc=adc_rules, cluster=cluster).image.startswith("adc-mirror.example.com/")
+
+
+def test_the_adoption_opt_in_reaches_the_agent_only_when_the_manager_sets_it() -> None:
+    """Only the hub admin's manager flag may let agents take over unlabelled scores, never an ADC."""
+    assert "--adopt-unlabelled-scores" not in container(render_agent(mca=mca(), adc=None).manifests)["args"]
+    opted = render_agent(mca=mca(), adc=None, adopt_unlabelled_scores=True)
+    assert "--adopt-unlabelled-scores" in container(opted.manifests)["args"]

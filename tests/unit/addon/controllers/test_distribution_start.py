@@ -65,6 +65,7 @@ def test_a_work_key_before_the_first_plan_asks_for_a_plan_and_writes_nothing() -
         clusters=empty,
         works=cast(Informer, _Cache(work)),
         scores=empty,
+        foreign=empty,
     )
     writes = _Writes()
     logic = Distribution(caches, cast(Writer, writes), "dynamic-scoring")
@@ -92,6 +93,7 @@ def _first_plan_setup(*scorers: JSON) -> tuple[Distribution, _Writes, list[str],
         clusters=cast(Informer, _Cache(cluster)),
         works=cast(Informer, _Cache()),
         scores=cast(Informer, _Cache()),
+        foreign=cast(Informer, _Cache()),
     )
     writes = _Writes()
     logic = Distribution(caches, cast(Writer, writes), namespace)

@@ -70,3 +70,14 @@ def test_scorer_distributed_mentions_failing_agents() -> None:
     assert "c2: PrometheusQueryError: bad query" in c.message
     inactive = plan([ScorerInput("a", "t", S, False)], [], CLUSTERS, aps_name=aps_name).scorers["a"]
     assert scorer_distributed_condition(inactive).reason == "Inactive"
+
+
+def test_a_taken_score_name_is_the_reason_of_the_scorers_condition() -> None:
+    p = plan([ScorerInput("a", "t", S, True)], [], CLUSTERS, aps_name=aps_name)
+    reports = [
+        ClusterReport("c1", "False", "PrometheusQueryError", "bad query"),
+        ClusterReport("c2", "False", "ScoreNameTaken", "AddOnPlacementScore c2/t exists"),
+    ]
+    c = scorer_distributed_condition(p.scorers["a"], reports)
+    assert (c.status, c.reason) == ("True", "ScoreNameTaken")
+    assert "c2: ScoreNameTaken" in c.message

@@ -82,3 +82,29 @@ def test_scores_without_a_condition_count_as_scoring() -> None:
     ]
     assert "1 score(s)" in reports[0].message
     assert reports_message(reports) == (False, "scoring on 1 of 2 cluster(s)")
+
+
+def test_a_name_another_owner_holds_is_reported_as_taken_and_fails_the_scorer() -> None:
+    other = {
+        "metadata": {
+            "name": "resource-usage-score",
+            "ownerReferences": [{"kind": "ManagedClusterAddOn", "name": "resource-usage-collect"}],
+        }
+    }
+    upstream = {"metadata": {"name": "resource-usage-score"}}
+    reports = cluster_reports(
+        "resource_usage_score",
+        ["c1", "c2", "c3"],
+        {"c3": aps("True", "Scored", "1 score", owner="resource_usage_score")},
+        NOW,
+        {"c1": other, "c2": upstream},
+    )
+    c1, c2, c3 = reports
+    assert (c1.status, c1.reason) == ("False", "ScoreNameTaken")
+    assert (
+        "c1/resource-usage-score" in c1.message and "ManagedClusterAddOn/resource-usage-collect" in c1.message
+    )
+    assert (c2.reason, "owner: none" in c2.message) == ("ScoreNameTaken", True)
+    assert (c3.status, c3.reason) == ("True", "Scored")  # ours there: the other map is not consulted
+    failing, message = reports_message(reports)
+    assert failing and "c1: ScoreNameTaken" in message
