@@ -10,15 +10,31 @@ scorer caused it.  So the plan is trimmed before it is written:
 1. A scorer whose own summary takes more than ``SUMMARY_LIMIT`` goes nowhere (``SummaryTooLarge``).
    The CRD allows 32 queries of 64 KiB, far more than any cluster's work can carry; 128 KiB leaves
    room for one maximal query with heavy quoting, and for several ordinary scorers beside it.
-2. Per cluster, while the ConfigMap manifest would exceed ``CONFIG_WORK_LIMIT``, the largest summary
-   left is dropped from that cluster (ties: by scorer name), and its scorer says where
-   (``WorkTooLarge``).  Ordinary scorers (a few KiB each) therefore always get through.
+2. Per cluster, when the ConfigMap manifest would exceed ``CONFIG_WORK_LIMIT``, the summaries are
+   taken in order of seniority: oldest scorer first by ``metadata.creationTimestamp``, equal times by
+   scorer name, and a scorer without a time (the apiserver always sets one) last.  Each summary is
+   kept if it still fits beside those kept before it, and left out of that cluster otherwise; its
+   scorer says where and why (``WorkTooLarge``).  Ordinary scorers (a few KiB each) therefore
+   always get through.
+
+   Why seniority and not size: the rule used to drop the largest summary first.  Then anyone who
+   may write a DynamicScorer could add one or more scorers just under ``SUMMARY_LIMIT`` and so evict
+   another team's larger, established scorer from every cluster.  Under seniority a scorer's place
+   depends only on the scorers older than it, so adding scorers can never take an established
+   scorer off a cluster: the newest arrival that does not fit is the one left out.
+
+   Why first fit and not "stop at the first that does not fit": a large newcomer that does not fit
+   should not also take down every smaller scorer after it.  A later summary that fits in the room
+   left is kept.  It takes only room the older scorers do not use, so this is no less safe.
 
 Sizes are measured as the work measures them: the bytes the summary adds to the ConfigMap's compact
 JSON, i.e. after the summary list is escaped into the ``summaries`` string, written as the apiserver
 writes it (Go's encoder turns ``<``, ``>`` and ``&`` into six bytes each, and U+2028 and U+2029 too,
 so a PromQL comparison costs more there than in Python's JSON).  The result depends only on the
-plan, so the same registry always trims the same way and nothing flaps.
+plan (its summaries and creation times), never on the order of the inputs, so the same registry
+always trims the same way and nothing flaps.  Seniority needs no history of earlier plans, so it
+does not ask who changed last: an established scorer that grows by an edit keeps its place, and the
+newer scorers make room.
 """
 
 from __future__ import annotations
@@ -72,21 +88,36 @@ def _listing(names: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _over(
-    items: Sequence[ScorerSummary], costs: dict[PieceKey, int], total: int, work_limit: int
-) -> frozenset[str]:
-    """The scorers to leave out so that a ConfigMap of ``total`` bytes fits in ``work_limit``.
+def seniority(created: str, name: str) -> tuple[bool, str, str]:
+    """The sort key of a scorer's claim to a cluster's work: oldest first, equal times by name.
 
-    Largest first, then by name, so that the same registry always loses the same summaries.
+    ``created`` is RFC 3339 as the apiserver writes it (``2026-01-01T00:00:00Z``), so it sorts as
+    text.  A scorer without a time ranks after every timed one: an unknown age must not outrank a
+    known one (the apiserver always sets the time; only hand-made objects lack it).
+    """
+    return (not created, created, name)
+
+
+def _left_out(
+    items: Sequence[ScorerSummary],
+    costs: dict[PieceKey, int],
+    created: dict[str, str],
+    base: int,
+    work_limit: int,
+) -> frozenset[str]:
+    """The scorers to leave out so that a ConfigMap of ``base`` bytes plus ``items`` fits ``work_limit``.
+
+    First fit in seniority order: each summary is kept if it fits beside those kept before it.  A
+    scorer's fate therefore depends only on the scorers older than it, never on newer ones.
     """
     gone: set[str] = set()
-    left = len(items)
-    for victim in sorted(items, key=lambda s: (-costs[_key(s)], s.name)):
-        if total <= work_limit:
-            break
-        gone.add(victim.name)
-        left -= 1
-        total -= costs[_key(victim)] + (1 if left > 0 else 0)  # and one comma while any remain
+    total, kept = base, 0
+    for s in sorted(items, key=lambda s: seniority(created.get(s.name, ""), s.name)):
+        grown = total + costs[_key(s)] + (1 if kept else 0)  # and one comma after the first
+        if grown <= work_limit:
+            total, kept = grown, kept + 1
+        else:
+            gone.add(s.name)
     return frozenset(gone)
 
 
@@ -124,9 +155,12 @@ def fit(
             memo = (namespace, tuple(_key(s) for s in items))
             gone = decided.get(memo)
             if gone is None:
-                gone = decided[memo] = _over(
-                    items, costs, configmap_size(namespace, [costs[k] for k in memo[1]]), work_limit
-                )
+                costs_here = [costs[k] for k in memo[1]]
+                if configmap_size(namespace, costs_here) <= work_limit:
+                    gone = frozenset()
+                else:
+                    gone = _left_out(items, costs, result.created, base_size(namespace), work_limit)
+                decided[memo] = gone
             if gone:
                 for name in sorted(gone):
                     dropped[name].append(cluster)
@@ -148,15 +182,16 @@ def fit(
         size = largest[name]
         message = (
             f"left out on {len(where)} of the {len(old.clusters)} cluster(s) it is meant for "
-            f"({_listing(sorted(where))}): its summary takes {size:,} bytes, and with it that "
-            f"cluster's ConfigMap would exceed {work_limit:,} bytes, the most one config "
-            "ManifestWork carries (the largest summaries are left out first); sent to "
-            f"{len(sent)} cluster(s); shrink the queries of this or other scorers, or narrow "
-            "spec.clusterSelector"
+            f"({_listing(sorted(where))}): its summary takes {size:,} bytes, and beside the "
+            "summaries of the older scorers kept there that cluster's ConfigMap would exceed "
+            f"{work_limit:,} bytes, the most one config ManifestWork carries (older scorers keep "
+            "their place, by metadata.creationTimestamp, so it is the newest to arrive that is "
+            f"left out); sent to {len(sent)} cluster(s); shrink the queries of this scorer, or "
+            "narrow spec.clusterSelector"
         )
         outcomes[name] = replace(old, reason="WorkTooLarge", message=message, clusters=sent)
         problems.append(FieldProblem(f"DynamicScorer {name}", message))
-    return Plan(kept, dict(sorted(outcomes.items())), tuple(problems))
+    return Plan(kept, dict(sorted(outcomes.items())), tuple(problems), result.created)
 
 
 __all__ = [
@@ -169,4 +204,5 @@ __all__ = [
     "fit",
     "go_size",
     "piece",
+    "seniority",
 ]

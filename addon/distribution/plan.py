@@ -96,11 +96,16 @@ class Plan:
         clusters: cluster name -> the summaries it receives, sorted by ``(scoreName, name)``.
         scorers: scorer name -> its outcome.
         problems: misconfiguration of the DynamicScoringConfig (masks) and conflicts between scorers.
+        created: scorer name -> its ``metadata.creationTimestamp``.  ``budget.fit`` keeps the summaries
+            of older scorers first when a cluster's work is too small for all, so that a newcomer
+            cannot push an established scorer out; the plan carries the times so that the trim
+            depends on nothing but the plan.
     """
 
     clusters: dict[str, tuple[ScorerSummary, ...]]
     scorers: dict[str, ScorerOutcome]
     problems: tuple[FieldProblem, ...]
+    created: dict[str, str] = field(default_factory=dict)
 
 
 def _order(s: ScorerInput) -> tuple[str, str]:
@@ -259,7 +264,8 @@ def plan(
         name: tuple(sorted(items, key=lambda x: (x.score_name, x.name)))
         for name, items in per_cluster.items()
     }
-    return Plan(result, dict(sorted(outcomes.items())), tuple(problems))
+    created = {s.name: s.created for s in sorted(scorers, key=lambda s: s.name)}
+    return Plan(result, dict(sorted(outcomes.items())), tuple(problems), created)
 
 
 def clusters_by_summary(result: Plan) -> dict[str, list[str]]:

@@ -174,11 +174,12 @@ def test_an_oversized_scorer_is_left_out_and_a_normal_one_still_reaches_every_cl
     )
 
 
-def test_scorers_that_fit_alone_but_not_together_lose_the_largest_first(
+def test_scorers_that_fit_alone_but_not_together_lose_the_newest(
     hub: Client, namespace: str, clusters: list[str], running: Registry, scorer: Scorer
 ) -> None:
     # each about 118 KB in the ConfigMap (under the 128 KiB a scorer may take); four do not fit in one
-    # work, three do
+    # work, three do.  big-e is created last (and, if in the same second, sorts last by name), so it
+    # is the newest and the one left out
     sizes = {"big-a": 54_000, "big-b": 54_500, "big-c": 55_000, "big-e": 55_500}
     for name, size in sizes.items():
         spec = none_mode(scorer, name.replace("-", "_"))
@@ -186,7 +187,7 @@ def test_scorers_that_fit_alone_but_not_together_lose_the_largest_first(
         make_scorer(hub, namespace, name, spec)
     wait_for(
         lambda: condition(scorer_obj(hub, namespace, "big-e"), "Distributed").get("reason") == "WorkTooLarge",
-        "the largest one left out",
+        "the newest one left out",
         timeout=60,
     )
 
@@ -194,14 +195,14 @@ def test_scorers_that_fit_alone_but_not_together_lose_the_largest_first(
         got = names(hub, cluster) or set()
         return got >= {"big-a", "big-b", "big-c"} and "big-e" not in got
 
-    wait_for(lambda: all(trimmed(c) for c in clusters), "the three smaller ones on every cluster")
+    wait_for(lambda: all(trimmed(c) for c in clusters), "the three older ones on every cluster")
     for cluster in clusters:
         assert work_size(hub, cluster) <= CONFIG_WORK_LIMIT
     message = condition(scorer_obj(hub, namespace, "big-e"), "Distributed")["message"]
     assert f"{CONFIG_WORK_LIMIT:,} bytes" in message
     wait_for(
         lambda: condition(scorer_obj(hub, namespace, "big-a"), "Distributed").get("reason") == "Distributed",
-        "the smaller ones Distributed",
+        "the older ones Distributed",
     )
     wait_for(lambda: "WorkTooLarge" in events(hub, namespace, "big-e"), "the Warning Event")
     for name in sizes:

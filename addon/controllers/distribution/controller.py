@@ -20,9 +20,10 @@ match the MCA's config references and be Applied and Available, still completes.
 
 Every plan is cut to what one ConfigMap in one work can carry (``addon.distribution.budget``): a
 scorer whose summary alone is too large goes nowhere (``Distributed=False/SummaryTooLarge``), and
-where the summaries together would still be too large the largest are left out of that cluster
-(``WorkTooLarge``), each with a Warning Event.  One scorer can therefore never make a cluster's work
-too large for the apiserver or OCM to accept and so stop every other scorer's changes.
+where the summaries together would still be too large the newest scorers are left out of that
+cluster (``WorkTooLarge``), each with a Warning Event.  One scorer can therefore never make a
+cluster's work too large for the apiserver or OCM to accept and so stop every other scorer's changes,
+and a newcomer can never push an established scorer out.
 
 Without the DynamicScoringConfig (or while it is being deleted) every config work is deleted: the
 agents lose their ConfigMap, stop scoring and remove their AddOnPlacementScores.
