@@ -13,9 +13,16 @@ publishes.  Failures answer with ``{"error": ...}`` and one log line, and the ap
 * 401 without the bearer token, when one is configured (``/healthz`` and ``/config`` stay public,
   as the hub probes them without credentials by default);
 * 413 for a body over ``max_body_bytes``; 404/405 for other paths and methods;
+* 411 (stdlib server only) for a POST without ``Content-Length``;
 * 500 when the function raises or returns something that is not a valid result (a NaN score, a
   label that is not a string): the agent would reject the whole answer anyway, so it is better
   refused here, with the cause in this process' log.
+
+Authentication comes before the body.  ``answer_head`` answers every request that can be answered
+from its request line and headers alone (the public paths, 404/405, and a missing or wrong token);
+both servers call it before they read a byte of the body, and refuse a declared ``Content-Length``
+over ``max_body_bytes`` before reading too.  Reading first let anyone who could reach the port make
+the process buffer up to the limit per request without a token.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ from dynamic_scoring.scorer.auth import BearerToken
 from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, parse_request
 from dynamic_scoring.scorer.results import MAX_SCORE_BYTES, estimated_score_bytes
 from dynamic_scoring.wire import (
+    MAX_SCORING_PARAMS_BYTES,
+    MAX_SOURCE_QUERIES,
+    MAX_SOURCES,
     ScorerConfig,
     ScoreResult,
     ScoringConfig,
@@ -46,8 +56,31 @@ from dynamic_scoring.wire import (
 
 log = logging.getLogger("dynamic_scoring.scorer")
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
-"""The agent sends at most 64 MiB of series per cycle (docs/agent.md, Limits); nothing larger is real."""
+AGENT_SERIES_BYTES = 64 * 1024 * 1024
+"""The agent's per-cycle budget for the series it holds and sends (``max_source_bytes_per_cycle``).
+
+It cannot be imported here (the library must not import the agent); a component test keeps the two
+equal."""
+
+ENVELOPE_BYTES = (
+    len(b'{"data":[')
+    + (MAX_SOURCES * MAX_SOURCE_QUERIES - 1)  # one comma between the arrays of two queries
+    + len(b'],"params":')
+    + MAX_SCORING_PARAMS_BYTES
+    + len(b"}")
+)
+"""What the agent adds around the series: 9 + 511 + 11 + 16,384 + 1 = 16,916 bytes."""
+
+MAX_BODY_BYTES = AGENT_SERIES_BYTES + ENVELOPE_BYTES
+"""The largest body the agent can send: 67,108,864 + 16,916 = 67,125,780 bytes (64 MiB + 16.5 KiB).
+
+The agent splices the raw ``data.result`` arrays of every query of a cycle (at most 64 MiB
+together) into ``{"data":[...]}``, with a comma between two queries' arrays (16 sources x 32
+queries at most), and ``,"params":{...}`` (compact JSON, at most 16 KiB) when the scorer has
+``scoringParams``.  A smaller limit would refuse real requests; a larger one buys nothing.  One
+exception: with named ``sources`` the agent adds ``"source":"<name>"`` to each series after it
+counts the budget, so a scorer with many tiny series from several sources may need a larger limit.
+"""
 
 ScoreFn = Callable[[ScoringRequest], Iterable[ScoreResult]]
 """The author's function: every series of one request in, results out."""
@@ -148,6 +181,18 @@ class ScorerApp:
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
         """Answer one request; ``headers`` keys are lower-case.  Never raises."""
+        early = self.answer_head(method, path, headers)
+        if early is not None:
+            return early
+        return self.handle_body(method, path, body)
+
+    def answer_head(self, method: str, path: str, headers: Mapping[str, str]) -> Response | None:
+        """The answer when the request line and headers are enough; ``None`` when the body is needed.
+
+        ``None`` means exactly: an authorised ``POST`` to the scoring path.  Servers call this
+        before they read the body (then ``handle_body``), so a client without the token costs no
+        more than its headers; ``headers`` keys are lower-case.  Never raises.
+        """
         path = path.split("?", 1)[0]
         if path == "/healthz":
             if method not in ("GET", "HEAD"):
@@ -168,9 +213,18 @@ class ScorerApp:
             return self._error(
                 401, method, path, "a valid bearer token is required", [("WWW-Authenticate", "Bearer")]
             )
+        return None
+
+    def handle_body(self, method: str, path: str, body: bytes) -> Response:
+        """The answer to a request ``answer_head`` let through, given its body.  Never raises."""
+        path = path.split("?", 1)[0]
         if len(body) > self.max_body_bytes:
-            return self._error(413, method, path, f"the body is larger than {self.max_body_bytes} bytes")
+            return self.too_large(method, path)
         return self._score(method, path, body)
+
+    def too_large(self, method: str, path: str) -> Response:
+        """The 413 for a body (declared or read) over ``max_body_bytes``."""
+        return self._error(413, method, path, f"the body is larger than {self.max_body_bytes} bytes")
 
     def _score(self, method: str, path: str, body: bytes) -> Response:
         try:
@@ -228,29 +282,15 @@ class ScorerApp:
                     return
         if scope["type"] != "http":
             return
+        method, path = str(scope["method"]), str(scope["path"])
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        body = bytearray()
-        too_large = False
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body.extend(message.get("body", b""))
-            more = bool(message.get("more_body", False))
-            if len(body) > self.max_body_bytes:
-                too_large = True
-                body.clear()  # keep draining without keeping it
-        if too_large:
-            response = self._error(
-                413, scope["method"], scope["path"], f"the body is larger than {self.max_body_bytes} bytes"
-            )
-        else:
-            loop = asyncio.get_running_loop()
-            response = await loop.run_in_executor(
-                None,
-                lambda: self.handle(scope["method"], scope["path"], headers, bytes(body)),
-            )
+        # Nothing is received before the token is checked: the ASGI server reads the body only as
+        # the app asks for it, so an unauthorised client costs no more than its headers.
+        response = self.answer_head(method, path, headers)
+        if response is None:
+            response = await self._asgi_body(method, path, headers, receive)
+        if response is None:
+            return  # the client went away
         await send(
             {
                 "type": "http.response.start",
@@ -263,5 +303,34 @@ class ScorerApp:
         )
         await send({"type": "http.response.body", "body": response.body})
 
+    async def _asgi_body(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+    ) -> Response | None:
+        """Read an authorised body, at most ``max_body_bytes`` of it, and score it off the loop.
 
-__all__ = ["MAX_BODY_BYTES", "Response", "ScoreFn", "ScorerApp"]
+        A declared length over the limit is refused before anything is received; a chunked or
+        undeclared body is refused as soon as it passes the limit, and the rest is not read (the
+        ASGI server closes the connection on an unread body).  ``None`` when the client disconnected.
+        """
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return self.too_large(method, path)
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body.extend(message.get("body", b""))
+            more = bool(message.get("more_body", False))
+            if len(body) > self.max_body_bytes:
+                return self.too_large(method, path)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: self.handle_body(method, path, bytes(body)))
+
+
+__all__ = ["AGENT_SERIES_BYTES", "ENVELOPE_BYTES", "MAX_BODY_BYTES", "Response", "ScoreFn", "ScorerApp"]

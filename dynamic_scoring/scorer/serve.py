@@ -1,17 +1,30 @@
 """Serving a ``ScorerApp`` with the standard library: a threaded HTTP server, no dependency.
 
 One agent per cluster calls once per interval, and the hub probes every 30 s, so a thread per
-connection is plenty; authors who want more can run the same app under any ASGI server.  The body
-must come with ``Content-Length`` and is refused before it is read when it is over the app's
-``max_body_bytes``, so a client cannot make the process buffer without bound; a silent client is
-dropped after ``CLIENT_TIMEOUT`` seconds.
+request is plenty; authors who want more can run the same app under any ASGI server.  What one
+client can make the process hold is bounded in three ways:
+
+* the token is checked (``ScorerApp.answer_head``) before a byte of the body is read, so a client
+  without it costs its headers and no more; the connection is then half-closed and at most
+  ``LINGER_BYTES`` of what the client already sent are discarded (in a fixed buffer, for at most
+  ``LINGER_SECONDS``) so that it reads the 401 instead of a connection reset;
+* the body must come with ``Content-Length`` and is refused before it is read when that is over
+  the app's ``max_body_bytes``;
+* at most ``max_concurrent`` requests are handled at once (``DEFAULT_MAX_CONCURRENT``); one more is
+  answered ``503`` with ``Retry-After`` from the accepting thread, without reading it and without
+  a thread of its own.  The agent retries a 503 after ``Retry-After`` within its interval, so a
+  refusal costs a retry, where waiting would have tied up a socket and, unbounded, memory.
+
+A silent client is dropped after ``CLIENT_TIMEOUT`` seconds of silence.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,11 +36,82 @@ log = logging.getLogger("dynamic_scoring.scorer")
 CLIENT_TIMEOUT = 30
 """Seconds a client may stay silent before its connection is dropped."""
 
+DEFAULT_MAX_CONCURRENT = 16
+"""Requests handled at once by default.
+
+Scoring is CPU work under one GIL, so more threads add no throughput; 16 leaves room for the hub's
+probes and several agents' calls at once, and bounds buffered bodies to 16 x ``max_body_bytes``
+(for clients that hold the token)."""
+
+RETRY_AFTER_SECONDS = 1
+"""The ``Retry-After`` of the 503 sent to a request over ``max_concurrent``."""
+
+LINGER_BYTES = 256 * 1024
+"""Bytes of an unread body discarded after an early answer (401, 413, 404...), before closing."""
+
+LINGER_SECONDS = 1.0
+"""How long at most that discarding may take."""
+
+_BUSY_BODY = b'{"error": "too many requests at once; retry later"}'
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    + f"Retry-After: {RETRY_AFTER_SECONDS}\r\nContent-Length: {len(_BUSY_BODY)}\r\n".encode()
+    + b"Connection: close\r\n\r\n"
+    + _BUSY_BODY
+)
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per request, at most ``max_concurrent`` of them; the others get a 503 at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
+        self._slots = threading.BoundedSemaphore(limit)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._busy(request, client_address)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # the thread did not start: its slot is free again
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _busy(self, request: socket.socket, client_address: Any) -> None:
+        # The accepting thread must never wait on a client: the answer is a few hundred bytes into
+        # an empty send buffer, written without blocking, and the request is never read.
+        try:
+            request.setblocking(False)
+            request.send(_BUSY)
+        except OSError:
+            pass
+        log.warning("a request from %s -> 503: more than the concurrency cap at once", client_address[0])
+        self.shutdown_request(request)
+
 
 class ScorerServer:
     """``app`` listening on ``host:port`` in this process; ``port`` 0 picks a free one (see ``.port``)."""
 
-    def __init__(self, app: ScorerApp, host: str = "127.0.0.1", port: int = 8000) -> None:
+    def __init__(
+        self,
+        app: ScorerApp,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    ) -> None:
+        if max_concurrent < 1:
+            raise ValueError("max_concurrent must be at least 1")
+
         class Handler(BaseHTTPRequestHandler):
             server_version = "dynamic-scoring-scorer"
             # HTTP/1.0: one request per connection.  With keep-alive, a connection idle for as long as
@@ -48,19 +132,52 @@ class ScorerServer:
 
             def _dispatch(self) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                body = b""
-                if self.command == "POST":
-                    length = self.headers.get("Content-Length")
-                    if length is None or not length.isdigit():
-                        self.close_connection = True
-                        self._refuse(411, "a Content-Length header is required")
-                        return
-                    if int(length) > app.max_body_bytes:
-                        self.close_connection = True  # the body stays unread, so the connection is done
-                        self._refuse(413, f"the body is larger than {app.max_body_bytes} bytes")
-                        return
-                    body = self.rfile.read(int(length))
-                self._answer(app.handle(self.command, self.path, headers, body))
+                early = app.answer_head(self.command, self.path, headers)
+                if early is not None:  # no token, or no body needed: the body is never read
+                    self._answer(early)
+                    self._close_unread()
+                    return
+                length = self.headers.get("Content-Length")
+                if length is None or not length.isdigit():
+                    self._refuse(411, "a Content-Length header is required")
+                    self._close_unread()
+                    return
+                if int(length) > app.max_body_bytes:
+                    self._answer(app.too_large(self.command, self.path.split("?", 1)[0]))
+                    self._close_unread()
+                    return
+                body = self.rfile.read(int(length))
+                self._answer(app.handle_body(self.command, self.path, body))
+
+            def _close_unread(self) -> None:
+                """End the connection after an answer sent without reading the body.
+
+                The unread bytes must not be parsed as a next request, so the connection is done.
+                Closing a socket with unread input makes the kernel send a reset, which can destroy
+                the answer before the client reads it; so the answer is flushed, the sending side
+                shut, and a bounded amount of input discarded first (never kept: a fixed buffer).
+                A request that announced no body is just closed: there is nothing to discard.
+                """
+                self.close_connection = True
+                if (
+                    self.headers.get("Content-Length", "0") in ("", "0")
+                    and "Transfer-Encoding" not in self.headers
+                ):
+                    return
+                try:
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_WR)
+                    deadline = time.monotonic() + LINGER_SECONDS
+                    scratch = bytearray(64 * 1024)
+                    left = LINGER_BYTES
+                    while left > 0 and (remaining := deadline - time.monotonic()) > 0:
+                        self.connection.settimeout(remaining)
+                        got = self.connection.recv_into(scratch, min(left, len(scratch)))
+                        if not got:
+                            break
+                        left -= got
+                except OSError:
+                    pass  # the client is gone or too slow: closing is all that is left
 
             def _refuse(self, status: int, message: str) -> None:
                 log.warning("%s %s -> %d: %s", self.command, display_name(self.path), status, message)
@@ -72,8 +189,8 @@ class ScorerServer:
                 pass  # the app logs one line per failure instead of an access log
 
         self.app = app
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
+        self.max_concurrent = max_concurrent
+        self._httpd = _BoundedServer((host, port), Handler, max_concurrent)
         shown = "127.0.0.1" if host in ("", "0.0.0.0") else host
         self.base_url = f"http://{shown}:{self.port}"
 
@@ -98,11 +215,20 @@ class ScorerServer:
         return thread
 
 
-def serve(app: ScorerApp, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve ``app`` until SIGTERM or Ctrl-C; loopback unless told otherwise (``0.0.0.0`` in a pod)."""
+def serve(
+    app: ScorerApp,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+) -> None:
+    """Serve ``app`` until SIGTERM or Ctrl-C; loopback unless told otherwise (``0.0.0.0`` in a pod).
+
+    ``max_concurrent`` caps the requests handled at once; the next one is answered 503.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    server = ScorerServer(app, host, port)
+    server = ScorerServer(app, host, port, max_concurrent=max_concurrent)
 
     def stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -115,4 +241,12 @@ def serve(app: ScorerApp, host: str = "127.0.0.1", port: int = 8000) -> None:
     server.serve_forever()
 
 
-__all__ = ["CLIENT_TIMEOUT", "ScorerServer", "serve"]
+__all__ = [
+    "CLIENT_TIMEOUT",
+    "DEFAULT_MAX_CONCURRENT",
+    "LINGER_BYTES",
+    "LINGER_SECONDS",
+    "RETRY_AFTER_SECONDS",
+    "ScorerServer",
+    "serve",
+]

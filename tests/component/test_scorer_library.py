@@ -6,17 +6,38 @@ check, so the documented scorer cannot stop working without this failing.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import threading
+import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from dynamic_scoring.scorer import BearerToken, ScorerApp, ScoreResult, ScorerServer, ScoringRequest, result
+import dynamic_scoring
+from agent.settings import AgentSettings
+from dynamic_scoring.scorer import (
+    MAX_BODY_BYTES,
+    BearerToken,
+    ScorerApp,
+    ScoreResult,
+    ScorerServer,
+    ScoringRequest,
+    result,
+)
 from dynamic_scoring.scorer.testing import assert_conformant, check_app
+from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, MAX_SOURCE_QUERIES, MAX_SOURCES
 
 pytestmark = pytest.mark.component
 
@@ -100,6 +121,7 @@ def test_server_refuses_unbounded_bodies_before_reading_them(served: ScorerServe
     conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
     try:
         conn.putrequest("POST", "/scoring")
+        conn.putheader("Authorization", "Bearer tok")  # without it the answer is 401, whatever the body
         conn.endheaders()
         assert conn.getresponse().status == 411
     finally:
@@ -115,3 +137,233 @@ def test_the_pytest_helper_fails_naming_the_problem(monkeypatch: pytest.MonkeyPa
     with pytest.raises(AssertionError, match=r"\[token\] POST /scoring without a token answered HTTP 401"):
         assert_conformant(guarded, large=False)
     assert check_app(guarded, large=False, token="tok-env").ok
+
+
+# The security of the library's servers: the token before the body, bounded bodies, bounded threads.
+
+MIB = 1024 * 1024
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def head_only(port: int, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, dict[str, str]]:
+    """POST /scoring with only the request head sent; the status and headers of the answer.
+
+    The declared body is never sent, so a server that reads it before answering waits for bytes
+    that never come and the client times out.
+    """
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.putrequest("POST", "/scoring")
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        response = conn.getresponse()
+        response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_the_default_body_limit_is_what_the_agent_can_send() -> None:
+    # {"data":[ + a comma between every two of 16 x 32 queries' arrays + ],"params": + params + }
+    envelope = len(b'{"data":[') + MAX_SOURCES * MAX_SOURCE_QUERIES - 1 + len(b'],"params":}')
+    agent_can_send = AgentSettings().max_source_bytes_per_cycle + envelope + MAX_SCORING_PARAMS_BYTES
+    assert agent_can_send == MAX_BODY_BYTES
+    assert MAX_BODY_BYTES == 67_125_780
+
+
+def test_an_unauthenticated_post_is_refused_before_its_body(served: ScorerServer) -> None:
+    began = time.monotonic()
+    status, headers = head_only(served.port, {"Content-Length": str(32 * MIB)})
+    assert (status, headers["www-authenticate"]) == (401, "Bearer")
+    status, _ = head_only(served.port, {"Content-Length": str(32 * MIB), "Authorization": "Bearer nope"})
+    assert status == 401
+    # The token comes first: an unauthenticated client does not learn the limit either.
+    status, _ = head_only(served.port, {"Content-Length": str(served.app.max_body_bytes + 1)})
+    assert status == 401
+    assert time.monotonic() - began < 3
+
+
+def test_an_early_answer_closes_the_connection(served: ScorerServer) -> None:
+    # Bytes the server did not read must not be parsed as a second request on the same connection.
+    smuggled = b"GET /healthz HTTP/1.0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock:
+        head = f"POST /scoring HTTP/1.1\r\nHost: x\r\nContent-Length: {len(smuggled)}\r\n\r\n"
+        sock.sendall(head.encode() + smuggled)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 401 ") and answer.count(b"HTTP/1.") == 1
+
+
+SERVER = """
+import os, sys
+from dynamic_scoring.scorer import BearerToken, ScorerApp, ScorerServer, result
+app = ScorerApp(
+    lambda request: [result(1.0, pod="p")], name="x", query="up", range=60, step=15,
+    token=BearerToken.from_env("SCORER_TOKEN"),
+)
+server = ScorerServer(app, "127.0.0.1", 0)
+print(server.port, flush=True)
+server.serve_forever()
+"""
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process' peak resident set (``VmHWM``): what it held at its worst, even if freed since."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.fixture
+def scorer_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The library's server in its own process (its memory is measured alone), with token ``tok``."""
+    tree = str(Path(dynamic_scoring.__file__).resolve().parents[1])  # the code under test, whichever
+    env = {**os.environ, "PYTHONPATH": tree, "SCORER_TOKEN": "tok"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, env=env, cwd=tree
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_unauthenticated_large_posts_do_not_grow_the_server(
+    scorer_process: tuple[subprocess.Popen[str], str],
+) -> None:
+    process, url = scorer_process
+    warm = httpx.post(f"{url}/scoring", content=BODY, headers={"Authorization": "Bearer tok"}, timeout=10)
+    assert warm.status_code == 200
+    before = peak_rss_kib(process.pid)
+    body = b"x" * (64 * MIB)
+
+    def attack(token: str) -> int:
+        return httpx.post(
+            f"{url}/scoring", content=body, headers={"Authorization": token}, timeout=30
+        ).status_code
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(6) as pool:  # the finding's six POSTs, at once
+        statuses = list(pool.map(attack, ["", "Bearer nope"] * 3))
+    took = time.monotonic() - began
+    grown = (peak_rss_kib(process.pid) - before) // 1024
+    print(f"peak RSS {before // 1024} MiB before, +{grown} MiB after six 64 MiB POSTs in {took:.2f} s")
+    assert statuses == [401] * 6
+    assert grown < 16  # reading even one body first costs 64 MiB
+    assert httpx.post(
+        f"{url}/scoring", content=BODY, headers={"Authorization": "Bearer tok"}, timeout=10
+    ).json() == {"results": [{"metric": {"pod": "p"}, "score": 1.0}]}
+
+
+def asgi_call(
+    app: ScorerApp, headers: list[tuple[bytes, bytes]], chunks: list[bytes]
+) -> tuple[int, dict[str, Any], int]:
+    """POST /scoring through the ASGI entry; status, response body and how often it called receive()."""
+    calls = 0
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        chunk = chunks.pop(0)
+        return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/scoring", "headers": headers}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], json.loads(sent[1]["body"]), calls
+
+
+def test_the_asgi_entry_checks_the_token_before_it_receives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCORER_TOKEN", "tok")
+    app = ScorerApp(
+        score, name="x", query="up", range=60, step=15, token=BearerToken.from_env("SCORER_TOKEN")
+    )
+    body = [BODY[:10], BODY[10:]]
+    assert asgi_call(app, [], list(body))[::2] == (401, 0)
+    assert asgi_call(app, [(b"authorization", b"Bearer nope")], list(body))[::2] == (401, 0)
+    good = [(b"authorization", b"Bearer tok")]
+    assert asgi_call(app, good, list(body)) == (200, {"results": [{"metric": {"pod": "p"}, "score": 2.0}]}, 2)
+    declared = [*good, (b"content-length", str(app.max_body_bytes + 1).encode())]
+    assert asgi_call(app, declared, list(body))[::2] == (413, 0)
+    # A body without a declared length stops being received once it passes the limit.
+    small = ScorerApp(score, name="x", query="up", range=60, step=15, max_body_bytes=100)
+    assert asgi_call(small, [], [b"x" * 60] * 5)[::2] == (413, 2)
+
+
+def test_the_concurrency_cap_answers_503_and_frees_its_slots(tmp_path: Path) -> None:
+    release = threading.Event()
+    inside = threading.Semaphore(0)
+
+    def slow(request: ScoringRequest) -> list[ScoreResult]:
+        inside.release()
+        assert release.wait(20)
+        return [result(1.0, pod="p")]
+
+    app = ScorerApp(slow, name="x", query="up", range=60, step=15)
+    server = ScorerServer(app, "127.0.0.1", 0, max_concurrent=2)
+    thread = server.start_in_thread()
+
+    def post() -> httpx.Response:
+        return httpx.post(f"{server.base_url}/scoring", content=BODY, timeout=20)
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            held = [pool.submit(post) for _ in range(2)]
+            for _ in range(2):
+                assert inside.acquire(timeout=10)  # both slots are taken by requests being scored
+            began = time.monotonic()
+            busy = post()
+            assert (busy.status_code, busy.headers["retry-after"]) == (503, "1")
+            assert busy.json() == {"error": "too many requests at once; retry later"}
+            assert time.monotonic() - began < 2  # refused at once, not queued
+            release.set()
+            assert [f.result().status_code for f in held] == [200, 200]
+        # The slots are given back when the two connections end.
+        wait_for(lambda: post().status_code == 200)
+    finally:
+        release.set()
+        server.shutdown()
+        thread.join(timeout=10)
+    with pytest.raises(ValueError, match="max_concurrent"):
+        ScorerServer(app, "127.0.0.1", 0, max_concurrent=0)
+
+
+def test_an_authenticated_request_is_scored_and_an_oversized_one_refused(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("tok")
+    app = ScorerApp(
+        score,
+        name="x",
+        query="up",
+        range=60,
+        step=15,
+        token=BearerToken.from_file(tmp_path / "token"),
+        max_body_bytes=len(BODY),
+    )
+    server = ScorerServer(app, "127.0.0.1", 0)
+    thread = server.start_in_thread()
+    auth = {"Authorization": "Bearer tok"}
+    try:
+        scored = httpx.post(f"{server.base_url}/scoring", content=BODY, headers=auth, timeout=10)
+        assert scored.json() == {"results": [{"metric": {"pod": "p"}, "score": 2.0}]}
+        over = httpx.post(f"{server.base_url}/scoring", content=BODY + b" ", headers=auth, timeout=10)
+        assert over.status_code == 413 and "larger than" in over.json()["error"]
+        assert head_only(server.port, {**auth, "Content-Length": str(len(BODY) + 1)})[0] == 413
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
