@@ -23,9 +23,17 @@ REQUEST = "CERTIFICATE REQUEST"
 
 
 def agent_request(
-    common_name: str, organizations: list[str], key: ec.EllipticCurvePrivateKey | None = None
+    common_name: str,
+    organizations: list[str],
+    key: ec.EllipticCurvePrivateKey | None = None,
+    *,
+    extensions: list[x509.ExtensionType] | None = None,
 ) -> bytes:
-    """The DER of a request signed by `key` for this CN and these Organizations (in this order)."""
+    """The DER of a request signed by `key` for this CN and these Organizations (in this order).
+
+    `extensions` are added as they are (the klusterlet adds a subjectAlternativeName with the DNS
+    name `<addon>.addon.open-cluster-management.io`).
+    """
     # The framework's CN is longer than X.509's 64-character upper bound; Go does not care, and
     # neither does the klusterlet, so these requests carry it too.
     with warnings.catch_warnings():
@@ -37,8 +45,10 @@ def agent_request(
             ]
         )
     key = key or ec.generate_private_key(ec.SECP256R1())
-    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
-    return csr.public_bytes(serialization.Encoding.DER)
+    builder = x509.CertificateSigningRequestBuilder().subject_name(subject)
+    for extension in extensions or []:
+        builder = builder.add_extension(extension, critical=False)
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
 
 
 def pem_block(

@@ -8,6 +8,8 @@ framework leaves to other components, all of which a legitimate klusterlet reque
   encipherment and client auth);
 * `spec.request` is one canonical PEM block, read the way Kubernetes reads it, with a valid
   signature (see `csr_request`: a lenient reader and Go's can take different blocks of one text);
+* it asks for no extension but a subjectAlternativeName holding at most the DNS name
+  `<addon>.addon.open-cluster-management.io`, which is all the klusterlet asks for;
 * the subject carries only CN, O and OU attributes (the apiserver maps other attributes too, such as
   the user UID since Kubernetes 1.34), and exactly one CN, the agent's user;
 * the subject's Organizations are exactly the agent's groups (optionally plus
@@ -36,6 +38,12 @@ from addon.constants import (
 from addon.registration.csr_request import RequestError, read_subject
 from addon.registration.identity import AUTHENTICATED_GROUP, default_groups, default_user
 from dynamic_scoring.jsontypes import JSON
+
+
+def agent_dns_name(addon_name: str = ADDON_NAME) -> str:
+    """The one subject alternative name the klusterlet puts in an addon's request."""
+    return f"{addon_name}.addon.open-cluster-management.io"
+
 
 GRPC_SERVER_USER = "system:serviceaccount:open-cluster-management-hub:grpc-server-sa"
 ALLOWED_USAGES = frozenset({"digital signature", "key encipherment", "client auth"})
@@ -134,6 +142,13 @@ def decide(csr: JSON, *, cluster: JSON | None, addon: JSON | None, addon_name: s
         # Refused rather than ignored: an attribute the apiserver maps (the UID today) would be an
         # identity the approver never checked.
         return _no(f"subject has attribute {subject.others[0]}, which the agent's subject never carries")
+    if subject.other_extensions:
+        return _no(
+            f"the request asks for {subject.other_extensions[0]}, which the agent's request never carries"
+        )
+    allowed_dns = agent_dns_name(addon_name)
+    if any(name != allowed_dns for name in subject.dns_names):
+        return _no(f"the request asks for DNS names other than {allowed_dns}")
     expected_user = default_user(cluster_name, addon_name)
     if subject.common_names != [expected_user]:
         return _no(f"subject CN is not {expected_user}")

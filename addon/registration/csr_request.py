@@ -23,11 +23,11 @@ from __future__ import annotations
 import base64
 import binascii
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtensionOID, NameOID
 
 BEGIN = b"-----BEGIN CERTIFICATE REQUEST-----\n"
 END = b"-----END CERTIFICATE REQUEST-----\n"
@@ -59,6 +59,11 @@ class RequestSubject:
     common_names: list[str]
     organizations: list[str]
     others: list[str]
+    dns_names: list[str] = field(default_factory=list)
+    """The DNS names of its subjectAlternativeName extension (the klusterlet asks for one)."""
+    other_extensions: list[str] = field(default_factory=list)
+    """Anything else it asks to have in the certificate: other extensions' dotted OIDs, and
+    ``subjectAltName:<type>`` for a non-DNS name (IP, e-mail, URI, ...)."""
 
 
 def canonical_pem(der: bytes) -> bytes:
@@ -100,8 +105,30 @@ def read_subject(request: bytes) -> RequestSubject:
             common_names = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
             organizations = [str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
             others = [a.oid.dotted_string for a in subject if a.oid not in _KNOWN_SUBJECT]
-        except (ValueError, UnsupportedAlgorithm) as e:
+            dns_names, other_extensions = _extensions(csr)
+        except (ValueError, UnsupportedAlgorithm, x509.DuplicateExtension) as e:
             raise RequestError(f"spec.request is not a certificate request: {type(e).__name__}") from None
     if not signed:
         raise RequestError("spec.request's signature does not verify with its own public key")
-    return RequestSubject(common_names, organizations, others)
+    return RequestSubject(common_names, organizations, others, dns_names, other_extensions)
+
+
+def _extensions(csr: x509.CertificateSigningRequest) -> tuple[list[str], list[str]]:
+    """The DNS names it asks for, and everything else it asks for (see `RequestSubject`).
+
+    The signer copies a request's subject alternative names into the certificate; other requested
+    extensions are not the approver's to judge, so any is reported and refused by the caller.
+    """
+    dns_names: list[str] = []
+    other: list[str] = []
+    for extension in csr.extensions:
+        if extension.oid != ExtensionOID.SUBJECT_ALTERNATIVE_NAME:
+            other.append(extension.oid.dotted_string)
+            continue
+        assert isinstance(extension.value, x509.SubjectAlternativeName)
+        for name in extension.value:
+            if isinstance(name, x509.DNSName):
+                dns_names.append(name.value)
+            else:
+                other.append(f"subjectAltName:{type(name).__name__}")
+    return dns_names, other

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import ipaddress
 import warnings
 from collections.abc import Callable
 
@@ -367,3 +368,39 @@ def test_a_request_field_that_is_not_base64_is_refused() -> None:
 def test_the_canonical_text_of_any_der_reads_back_as_that_der(der: bytes) -> None:
     assert request_der(canonical_pem(der)) == der
     assert request_der(canonical_pem(der).rstrip(b"\n")) == der
+
+
+KLUSTERLET_SAN = x509.SubjectAlternativeName(
+    [x509.DNSName("dynamic-scoring.addon.open-cluster-management.io")]
+)
+
+
+def test_the_klusterlets_subject_alternative_name_is_accepted() -> None:
+    """The klusterlet asks for `<addon>.addon.open-cluster-management.io` in every addon's request."""
+    request = agent_request(OWN_USER, OWN_GROUPS, _key(), extensions=[KLUSTERLET_SAN])
+    decision = _decide_text(pem_block(request))
+    assert decision.approve, decision.reason
+
+
+@pytest.mark.parametrize(
+    ("extension", "why"),
+    [
+        (x509.SubjectAlternativeName([x509.DNSName("hub.example.com")]), "DNS names other than"),
+        (
+            x509.SubjectAlternativeName(
+                [x509.DNSName("dynamic-scoring.addon.open-cluster-management.io"), x509.DNSName("*")]
+            ),
+            "DNS names other than",
+        ),
+        (x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("10.0.0.1"))]), "IPAddress"),
+        (x509.SubjectAlternativeName([x509.UniformResourceIdentifier("spiffe://x")]), "Uniform"),
+        (x509.SubjectAlternativeName([x509.RFC822Name("a@example.com")]), "RFC822Name"),
+        (x509.BasicConstraints(ca=True, path_length=None), "2.5.29.19"),
+        (x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), "2.5.29.37"),
+    ],
+)
+def test_anything_else_the_request_asks_to_have_in_the_certificate_is_refused(
+    extension: x509.ExtensionType, why: str
+) -> None:
+    decision = _decide_text(pem_block(agent_request(OWN_USER, OWN_GROUPS, _key(), extensions=[extension])))
+    assert not decision.approve and why in decision.reason
