@@ -8,12 +8,13 @@ only a trailing line break, header values their surrounding whitespace.
 
 A Secret's value goes only to a destination its owner bound it to: the
 ``dynamic-scoring.open-cluster-management.io/allowed-hosts`` annotation on the Secret must list the
-host (and port) of the URL the request is for (``dynamic_scoring.secret_binding``).  The person who
-writes a DynamicScorer chooses both the Secret's name and the URL, so without this check anyone who
-may write DynamicScorers could have every agent send any Secret it can read to a server of their
-choosing.  An unbound Secret raises ``SecretNotBound`` before any request is made: the request is not
-sent at all, with or without the credential.  A CA bundle (``caSecretRef``) is only read, never
-sent, and needs no binding.
+host (and port, and the path prefix when the entry has one) of the URL the request is for
+(``dynamic_scoring.secret_binding``), so ``url`` is the full request URL, never only its origin.
+The person who writes a DynamicScorer chooses both the Secret's name and the URL, so without this
+check anyone who may write DynamicScorers could have every agent send any Secret it can read to a
+server of their choosing.  An unbound Secret raises ``SecretNotBound`` before any request is made:
+the request is not sent at all, with or without the credential.  A CA bundle (``caSecretRef``) is
+only read, never sent, and needs no binding.
 
 Credentials never appear in a message, a log line or a ``repr``: errors name the Secret and key.
 """
@@ -122,7 +123,8 @@ async def resolve_credentials(
     """Read what the endpoint's auth settings reference and turn it into headers and TLS material.
 
     Call it before sending anything to ``url``: every Secret whose value would go there (bearer,
-    basic, header and client-certificate Secrets) must be bound to the URL's host and port.
+    basic, header and client-certificate Secrets) must be bound to the URL's host and port, and to
+    its path when the binding names a path prefix.
 
     Args:
         auth: the extension ``sourceAuth``/``scoringAuth`` of the summary, if any.

@@ -21,7 +21,21 @@ Entries are separated by commas or whitespace.  Each is one of:
 * ``http://host[:port]`` or ``https://host[:port]`` — that scheme only, on that port (default: the
   scheme's);
 * ``*.example.com`` (optionally with a port or scheme) — any name below ``example.com`` (not
-  ``example.com`` itself), for scorers behind per-region names.  A ``*`` anywhere else is invalid.
+  ``example.com`` itself), for scorers behind per-region names.  A ``*`` anywhere else is invalid;
+* any of the above followed by a path prefix, ``ingress.example.com/team-a`` or
+  ``https://ingress.example.com:8443/team-a/`` — only request paths at or below that prefix.
+
+An entry without a path (or with the path ``/``) allows every path on its host and port, as entries
+always did.  That is too wide on a shared ingress that routes one host to many backends by path
+prefix: the token would reach every backend behind it.  A path prefix narrows it.  The request
+path is compared after ``dynamic_scoring.urls.normalise_path`` (unreserved escapes decoded, dot
+segments resolved), at a segment boundary (``/team-a`` never covers ``/team-ab``; a trailing ``/``
+on the prefix changes nothing), and the query never counts.  A request path that cannot be
+normalised safely (an encoded ``/``, a backslash, ``..`` above the root, ...) is refused by a
+path-bound entry.  A path with ``//`` must lie under the prefix both with the empty segments kept
+and with them merged, as the ingress and the backend may disagree on that.  The prefix itself is
+written plainly: one with dot segments, ``//``, a query, a fragment or an escape that would be
+refused in a request is unreadable.
 
 Hosts compare case-insensitively, and IP addresses in their canonical form (``[0:0::1]`` is
 ``[::1]``).  Names are compared as written: ``prometheus.monitoring.svc`` and
@@ -56,6 +70,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
+
+from dynamic_scoring.urls import normalise_path, path_within
 
 ALLOWED_HOSTS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed-hosts"
 """The annotation on a Secret listing the destinations its values may be sent to."""
@@ -98,15 +114,28 @@ class HostEntry:
         wildcard: True for a ``*.`` entry.
         port: the port it allows, or None for the request scheme's default port.
         scheme: the scheme it is limited to, or None for both http and https.
+        path: the normalised path prefix without trailing ``/``, or None for every path.
     """
 
     host: str
     wildcard: bool
     port: int | None
     scheme: str | None
+    path: str | None = None
 
-    def allows(self, dest: Destination) -> bool:
-        """True when this entry lets a value go to ``dest``."""
+    def allows(self, dest: Destination, paths: tuple[str, ...] | None = None) -> bool:
+        """True when this entry lets a value go to ``dest`` with request path(s) ``paths``.
+
+        ``paths`` are the request path's normalised readings (``request_paths``), or None when it
+        has none.  A path-bound entry needs every reading under its prefix, so it refuses a path
+        that is missing or could not be normalised: it fails closed.
+        """
+        if self.path is not None and (not paths or not all(path_within(p, self.path) for p in paths)):
+            return False
+        return self.allows_host(dest)
+
+    def allows_host(self, dest: Destination) -> bool:
+        """True when this entry's scheme, host and port match ``dest``, whatever its path."""
         if self.scheme is not None and self.scheme != dest.scheme:
             return False
         port = self.port if self.port is not None else _DEFAULT_PORTS.get(self.scheme or dest.scheme)
@@ -168,6 +197,37 @@ def destination(url: str) -> Destination:
     return Destination(scheme, host, parsed.port or _DEFAULT_PORTS[scheme])
 
 
+def request_paths(url: str) -> tuple[str, ...] | None:
+    """The normalised readings of the path ``url`` is sent with, or None when it is not safe to read.
+
+    The path is taken as httpx sends it (its ``raw_path``, literal dot segments already resolved),
+    without the query.  Two readings, slashes kept and merged, because the ingress and the backend
+    may each do either; they are one when the path has no ``//``.
+    """
+    try:
+        raw = httpx.URL(url).raw_path.decode("ascii")
+    except (httpx.InvalidURL, TypeError, UnicodeDecodeError):
+        return None
+    path = raw.partition("?")[0]
+    kept = normalise_path(path)
+    merged = normalise_path(path, merge_slashes=True)
+    if kept is None or merged is None:
+        return None
+    return (kept,) if kept == merged else (kept, merged)
+
+
+def _prefix(path: str) -> str | None:
+    """The normalised prefix of an entry's path (``""`` for ``/``), or None when it is not plain.
+
+    A prefix is compared with normalised request paths, so it must already be in that form: no dot
+    segments and no ``//`` (which would never match, or match something unintended).
+    """
+    norm = normalise_path(path, refuse_dots=True)
+    if norm is None or "//" in norm:
+        return None
+    return norm.removesuffix("/")
+
+
 def _entry(text: str) -> HostEntry | None:
     scheme: str | None = None
     rest = text
@@ -176,7 +236,18 @@ def _entry(text: str) -> HostEntry | None:
         scheme = scheme.lower()
         if scheme not in _DEFAULT_PORTS:
             return None
-        rest = rest.removesuffix("/")
+    path: str | None = None
+    if "/" in rest:
+        slash = rest.index("/")
+        rest, raw_path = rest[:slash], rest[slash:]
+        if any(ch in raw_path for ch in "?#"):
+            return None
+        path = _prefix(raw_path)
+        if path is None:
+            return None
+        path = path or None  # "/" is every path, as before
+        if path is not None and ":" in rest and not rest.startswith("[") and _is_ip(rest):
+            return None  # "fd00::/8" is a network, not a host and a path: a path needs "[fd00::]/8"
     if not rest or any(ch in rest for ch in "/?#@\\"):
         return None
     wildcard = rest.startswith("*.")
@@ -201,7 +272,7 @@ def _entry(text: str) -> HostEntry | None:
         return None  # no top-level domain starts with a digit: "*.0.0.1" would match "0x7f.0.0.1"
     if port is None and scheme is not None:
         port = _DEFAULT_PORTS[scheme]
-    return HostEntry("." + host if wildcard else host, wildcard, port, scheme)
+    return HostEntry("." + host if wildcard else host, wildcard, port, scheme, path)
 
 
 def parse_allowed_hosts(value: str | None) -> tuple[tuple[HostEntry, ...], tuple[str, ...]]:
@@ -255,7 +326,8 @@ def binding_refusal(
     annotations = annotations or {}
     value = annotations.get(ALLOWED_HOSTS_ANNOTATION)
     entries, bad = parse_allowed_hosts(value)
-    if any(entry.allows(dest) for entry in entries):
+    paths = request_paths(url)
+    if any(entry.allows(dest, paths) for entry in entries):
         scorers = annotations.get(ALLOWED_SCORERS_ANNOTATION)
         if scorers is None:
             return None
@@ -268,6 +340,15 @@ def binding_refusal(
         if bad:
             why += f" (unreadable: {', '.join(repr(b) for b in bad)})"
         wanted = f"{value.strip()}, {dest.entry}"
+        if any(entry.allows_host(dest) for entry in entries):
+            # The host is listed, but only under path prefixes.  The path is not quoted (it is the
+            # scorer author's text) and no command is offered: which prefix to add is the owner's call.
+            unsafe = " (it cannot be normalised safely)" if paths is None else ""
+            return (
+                f"secret {namespace}/{secret} is not bound to this path on {dest.entry}{unsafe}: its "
+                f"allowed-hosts annotation lists {value.strip()!r}, which limits that host to path "
+                f"prefixes; the Secret's owner decides whether to add one ({ALLOWED_HOSTS_ANNOTATION})"
+            )
     # Kept short: it travels in conditions capped at 512 characters, the command last.
     return (
         f"secret {namespace}/{secret} is not bound to {dest.entry}: {why}; if that host is meant to "
@@ -284,4 +365,5 @@ __all__ = [
     "binding_refusal",
     "destination",
     "parse_allowed_hosts",
+    "request_paths",
 ]

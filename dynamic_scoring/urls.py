@@ -11,6 +11,12 @@ check apply the same ``url_problem``, so the check cannot pass what the hub then
 recording: without user-info, with every query value hidden (nobody can tell a credential from a
 harmless parameter), without fragment, control characters escaped.  ``url_secrets`` lists the same
 parts so that an exception's text can be scrubbed of them.
+
+*Paths compared for access.*  ``normalise_path`` and ``path_within`` decide whether a request path
+lies under a path prefix (a Secret bound to ``host/team-a``).  A shared ingress, the proxy behind it
+and the backend may each decode and clean a path their own way; a path is therefore accepted only in
+a form all of them read alike, and anything that could be read two ways is refused rather than
+guessed (see ``normalise_path``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+import string
 from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 from dynamic_scoring.wire import escape_control
@@ -36,6 +43,87 @@ def _valid_host(host: str) -> bool:
         return False
     labels = host.rstrip(".").split(".")
     return all(_LABEL.match(label) for label in labels)
+
+
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_HEX = frozenset(string.hexdigits)
+
+
+def _decode_unreserved(path: str) -> str | None:
+    """``path`` with ``%XX`` of unreserved characters decoded and other escapes upper-cased.
+
+    None when an escape could change how a later reader splits or decodes the path: an encoded
+    ``/`` or backslash (a second segment for some servers, not for others), an encoded ``%`` (a second
+    decoding turns ``%252e`` into ``.``), an encoded control character, or a malformed escape.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(path):
+        ch = path[i]
+        if ch != "%":
+            out.append(ch)
+            i += 1
+            continue
+        pair = path[i + 1 : i + 3]
+        if len(pair) != 2 or not all(c in _HEX for c in pair):
+            return None
+        decoded = chr(int(pair, 16))
+        if decoded in _UNRESERVED:
+            out.append(decoded)
+        elif decoded in "/\\%" or ord(decoded) < 0x20 or ord(decoded) == 0x7F:
+            return None
+        else:
+            out.append("%" + pair.upper())
+        i += 3
+    return "".join(out)
+
+
+def normalise_path(path: str, *, merge_slashes: bool = False, refuse_dots: bool = False) -> str | None:
+    """The path as a server that cleans it would see it, or None when that is not safely defined.
+
+    Rules, in order: an empty path is ``/``; a path must start with ``/``; a backslash, ``;`` (path
+    parameters: ``/..;/`` is a known traversal on some servers), a control character, an encoded
+    ``/``, backslash or ``%`` or a malformed escape refuse it; ``%XX`` of unreserved characters
+    (``A-Z a-z 0-9 - . _ ~``) is decoded, so ``%2e`` is ``.``; dot segments are then removed as RFC
+    3986 says, except that ``..`` above the root refuses the path instead of being dropped.  With
+    ``merge_slashes`` empty segments are dropped first (as a proxy that merges ``//`` does);
+    without, they are kept (as a backend that does not).  Callers that grant access compare both.
+    With ``refuse_dots`` any dot segment refuses the path: for text that must already be plain.
+    """
+    if path == "":
+        return "/"
+    if not path.startswith("/") or any(ch in path for ch in "\\;") or not path.isprintable():
+        return None
+    decoded = _decode_unreserved(path)
+    if decoded is None:
+        return None
+    segments = decoded[1:].split("/")
+    out: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if merge_slashes and segment == "" and not last:
+            continue
+        if segment in (".", ".."):
+            if refuse_dots:
+                return None
+            if segment == "..":
+                if not out:
+                    return None
+                out.pop()
+            if last:
+                out.append("")
+            continue
+        out.append(segment)
+    return "/" + "/".join(out)
+
+
+def path_within(path: str, prefix: str) -> bool:
+    """Whether normalised ``path`` is ``prefix`` or below it, at a segment boundary.
+
+    ``prefix`` is normalised and has no trailing ``/`` (``/`` itself is written ``""``): ``/team-a``
+    covers ``/team-a``, ``/team-a/`` and ``/team-a/x``, never ``/team-ab``.
+    """
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def redact_url(url: str) -> str:
@@ -127,4 +215,13 @@ def join_url(base: str, path: str) -> str:
     return urlunsplit(SplitResult(parts.scheme, parts.netloc, joined, parts.query, parts.fragment))
 
 
-__all__ = ["has_path", "join_url", "origin", "redact_url", "url_problem", "url_secrets"]
+__all__ = [
+    "has_path",
+    "join_url",
+    "normalise_path",
+    "origin",
+    "path_within",
+    "redact_url",
+    "url_problem",
+    "url_secrets",
+]

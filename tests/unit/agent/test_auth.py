@@ -189,3 +189,25 @@ def test_a_binary_ca_bundle_is_a_secret_problem_not_a_crash() -> None:
         build_ssl_context(TLSMaterial(ca_pem=bytes(range(256)), origin="CA ca/ca.crt"))
     with pytest.raises(SecretInvalid, match="cannot be loaded"):
         build_ssl_context(TLSMaterial(ca_pem=b"not a certificate", origin="CA ca/ca.crt"))
+
+
+@pytest.mark.parametrize(
+    ("url", "sent"),
+    [
+        ("https://ingress.example.com/team-a/api/v1/query_range", True),
+        ("https://ingress.example.com/team-a/scoring?next=/team-b", True),
+        ("https://ingress.example.com/team-b/api/v1/query_range", False),
+        ("https://ingress.example.com/team-a/%2e%2e/team-b/scoring", False),
+        ("https://ingress.example.com/team-ab/scoring", False),
+    ],
+)
+async def test_a_path_bound_secret_is_checked_against_the_request_path(url: str, sent: bool) -> None:
+    """On a shared ingress the path picks the backend, so the full URL, not its origin, is checked."""
+    secrets = MemorySecrets({"s": {"token": b"t0ken"}}, namespace="agents")
+    secrets.bind("s", "ingress.example.com/team-a")
+    if sent:
+        creds = await resolve_credentials(None, ("s", "token"), secrets, url=url, stage="fetch")
+        assert creds.headers == {"Authorization": "Bearer t0ken"}
+        return
+    with pytest.raises(SecretNotBound, match=r"not bound to this path on ingress\.example\.com"):
+        await resolve_credentials(None, ("s", "token"), secrets, url=url, stage="fetch")

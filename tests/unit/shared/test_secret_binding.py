@@ -82,7 +82,9 @@ def test_listed_destinations_are_allowed(annotation: str, url: str) -> None:
         ("scorer.example.com:", "https://scorer.example.com/"),
         ("scorer.example.com:99999", "https://scorer.example.com/"),
         ("ftp://scorer.example.com", "https://scorer.example.com/"),
-        ("https://scorer.example.com/scoring", "https://scorer.example.com/scoring"),
+        # A path in an entry narrows it (see test_secret_binding_paths.py); a query never widens.
+        ("https://scorer.example.com/scoring", "https://scorer.example.com/other"),
+        ("https://scorer.example.com/scoring?x=1", "https://scorer.example.com/scoring"),
         ("user@scorer.example.com", "https://scorer.example.com/"),
         ("scörer.example.com", "https://xn--screr-jua.example.com/"),
     ],
