@@ -7,6 +7,13 @@ wait up to ``max_wait_seconds`` for their turn and are then answered 429 with ``
 a burst of pushes costs bounded CPU and memory.  Connections are bounded
 too (``max_connections``; the excess is closed at once).
 
+Slow clients: the socket timeout bounds each recv, not a request, so a peer dripping one header
+byte a second would hold its connection for good.  The whole request head (TLS handshake, request
+line and headers) therefore has a deadline, ``head_timeout_seconds``, kept by one watchdog thread
+that shuts the connection down when it passes, however the bytes trickle in; and one client
+address may hold at most ``max_connections_per_peer`` connections, so a single peer cannot take
+every slot.  Each refused or cut connection is counted by reason (``CONNECTION_REFUSALS``).
+
 Answers follow the OTLP/HTTP specification: 200 with an ``ExportMetricsServiceResponse`` in the
 request's encoding, whose ``partial_success`` counts the data points the agent rejected (invalid
 points, or new series beyond the store's limit) and says why; points that no scorer selects are not
@@ -24,6 +31,8 @@ connection and is counted in ``tls_handshake_failures``.
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import logging
 import socket
 import ssl
@@ -32,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -51,6 +60,9 @@ _DISCARD_LIMIT = MIB
 """Most body bytes read and dropped after a 401, so the pusher gets the answer, not a reset."""
 STATUS_CODES: tuple[int, ...] = (200, 400, 401, 404, 405, 408, 411, 413, 415, 429, 500)
 """The only values of the ``code`` label of ``dynamic_scoring_otlp_requests_total``."""
+CONNECTION_REFUSALS: tuple[str, ...] = ("head_timeout", "peer_cap", "total_cap")
+"""The only values of the ``reason`` label of ``dynamic_scoring_otlp_connections_refused_total``:
+the request head missed its deadline, the peer held its connection cap, all slots were taken."""
 _RPC_CODE = {
     400: code_pb2.INVALID_ARGUMENT,
     401: code_pb2.UNAUTHENTICATED,
@@ -78,6 +90,66 @@ _REASONS = {
 }
 
 
+class _HeadDeadlines:
+    """One thread that shuts down connections whose request head is late.
+
+    A socket timeout restarts at every recv, so it cannot bound a head that arrives a byte at a
+    time; a deadline kept outside the reading thread can.  ``shutdown`` (not ``close``) wakes the
+    recv blocked in the connection's thread, which then sees the end of the stream and lets the
+    connection go; the connection's own thread still closes the socket, so no descriptor is closed
+    under it.  One thread for all connections, not a timer each: at most ``max_connections``
+    deadlines are pending and a scan of them is cheap.
+    """
+
+    def __init__(self, on_expired: Callable[[], None]) -> None:
+        self._on_expired = on_expired
+        self._changed = threading.Condition()
+        self._pending: dict[int, tuple[float, socket.socket]] = {}
+        self._keys = itertools.count()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="otlp-head-deadlines", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def arm(self, sock: socket.socket, seconds: float) -> int:
+        """Shut ``sock`` down ``seconds`` from now unless ``disarm`` comes first; returns the key."""
+        with self._changed:
+            key = next(self._keys)
+            self._pending[key] = (time.monotonic() + seconds, sock)
+            self._changed.notify()
+            return key
+
+    def disarm(self, key: int | None) -> bool:
+        """Cancel a deadline; False when it had already passed (the connection is shut down)."""
+        if key is None:
+            return True
+        with self._changed:
+            return self._pending.pop(key, None) is not None
+
+    def _run(self) -> None:
+        with self._changed:
+            while not self._stopped:
+                now = time.monotonic()
+                for key in [k for k, (deadline, _) in self._pending.items() if deadline <= now]:
+                    _, sock = self._pending.pop(key)
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                    self._on_expired()
+                soonest = min((deadline for deadline, _ in self._pending.values()), default=None)
+                self._changed.wait(None if soonest is None else max(soonest - now, 0.0))
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
@@ -91,8 +163,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.receiver._enter_connection():
-            self.shutdown_request(request)  # over the connection bound: close it at once
+        if not self.receiver._enter_connection(client_address[0]):
+            self.shutdown_request(request)  # over a connection bound: close it at once, read nothing
             return
         super().process_request(request, client_address)
 
@@ -104,7 +176,7 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.receiver._leave_connection()
+            self.receiver._leave_connection(client_address[0])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,21 +184,70 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     discard_bytes = 0
     """Body bytes to read and drop after a refusal, before closing (see ``finish``)."""
+    _watched: socket.socket | None = None
+    """A duplicate of the plain socket, for the head deadline: an ``SSLSocket`` cannot be dup'ed."""
+    _head_key: int | None = None
 
     def setup(self) -> None:
-        tls = self.server.receiver._tls
-        if tls is not None:
-            # The handshake runs here, on this connection's thread, under the read timeout.
-            self.request.settimeout(self.timeout)
-            context = tls.context()
-            if context is None:
-                raise ConnectionAbortedError("no usable TLS certificate")
+        receiver = self.server.receiver
+        # The first head's deadline runs from the accept: the TLS handshake is part of it.
+        self._watched = self.request.dup()
+        self._head_key = receiver._deadlines.arm(self._watched, receiver.head_timeout_seconds)
+        try:
+            tls = receiver._tls
+            if tls is not None:
+                # The handshake runs here, on this connection's thread, under the read timeout.
+                self.request.settimeout(self.timeout)
+                context = tls.context()
+                if context is None:
+                    raise ConnectionAbortedError("no usable TLS certificate")
+                try:
+                    self.request = context.wrap_socket(self.request, server_side=True)
+                except (ssl.SSLError, OSError) as exc:
+                    if receiver._deadlines.disarm(self._head_key):  # a late one is a head timeout
+                        receiver._tls_failed(self.client_address[0], exc)
+                    raise
+            super().setup()
+        except BaseException:
+            self._release_watch()  # ``finish`` does not run when ``setup`` fails
+            raise
+
+    def _release_watch(self) -> None:
+        """Cancel a pending head deadline and close the duplicate socket it watched."""
+        self.server.receiver._deadlines.disarm(self._head_key)
+        self._head_key = None
+        if self._watched is not None:
+            self._watched.close()
+            self._watched = None
+
+    def handle(self) -> None:
+        """Serve requests until one closes the connection, each head under the deadline.
+
+        Between kept-alive requests the connection may idle up to the read timeout (with a token
+        configured, only a pusher that passed the check gets that far: every refusal closes the
+        connection); the next head's deadline starts at its first byte.
+        """
+        self.close_connection = True
+        self.handle_one_request()
+        while not self.close_connection:
             try:
-                self.request = context.wrap_socket(self.request, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                self.server.receiver._tls_failed(self.client_address[0], exc)
-                raise
-        super().setup()
+                if not cast(io.BufferedReader, self.rfile).peek(1):  # makefile("rb") buffers
+                    return  # the pusher closed its idle connection
+            except (OSError, ValueError):
+                return  # idle beyond the read timeout, or reset
+            receiver = self.server.receiver
+            watched = self._watched or self.connection
+            self._head_key = receiver._deadlines.arm(watched, receiver.head_timeout_seconds)
+            self.handle_one_request()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        in_time = self.server.receiver._deadlines.disarm(self._head_key)
+        self._head_key = None
+        if not in_time:  # what was read may be a truncated head; answer nothing
+            self.close_connection = True
+            return False
+        return parsed
 
     def finish(self) -> None:
         if self.discard_bytes:
@@ -144,6 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             super().finish()
         finally:
+            self._release_watch()
             if isinstance(self.request, ssl.SSLSocket):  # the server only knows the plain socket
                 with contextlib.suppress(OSError):
                     self.request.close()
@@ -172,6 +294,13 @@ class OtlpReceiver:
             decoding thread adds no throughput, only more competition for the scoring cycles.
         max_wait_seconds: how long a request waits for a decoding slot before it is answered 429.
         max_connections: open connections; more are closed at once.
+        max_connections_per_peer: open connections from one client address; more are closed at
+            once, so one peer cannot hold every slot.  16: a Collector's ``otlphttp`` exporter
+            sends from 10 consumers by default, and four such peers still fit in 64.
+        head_timeout_seconds: the whole request head (TLS handshake, request line, headers) must
+            arrive within this; the connection is closed otherwise.  10 s is ample for a head of a
+            few hundred bytes on a cluster network, and frees a dripped slot six times sooner
+            than the read timeout would even if the drip stopped.
         read_timeout_seconds: a connection idle (or a body stalled) this long is closed.
         on_ingest: called after each accepted request (tests and the benchmark count them).
         access: bearer token and TLS files; the default admits every pusher over plain HTTP.
@@ -187,6 +316,8 @@ class OtlpReceiver:
         max_concurrent: int = 1,
         max_wait_seconds: float = 2.0,
         max_connections: int = 64,
+        max_connections_per_peer: int = 16,
+        head_timeout_seconds: float = 10.0,
         read_timeout_seconds: float = 30.0,
         on_ingest: Callable[[IngestResult], None] | None = None,
         access: ReceiverAccess | None = None,
@@ -206,14 +337,20 @@ class OtlpReceiver:
         self._tls_log = ThrottledLog()
         self.max_body_bytes = max_body_bytes
         self.max_connections = max_connections
+        self.max_connections_per_peer = max_connections_per_peer
+        self.head_timeout_seconds = head_timeout_seconds
         self.read_timeout_seconds = read_timeout_seconds
         self._on_ingest = on_ingest
         self._decoding = threading.BoundedSemaphore(max_concurrent)
         self.max_wait_seconds = max_wait_seconds
         self._count_lock = threading.Lock()
         self._connections = 0
+        self._per_peer: Counter[str] = Counter()
         self.responses: Counter[int] = Counter({code: 0 for code in STATUS_CODES})
         """Responses by status code since start (``telemetry`` exports them)."""
+        self.connections_refused: Counter[str] = Counter({reason: 0 for reason in CONNECTION_REFUSALS})
+        """Connections refused or cut, by reason, since start (``telemetry`` exports them)."""
+        self._deadlines = _HeadDeadlines(lambda: self._refused("head_timeout"))
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -229,6 +366,7 @@ class OtlpReceiver:
 
     def start(self) -> None:
         """Serve from a daemon thread."""
+        self._deadlines.start()
         self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
         self._thread.start()
 
@@ -238,20 +376,33 @@ class OtlpReceiver:
             self._server.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
+        self._deadlines.stop()
         self._server.server_close()
 
     # -- connections ----------------------------------------------------------------------------
 
-    def _enter_connection(self) -> bool:
+    def _enter_connection(self, peer: str) -> bool:
         with self._count_lock:
             if self._connections >= self.max_connections:
+                self.connections_refused["total_cap"] += 1
+                return False
+            if self._per_peer[peer] >= self.max_connections_per_peer:
+                self.connections_refused["peer_cap"] += 1
                 return False
             self._connections += 1
+            self._per_peer[peer] += 1
             return True
 
-    def _leave_connection(self) -> None:
+    def _leave_connection(self, peer: str) -> None:
         with self._count_lock:
             self._connections -= 1
+            self._per_peer[peer] -= 1
+            if self._per_peer[peer] <= 0:
+                del self._per_peer[peer]  # the table holds live peers only, never every address seen
+
+    def _refused(self, reason: str) -> None:
+        with self._count_lock:
+            self.connections_refused[reason] += 1
 
     def _tls_failed(self, peer: str, exc: BaseException) -> None:
         with self._count_lock:
@@ -386,4 +537,4 @@ class OtlpReceiver:
         return self.store.ingest(flatten(request))
 
 
-__all__ = ["STATUS_CODES", "OtlpReceiver"]
+__all__ = ["CONNECTION_REFUSALS", "STATUS_CODES", "OtlpReceiver"]

@@ -1,7 +1,8 @@
 """The receiver's and the store's own metrics, ``dynamic_scoring_otlp_*``, computed when scraped.
 
-Labels are bounded: ``reason`` takes the store's drop reasons and ``code`` the receiver's status
-codes (``receiver.STATUS_CODES``).  No metric or attribute name a pusher sends ever becomes a
+Labels are bounded: ``reason`` takes the store's drop reasons or the receiver's connection
+refusals (``receiver.CONNECTION_REFUSALS``) and ``code`` the receiver's status codes
+(``receiver.STATUS_CODES``).  No metric or attribute name a pusher sends ever becomes a
 label value here.
 """
 
@@ -72,6 +73,16 @@ class OtlpTelemetry(Collector):
                 "client certificate)",
                 value=self._receiver.tls_handshake_failures,
             )
+            refused = CounterMetricFamily(
+                "dynamic_scoring_otlp_connections_refused",
+                "OTLP connections closed unserved, by reason: head_timeout (the request head missed its "
+                "deadline), peer_cap (the client address held its connection cap), total_cap (every "
+                "slot was taken)",
+                labels=["reason"],
+            )
+            for reason, count in sorted(self._receiver.connections_refused.items()):
+                refused.add_metric([reason], count)
+            yield refused
 
 
 __all__ = ["OtlpTelemetry"]
