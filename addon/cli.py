@@ -21,7 +21,8 @@ from kubernetes.config import ConfigException
 from addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
 from addon.logs import configure
 from addon.manager import DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, Manager, ManagerOptions, build_api
-from addon.registry.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
+from addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV, parse_allow_values
+from dynamic_scoring.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -159,6 +160,28 @@ def main() -> None:
     "not create is left untouched and its scorer reports ScoreNameTaken.",
 )
 @click.option(
+    "--agent-image-allow",
+    "agent_image_allow",
+    multiple=True,
+    envvar=AGENT_IMAGE_ALLOW_ENV,
+    metavar="REPOSITORY_PREFIX",
+    help="A repository prefix the agent image may come from, after an ADC's Image variable, its "
+    "registries and the cluster's image-registries annotation are applied (e.g. "
+    "registry.example.com/mirror; any tag or digest, matched at a '/' boundary); repeatable, or a "
+    f"comma- or space-separated list in env {AGENT_IMAGE_ALLOW_ENV}. The repository of --agent-image "
+    "is always allowed. Default: only that one, so whoever writes an ADC cannot choose the code that "
+    "runs with the agent's rights.",
+)
+@click.option(
+    "--trust-proxy-ca-for-destinations",
+    envvar="DYNAMIC_SCORING_TRUST_PROXY_CA_FOR_DESTINATIONS",
+    is_flag=True,
+    default=False,
+    help="For a proxy that intercepts TLS only: agents also trust an ADC's proxy caBundle for the "
+    "scorers and Prometheus they call through it (rendered as the agent flag of the same name). Without "
+    "it, that CA is trusted only for the TLS connection to an https:// proxy itself.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -185,6 +208,8 @@ def manager(
     scorer_probe_allow_cidrs: tuple[str, ...],
     scorer_probe_deny_private_networks: bool,
     adopt_unlabelled_scores: bool,
+    agent_image_allow: tuple[str, ...],
+    trust_proxy_ca_for_destinations: bool,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -196,11 +221,17 @@ def manager(
         allowed = AddressPolicy.parse(scorer_probe_allow_cidrs).allow
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--scorer-probe-allow-cidr") from exc
+    try:
+        image_allow = parse_allow_values(agent_image_allow)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--agent-image-allow") from exc
     configure(log_level)
     options = ManagerOptions(
         namespace=namespace,
         agent_image=agent_image,
         adopt_unlabelled_scores=adopt_unlabelled_scores,
+        agent_image_allow=image_allow,
+        trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
         bind_address=metrics_bind_address,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,

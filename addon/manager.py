@@ -74,6 +74,8 @@ class ManagerOptions:
     namespace: str = DEFAULT_NAMESPACE
     agent_image: str = DEFAULT_IMAGE
     adopt_unlabelled_scores: bool = False
+    agent_image_allow: tuple[str, ...] = ()
+    trust_proxy_ca_for_destinations: bool = False
     bind_address: str = ":8080"
     leader_elect: bool = True
     leader_election_namespace: str | None = None
@@ -212,6 +214,8 @@ class Manager:
             namespace=self.options.namespace,
             agent_image=self.options.agent_image,
             adopt_unlabelled_scores=self.options.adopt_unlabelled_scores,
+            agent_image_allow=self.options.agent_image_allow,
+            trust_proxy_ca_for_destinations=self.options.trust_proxy_ca_for_destinations,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
             workers=self.options.workers,

@@ -27,7 +27,7 @@ from agent.kube.scores import KubeScorePublisher
 from agent.kube.secrets import KubeSecretReader
 from agent.kube.summaries import CONFIGMAP_NAME, SummaryWatcher
 from agent.metrics import AgentMetrics
-from agent.proxy import ca_bundle_from_env, proxy_settings_from_env
+from agent.proxy import proxy_settings_from_env
 from agent.server import HealthServer
 from agent.settings import AgentSettings
 from agent.source.otlp.access import ReceiverAccess
@@ -35,6 +35,7 @@ from agent.source.otlp.receiver import OtlpReceiver
 from agent.source.otlp.store import LabelLimits, SeriesStore
 from agent.source.otlp.telemetry import OtlpTelemetry
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
@@ -351,11 +352,29 @@ async def run_agent(
     "The default fits etcd's default 1.5 MiB request limit: raise it only where the hub's etcd allows more.",
 )
 @click.option(
+    "--allow-cidr",
+    "allow_cidrs",
+    multiple=True,
+    metavar="CIDR",
+    help="A network the agent may call although it is loopback, link-local, metadata, unspecified, "
+    "multicast or reserved (private networks are allowed anyway); repeatable or comma/space separated. "
+    f"Added to the networks in env {AGENT_ALLOW_CIDRS_ENV}. The hub renders it from the "
+    "AddOnDeploymentConfig variable AgentAllowCIDRs. Default: none.",
+)
+@click.option(
     "--adopt-unlabelled-scores",
     is_flag=True,
     help="Take over an existing AddOnPlacementScore of a scorer's name that has no owner and no addon "
     "label (as the upstream Go agent leaves them), instead of leaving it alone with ScoreNameTaken. "
     "For a move from the upstream agent only; the hub renders it when its manager has the same flag.",
+)
+@click.option(
+    "--trust-proxy-ca-for-destinations",
+    is_flag=True,
+    help="Also trust the proxy's CA bundle (CA_BUNDLE_FILE_PATH, from the AddOnDeploymentConfig) for the "
+    "scorers and Prometheus called through the proxy, for a proxy that intercepts TLS. Without it that CA "
+    "verifies only the connection to an https:// proxy. The hub renders it when its manager has the same "
+    "flag.",
 )
 @click.option(
     "--watch-down-limit-seconds",
@@ -453,7 +472,9 @@ def main(
     lease_renew_seconds: float,
     max_concurrent_cycles: int,
     max_score_bytes: int,
+    allow_cidrs: tuple[str, ...],
     adopt_unlabelled_scores: bool,
+    trust_proxy_ca_for_destinations: bool,
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
     owner_deployment: str | None,
@@ -515,11 +536,22 @@ def main(
         max_value_length=otlp_max_label_value_length,
         max_total_chars=otlp_max_label_chars,
     )
+    # The flag (from the AddOnDeploymentConfig) and the environment (the test harness) add up: a
+    # harness that opts in to loopback must not lose an administrator's networks, nor the reverse.
+    try:
+        policy = AddressPolicy.parse([*allow_cidrs, os.environ.get(AGENT_ALLOW_CIDRS_ENV, "")])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"--allow-cidr or env {AGENT_ALLOW_CIDRS_ENV}") from exc
+    logging.getLogger(__name__).info("%s", policy.describe("agent"))
     settings = AgentSettings(
         max_concurrent_cycles=max_concurrent_cycles,
         max_score_bytes=max_score_bytes,
-        extra_ca_files=(*AgentSettings().extra_ca_files, *ca_bundle_from_env(os.environ)),
-        proxies=proxy_settings_from_env(os.environ),
+        # the proxy's CA travels with the proxy settings, which decide where it is trusted
+        extra_ca_files=AgentSettings().extra_ca_files,
+        proxies=proxy_settings_from_env(
+            os.environ, trust_ca_for_destinations=trust_proxy_ca_for_destinations
+        ),
+        address_policy=policy,
     )
     code = asyncio.run(
         run_agent(

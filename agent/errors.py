@@ -12,13 +12,15 @@ never contains a credential.
     │   ├── PrometheusUnavailable       connection refused, reset, 5xx, 429   (transient)
     │   │   └── PrometheusTimeout       no complete answer within the attempt's deadline (transient)
     │   ├── PrometheusQueryError        Prometheus rejected one query (4xx, "status": "error")
-    │   ├── PrometheusRequestInvalid    the request cannot be sent (a URL httpx refuses)
+    │   ├── PrometheusRequestInvalid    the request cannot be sent (a URL httpx refuses, a metadata header)
+    │   ├── PrometheusAddressRefused    the host is an address the agent's policy refuses (not connected)
     │   └── PrometheusResponseError     the answer is not a range-query matrix, too large, undecodable
     ├── ScorerError                     stage "score"
     │   ├── ScorerUnavailable           connection refused, reset                (transient)
     │   │   └── ScorerTimeout           no complete answer within the attempt's deadline (transient)
     │   ├── ScorerHTTPError             a non-2xx status; transient for 5xx, 408 and 429
-    │   ├── ScorerRequestInvalid        the request cannot be sent (a URL httpx refuses)
+    │   ├── ScorerRequestInvalid        the request cannot be sent (a URL httpx refuses, a metadata header)
+    │   ├── ScorerAddressRefused        the host is an address the agent's policy refuses (not connected)
     │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores, undecodable
     │   ├── ScorerResponseTooLarge      the body exceeded the configured limit
     │   └── ScorerTooManyResults        more results than the per-scorer item limit
@@ -91,8 +93,10 @@ class PrometheusQueryError(SourceError):
         message: the sentence to report.
         query_index: position of the failing query (0-based) in the scorer's query list.
         query: the query text, possibly truncated for display.
-        error_type: Prometheus' ``errorType`` (``bad_data``, ``execution``, ...), if it sent one.
-        prometheus_error: Prometheus' own ``error`` message, if it sent one.
+        error_type: Prometheus' ``errorType`` (``bad_data``, ``execution``, ...), if it sent one the
+            Prometheus API defines.
+        prometheus_error: kept for callers that set it; the agent's clients leave it empty, as
+            Prometheus' free-text ``error`` is never repeated (``agent.source.prometheus``).
     """
 
     def __init__(
@@ -113,6 +117,32 @@ class PrometheusQueryError(SourceError):
 
 class PrometheusRequestInvalid(SourceError):  # noqa: N818 - names of the agent's public contract
     """The request to Prometheus cannot be sent as configured (the HTTP library refuses the URL)."""
+
+
+class AddressRefused(AgentError):  # noqa: N818 - names of the agent's public contract
+    """The request's host is (or resolves to) an address the agent's ``AddressPolicy`` refuses.
+
+    Raised before any connection is made.  ``host`` and ``category`` (``loopback``, ``link-local``,
+    ``metadata`` ...) say which rule; an administrator allows a network with the AddOnDeploymentConfig
+    variable ``AgentAllowCIDRs`` (docs/agent.md).  Never transient: the next attempt would be refused
+    the same way.
+
+    Args:
+        message: the sentence to report.
+        host: the host as the URL named it.
+        category: the refused category.
+    """
+
+    def __init__(
+        self, message: str, *, host: str = "", category: str = "", stage: Stage | None = None
+    ) -> None:
+        super().__init__(message, stage=stage)
+        self.host = host
+        self.category = category
+
+
+class PrometheusAddressRefused(SourceError, AddressRefused):  # noqa: N818 - the agent's public contract
+    """Prometheus' host is an address the agent may not connect to."""
 
 
 class PrometheusResponseError(SourceError):
@@ -151,6 +181,10 @@ class ScorerHTTPError(ScorerError):
 
 class ScorerRequestInvalid(ScorerError):  # noqa: N818 - names of the agent's public contract
     """The request to the scoring API cannot be sent as configured (the HTTP library refuses the URL)."""
+
+
+class ScorerAddressRefused(ScorerError, AddressRefused):  # noqa: N818 - the agent's public contract
+    """The scoring API's host is an address the agent may not connect to."""
 
 
 class ScorerResponseInvalid(ScorerError):  # noqa: N818 - names of the agent's public contract
@@ -210,8 +244,10 @@ class ScoreNameTaken(PublishError):  # noqa: N818 - names of the agent's public 
 
 
 __all__ = [
+    "AddressRefused",
     "AgentError",
     "AuthError",
+    "PrometheusAddressRefused",
     "PrometheusQueryError",
     "PrometheusRequestInvalid",
     "PrometheusResponseError",
@@ -219,6 +255,7 @@ __all__ = [
     "PrometheusUnavailable",
     "PublishError",
     "ScoreNameTaken",
+    "ScorerAddressRefused",
     "ScorerError",
     "ScorerHTTPError",
     "ScorerRequestInvalid",

@@ -11,6 +11,12 @@ certificate or ``insecureSkipVerify``.  ``ClientPool`` therefore keeps one clien
 trust store and one per distinct TLS material (keyed by a digest of the material), and closes the
 ones nobody used for a while, which is also how a rotated certificate replaces the old client.
 
+Every client connects through ``dynamic_scoring.guarded_transport``: the host of each request is
+resolved once and refused, before any connection, when an address it resolves to is one the
+agent's ``AddressPolicy`` refuses (loopback, link-local, metadata, reserved ...; private networks are
+allowed); ``transport_errors`` turns that into the family's ``...AddressRefused`` naming the host and
+the category.  Through a proxy, see ``agent.proxy.proxy_mounts`` for what is checked.
+
 TLS material never touches the disk when it can be avoided: a CA bundle is loaded from memory, and a
 client certificate (which OpenSSL only loads from a path) goes through an anonymous in-memory file
 (``memfd``) that is closed right after loading; where ``memfd`` does not exist it is a 0600 file in a
@@ -32,7 +38,9 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote, quote_plus
 
 import certifi
@@ -40,6 +48,8 @@ import httpx
 
 from agent.errors import AgentError, SecretInvalid
 from agent.proxy import ProxySettings, proxy_mounts
+from dynamic_scoring.addresses import STRICT, AddressPolicy, metadata_header
+from dynamic_scoring.guarded_transport import address_refusal, async_guarded_transport
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.urls import url_secrets
@@ -155,6 +165,9 @@ class ClientPool:
         idle_seconds: a client for custom TLS material unused this long is closed.
         user_agent: ``User-Agent`` of every request.
         clock: monotonic seconds, injectable for tests.
+        proxies: outbound proxies (``agent.proxy``).  Their CA verifies the connection to an
+            ``https://`` proxy; it joins the destinations' trust only with ``ca_for_destinations``.
+        policy: the addresses requests may go to (``AgentSettings.address_policy``).
     """
 
     def __init__(
@@ -165,9 +178,14 @@ class ClientPool:
         user_agent: str = "dynamic-scoring-agent",
         clock: Callable[[], float] = time.monotonic,
         proxies: ProxySettings | None = None,
+        policy: AddressPolicy = STRICT,
     ) -> None:
-        self._extra_ca_files = tuple(extra_ca_files)
         self._proxies = proxies or ProxySettings()
+        self._extra_ca_files = (*extra_ca_files, *self._proxies.destination_ca_files)
+        self._proxy_verify: ssl.SSLContext | None = None
+        if self._proxies.ca_files:  # the one context that trusts the proxy's CA without the opt-in
+            self._proxy_verify = default_ssl_context((*extra_ca_files, *self._proxies.ca_files))
+        self._policy = policy
         self._idle_seconds = idle_seconds
         self._user_agent = user_agent
         self._clock = clock
@@ -185,8 +203,8 @@ class ClientPool:
             follow_redirects=False,
             # Only what read_limited can inflate with a bound on the output.
             headers={"User-Agent": self._user_agent, "Accept-Encoding": "gzip, deflate"},
-            limits=limits,
-            mounts=proxy_mounts(self._proxies, verify, limits),
+            transport=async_guarded_transport(verify=verify, limits=limits, policy=self._policy),
+            mounts=proxy_mounts(self._proxies, verify, limits, self._policy, self._proxy_verify),
         )
 
     def client_for(self, tls: TLSMaterial | None) -> httpx.AsyncClient:
@@ -352,6 +370,14 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+class AddressRefusedFactory(Protocol):
+    """Builds a family's ``AddressRefused`` error (``PrometheusAddressRefused``, ``ScorerAddressRefused``)."""
+
+    def __call__(self, message: str, *, host: str, category: str) -> AgentError:
+        """The error for a refused ``host`` of ``category``."""
+        ...
+
+
 @dataclass(frozen=True)
 class ErrorFamily:
     """How one client family (Prometheus, scorer) names its failures; see ``transport_errors``."""
@@ -360,6 +386,36 @@ class ErrorFamily:
     unavailable: Callable[[str], AgentError]
     invalid_response: Callable[[str], AgentError]
     invalid_request: Callable[[str], AgentError]
+    address_refused: AddressRefusedFactory
+
+
+def status_phrase(status: int) -> str:
+    """A fixed phrase for a non-2xx status, used instead of anything the peer sent in its body.
+
+    The body of an error answer is chosen by whatever listens at the URL, which a scorer's author
+    picks; echoing it into a condition or a status would let that author read internal services.
+    """
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "server error" if status >= 500 else "client error" if status >= 400 else "unexpected status"
+
+
+def refuse_metadata_headers(family: ErrorFamily, headers: Mapping[str, str] | None, what: str) -> None:
+    """Refuse a request that carries a cloud metadata-service header (``Metadata-Flavor`` ...).
+
+    No Prometheus or scorer needs one; a metadata service does, so such a header in a summary is an
+    attempt to fetch the node's credentials.  Checked on every call, whatever the address policy.
+
+    Raises:
+        AgentError: ``family``'s ``invalid_request`` error naming the header.
+    """
+    found = metadata_header(headers or {})
+    if found is not None:
+        raise family.invalid_request(
+            f"request to {what} refused: header {escape_control(found)!r} is a cloud metadata-service "
+            "header, which the agent never sends"
+        )
 
 
 @contextlib.asynccontextmanager
@@ -387,6 +443,14 @@ async def transport_errors(
         async with asyncio.timeout(seconds):
             yield
     except TRANSPORT_EXCEPTIONS as exc:
+        refusal = address_refusal(exc)
+        if refusal is not None:
+            raise family.address_refused(
+                f"{what} refused: {escape_control(refusal.host)} is a {refusal.category} address, which "
+                "the agent does not connect to (allow a network with the AgentAllowCIDRs variable)",
+                host=refusal.host,
+                category=refusal.category,
+            ) from exc
         failure = classify(exc)
         if failure.kind is FailureKind.TIMEOUT:
             raise family.timeout(f"{what} did not answer within {seconds:.3g}s") from exc
@@ -400,6 +464,7 @@ async def transport_errors(
 
 
 __all__ = [
+    "AddressRefusedFactory",
     "BodyTooLarge",
     "ClientPool",
     "ErrorFamily",
@@ -410,7 +475,9 @@ __all__ = [
     "header_secrets",
     "printable_excerpt",
     "read_limited",
+    "refuse_metadata_headers",
     "retry_after_seconds",
     "scrub",
+    "status_phrase",
     "transport_errors",
 ]

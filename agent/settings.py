@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.proxy import ProxySettings
+from dynamic_scoring.addresses import STRICT, AddressPolicy
 from dynamic_scoring.score_size import MAX_SCORE_BYTES
 
 MIB = 1024 * 1024
@@ -68,6 +69,11 @@ class AgentSettings:
         user_agent: the ``User-Agent`` header of every request.
         proxies: outbound proxies for Prometheus and scorer calls (from the Deployment's proxy
             variables; see ``agent.proxy``).
+        address_policy: which addresses Prometheus and scorer calls may go to
+            (``dynamic_scoring.addresses``).  The default refuses loopback, link-local, metadata,
+            unspecified, multicast and reserved addresses and allows private networks, where
+            in-cluster Services and pods live; ``--allow-cidr`` and ``DYNAMIC_SCORING_AGENT_ALLOW_CIDRS``
+            add networks.  Tests that run scorers on 127.0.0.1 set ``AddressPolicy.parse("127.0.0.0/8")``.
     """
 
     max_concurrent_cycles: int = 8
@@ -83,6 +89,7 @@ class AgentSettings:
     extra_ca_files: tuple[Path, ...] = (OPENSHIFT_SERVICE_CA,)
     user_agent: str = "dynamic-scoring-agent"
     proxies: ProxySettings = field(default_factory=ProxySettings)
+    address_policy: AddressPolicy = STRICT
 
 
 __all__ = ["MIB", "OPENSHIFT_SERVICE_CA", "AgentSettings", "RetryPolicy"]

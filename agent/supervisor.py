@@ -103,6 +103,7 @@ class Supervisor:
                 extra_ca_files=self.settings.extra_ca_files,
                 user_agent=self.settings.user_agent,
                 proxies=self.settings.proxies,
+                policy=self.settings.address_policy,
             ),
             settings=self.settings,
             slots=asyncio.Semaphore(self.settings.max_concurrent_cycles),

@@ -33,7 +33,11 @@ from agent.metrics import AgentMetrics
 from agent.server import HealthServer
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.wire import ScorerSummary
+
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The agent's address-policy opt-in: the benchmark's Prometheus and scorers listen on 127.0.0.1."""
 
 
 def status_kib(field: str) -> int:
@@ -71,7 +75,7 @@ def summary(
 
 
 def new_supervisor() -> Supervisor:
-    settings = AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=())
+    settings = AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=(), address_policy=LOOPBACK)
     return Supervisor(
         cluster_name="bench",
         secrets=MemorySecrets(),
@@ -186,7 +190,7 @@ async def hostile(args: argparse.Namespace) -> dict[str, object]:
         secrets=MemorySecrets(),
         publisher=publisher,
         metrics=AgentMetrics(),
-        settings=AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=()),
+        settings=AgentSettings(initial_jitter_seconds=1.0, extra_ca_files=(), address_policy=LOOPBACK),
     )
     server = HealthServer(sup.metrics, lambda: sup.ready, port=0)
     server.start()

@@ -40,6 +40,7 @@ from agent.source.otlp.selection import parse_selector
 from agent.source.otlp.store import SeriesStore
 from agent.source.otlp.translation import Flattened, Point
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.wire import ScorerSummary
 from e2e.procs import Proc, free_port, wait_until
 
@@ -158,7 +159,7 @@ async def cycle_times(scorer_url: str, cycles: int, with_ingest: bool) -> tuple[
         secrets=MemorySecrets(),
         publisher=MemoryPublisher(),
         metrics=AgentMetrics(process_collectors=False),
-        settings=AgentSettings(extra_ca_files=()),
+        settings=AgentSettings(extra_ca_files=(), address_policy=AddressPolicy.parse("127.0.0.0/8")),
         otlp_store=store,
     )
     summary = ScorerSummary.model_validate(

@@ -333,6 +333,7 @@ def _run_agent(
             "--addon-name=dynamic-scoring",
             f"--metrics-bind-address=127.0.0.1:{metrics_port}",
             "--log-level=warning",
+            "--allow-cidr=127.0.0.0/8",  # the benchmark's scorer listens on 127.0.0.1
         ]
     else:
         argv = [

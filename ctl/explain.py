@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable
 from ctl.output import ExitCode, emit_json, fail, output_option
 from ctl.record import query_range_endpoint
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, DYNAMIC_SCORERS
 from dynamic_scoring.timestamps import parse_time
@@ -324,6 +326,14 @@ def _print_text(doc: dict[str, Any]) -> None:
     help="Serve key KEY of Secret SECRET from a file; repeat per referenced Secret.",
 )
 @click.option(
+    "--token-allowed-hosts",
+    default="",
+    metavar="ENTRIES",
+    help="Where --token-file values may be sent: entries as in the allowed-hosts annotation "
+    "(host, host:port, https://host, host/path-prefix). Without it they are sent nowhere "
+    "(SecretNotBound): the inspected scorer's author chose its URLs.",
+)
+@click.option(
     "--cluster-kubeconfig",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Managed cluster kubeconfig: read referenced Secrets not given by --token-file.",
@@ -338,6 +348,15 @@ def _print_text(doc: dict[str, Any]) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Extra CA bundle to trust (TLS is always verified).",
 )
+@click.option(
+    "--allow-cidr",
+    "allow_cidrs",
+    multiple=True,
+    metavar="CIDR",
+    help="A network the cycle may call although the agent's address policy refuses it (loopback, "
+    "link-local, metadata, reserved), e.g. 127.0.0.0/8 for a --prometheus port-forward; repeatable. "
+    f"Added to env {AGENT_ALLOW_CIDRS_ENV}. Default: the agent's policy, nothing more.",
+)
 @kubeconfig_option
 @output_option
 def explain(
@@ -347,9 +366,11 @@ def explain(
     file_: Path | None,
     prometheus: str | None,
     token_files: tuple[str, ...],
+    token_allowed_hosts: str,
     cluster_kubeconfig: Path | None,
     secret_namespace: str,
     ca_files: tuple[Path, ...],
+    allow_cidrs: tuple[str, ...],
     kubeconfig: Path | None,
     output: str,
 ) -> None:
@@ -359,6 +380,12 @@ def explain(
     Prometheus or the scorer cannot be reached.
     """
     files = _token_files(token_files)
+    # The same address policy as the agent: the URLs are a scorer author's, and this runs with the
+    # operator's network position (their laptop's loopback and cloud metadata included).
+    try:
+        policy = AddressPolicy.parse([*allow_cidrs, os.environ.get(AGENT_ALLOW_CIDRS_ENV, "")])
+    except ValueError as exc:
+        fail(f"--allow-cidr: {exc}", code=ExitCode.USAGE)
     endpoint = None
     if prometheus:
         try:
@@ -406,9 +433,10 @@ def explain(
         run_cycle(
             resolution.summary,
             cluster,
-            FileTokens(files, fallback),
+            FileTokens(files, fallback, allowed_hosts=token_allowed_hosts),
             prometheus=endpoint,
             extra_ca_files=ca_files,
+            policy=policy,
         )
     )
     current, hub_error = None, ""

@@ -29,7 +29,12 @@ from agent.ports import SecretContents, SecretReader
 from agent.scorer_client.answer import ScoringAnswer
 from agent.settings import AgentSettings
 from agent.source.prometheus import RangeWindow
+from dynamic_scoring.addresses import STRICT, AddressPolicy
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from dynamic_scoring.wire import ScorerSummary
+
+TOKEN_FILE_NAMESPACE = "(--token-file)"
+"""Where a ``--token-file`` value says it comes from, in messages."""
 
 PREVIEW = 5
 """Scorer results shown in the text output (JSON output shows them all)."""
@@ -40,14 +45,17 @@ HINTS: dict[str, str] = {
     "PrometheusTimeout": "the query is too slow for the timeout: narrow it, or raise spec.timeoutSeconds",
     "PrometheusResponseError": "the endpoint is not a Prometheus query_range API, or the answer is too large",
     "PrometheusRequestInvalid": "the source endpoint or a ${cluster} value cannot be sent; fix the URL",
+    "PrometheusAddressRefused": "agents refuse it too (ADC AgentAllowCIDRs allows it); here, --allow-cidr",
     "ScorerUnavailable": "start the scoring API, or check scoring.host / configURL",
     "ScorerTimeout": "the scorer is slower than the timeout: speed it up, or raise spec.timeoutSeconds",
     "ScorerHTTPError": "read the scorer's own log for this request; `dynamic-scoring scorer validate` helps",
+    "ScorerAddressRefused": "agents refuse it too (ADC AgentAllowCIDRs allows it); here, --allow-cidr",
     "ScorerResponseInvalid": 'answer {"results": [{"metric": {...}, "score": n}]}',
     "ScorerResponseTooLarge": "return fewer or smaller results",
     "ScorerTooManyResults": "aggregate, shorten item names or narrow the query; or raise maxScoreBytes",
     "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
-    "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names",
+    "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names; "
+    "for a --token-file value, list where it may go with --token-allowed-hosts (the annotation's syntax)",
     "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
     "AuthError": "check that the kubeconfig's user may read the Secret",
     "InvalidSummary": "fix the named field of the DynamicScorer (the agent would refuse this summary)",
@@ -126,14 +134,23 @@ class FileTokens:
 
     Tokens come from files or Secrets only, never from the command line itself (shell history and
     ``ps`` would show them), and never appear in any output.  A value from a file is the caller's
-    own, handed over for this run: it is not a Secret of the cluster and no allowed-hosts binding
-    applies to it.  A Secret read through the cluster reader is checked exactly as the agent checks
-    it, so ``explain`` reports ``SecretNotBound`` where the agent would.
+    own, but the URLs it would go to are the inspected scorer's, which its author chose: so a file's
+    value is bound, like a Secret, to the destinations the caller lists with
+    ``--token-allowed-hosts`` (the annotation's syntax), and goes nowhere else.  A Secret read
+    through the cluster reader is checked exactly as the agent checks it, so ``explain`` reports
+    ``SecretNotBound`` where the agent would.
     """
 
-    def __init__(self, files: Mapping[tuple[str, str], Path], fallback: SecretReader | None = None) -> None:
+    def __init__(
+        self,
+        files: Mapping[tuple[str, str], Path],
+        fallback: SecretReader | None = None,
+        *,
+        allowed_hosts: str = "",
+    ) -> None:
         self._files = dict(files)
         self._fallback = fallback
+        self._allowed_hosts = allowed_hosts
 
     async def get(self, name: str) -> SecretContents:
         """The files given for ``name`` (one trailing newline removed each), else the fallback's Secret."""
@@ -143,7 +160,8 @@ class FileTokens:
                 raw = path.read_bytes()
                 data[key] = raw[:-1] if raw.endswith(b"\n") else raw
         if data:
-            return SecretContents("(--token-file)", name, data, operator_supplied=True)
+            binding = {ALLOWED_HOSTS_ANNOTATION: self._allowed_hosts} if self._allowed_hosts else {}
+            return SecretContents(TOKEN_FILE_NAMESPACE, name, data, binding)
         if self._fallback is not None:
             return await self._fallback.get(name)
         raise SecretNotFound(f"secret {name!r} is referenced but was not given")
@@ -231,16 +249,21 @@ async def run_cycle(
     *,
     prometheus: str | None = None,
     extra_ca_files: tuple[Path, ...] = (),
+    policy: AddressPolicy = STRICT,
 ) -> Trace:
-    """Run every stage of one cycle of ``summary`` for ``cluster`` and return what each saw."""
+    """Run every stage of one cycle of ``summary`` for ``cluster`` and return what each saw.
+
+    ``policy`` is the agent's address policy (default: the agent's default), so a scorer that the
+    agent would refuse to call is refused here too, and with the same reason.
+    """
     trace = Trace(cluster, summary)
     try:
         plan = plan_summary(summary)
     except InvalidSummary as exc:
         return _fail(trace, "summary", exc)
     trace.plan = plan
-    clients = ClientPool(extra_ca_files=extra_ca_files)
-    env = CycleEnv(cluster, secrets, clients, AgentSettings(), prometheus=prometheus)
+    clients = ClientPool(extra_ca_files=extra_ca_files, policy=policy)
+    env = CycleEnv(cluster, secrets, clients, AgentSettings(address_policy=policy), prometheus=prometheus)
     cycle = ScoringCycle(plan, env, observer=_Tracer(trace, plan))
     try:
         result = await cycle.run(time.monotonic() + plan.interval)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from addon.registry.addresses import PROBE_ALLOW_CIDRS_ENV
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
 from e2e.containers import remove_containers, runner_label
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster
@@ -334,6 +334,8 @@ class ControlPlane:
                 # every scorer of the tests listens on 127.0.0.1, which the manager's probe refuses
                 # by default; this host-only network is the harness's, so the opt-out is too
                 f"--extra-env={PROBE_ALLOW_CIDRS_ENV}=127.0.0.0/8",
+                # and the agents' address policy refuses it too (every test Prometheus and scorer)
+                f"--extra-env={AGENT_ALLOW_CIDRS_ENV}=127.0.0.0/8",
             ],
             self.run_dir / "logs" / "runner.log",
         ).start()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from addon.errors import AddonConfigError
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
@@ -40,6 +41,7 @@ class Variables:
     metrics_bind_address: str = ":8080"
     max_concurrent_cycles: int = 8
     max_score_bytes: int | None = None  # None: the agent's default (dynamic_scoring.score_size)
+    agent_allow_cidrs: tuple[str, ...] = ()  # networks the agent may call despite the address policy
     delete_install_namespace: bool = False
     agent_replicas: int = 1  # 0: another agent (e.g. the upstream Go agent) scores this cluster
     otlp_receiver_port: int | None = None  # None: no OTLP receiver, no port, no Service
@@ -137,6 +139,16 @@ def _score_bytes(value: str) -> object:
     return int(value)
 
 
+def _cidrs(value: str) -> object:
+    # Validated with the agent's own parser, so a value the agent would refuse at start (and
+    # crash-loop on) is a condition on the hub instead; rendered as the normalised networks.
+    try:
+        networks = AddressPolicy.parse(value).allow
+    except ValueError as exc:
+        raise ValueError(f"must be IP networks in CIDR notation, comma or space separated: {exc}") from None
+    return tuple(str(n) for n in networks)
+
+
 def _replicas(value: str) -> object:
     if value not in ("0", "1"):
         raise ValueError(
@@ -161,6 +173,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "MetricsBindAddress": ("metrics_bind_address", _bind_address),
     "MaxConcurrentCycles": ("max_concurrent_cycles", _positive_int),
     "MaxScoreBytes": ("max_score_bytes", _score_bytes),
+    "AgentAllowCIDRs": ("agent_allow_cidrs", _cidrs),
     "DeleteInstallNamespace": ("delete_install_namespace", _boolean),
     "AgentReplicas": ("agent_replicas", _replicas),
     "OtlpReceiverPort": ("otlp_receiver_port", _port),

@@ -36,6 +36,11 @@ class HubContext:
         agent_image: the agent image, from the manager's environment (one place: kustomize images).
         adopt_unlabelled_scores: the hub admin's migration opt-in (--adopt-unlabelled-scores): an
             AddOnPlacementScore with no owner and no addon label may be taken over.
+        agent_image_allow: repository prefixes an ADC's image may lie under besides `agent_image`'s
+            repository (--agent-image-allow): who writes an ADC must not pick the code that runs
+            with the agent's rights.
+        trust_proxy_ca_for_destinations: the hub admin's opt-in (--trust-proxy-ca-for-destinations)
+            for a TLS-intercepting proxy; rendered into every agent.
         resync_seconds: periodic resync for every controller.
         stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
         workers: reconcile workers of each controller that runs several (the manager's --workers).
@@ -47,6 +52,8 @@ class HubContext:
     namespace: str
     agent_image: str
     adopt_unlabelled_scores: bool = False
+    agent_image_allow: tuple[str, ...] = ()
+    trust_proxy_ca_for_destinations: bool = False
     resync_seconds: float = 600.0
     stop: threading.Event = field(default_factory=threading.Event)
     workers: int = 4

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from addon.registry.spellings import normalise_config_spec, normalise_scorer_spec
+from dynamic_scoring.addresses import metadata_header
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import EndpointAuth, OtelSpec, ScoreNormalization, ScorerConfig, SecretKeyRef
@@ -57,6 +58,17 @@ class SpecAuth(EndpointAuth):
     """
 
     token_secret_ref: SecretKeyRef | None = None
+
+    @model_validator(mode="after")
+    def _no_metadata_headers(self) -> SpecAuth:
+        # The agent refuses these on every call; refusing them here too puts the reason on the
+        # DynamicScorer's own status instead of on every cluster's AddOnPlacementScore.
+        found = metadata_header(h.name for h in self.headers or ())
+        if found is not None:
+            raise ValueError(
+                f"header {found} is a cloud metadata-service header, which the agent never sends"
+            )
+        return self
 
     def extension(self) -> EndpointAuth | None:
         """The ``EndpointAuth`` extension part, or None when only the upstream token is set."""

@@ -45,7 +45,7 @@ from pydantic import ValidationError
 
 from addon.registry.models import DynamicScorerSpec
 from addon.registry.spellings import canonical
-from addon.registry.transport import AddressNotAllowed
+from dynamic_scoring.guarded_transport import AddressNotAllowed
 from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, causes
 from dynamic_scoring.transport_errors import classify as classify_transport

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from addon.registry.addresses import STRICT, AddressPolicy
 from addon.registry.health import DEFAULT_FAILURE_THRESHOLD, DEFAULT_JITTER, DEFAULT_PERIOD, HealthSettings
+from dynamic_scoring.addresses import STRICT, AddressPolicy
 
 DEFAULT_CONCURRENCY = 8
 

@@ -23,6 +23,7 @@ from addon.constants import (
     HUB_KUBECONFIG_SECRET,
     SUMMARY_CONFIGMAP,
 )
+from addon.render.image_allow import allowed_prefixes, check_agent_image
 from addon.render.images import resolve_image
 from addon.render.templating import TEMPLATES_DIR, render_objects
 from dynamic_scoring.jsontypes import JSON
@@ -107,6 +108,7 @@ def template_values(
         "log_level": v.log_level,
         "max_concurrent_cycles": v.max_concurrent_cycles,
         "max_score_bytes": v.max_score_bytes,
+        "allow_cidrs": list(v.agent_allow_cidrs),
         "replicas": v.agent_replicas,
         "otlp_port": v.otlp_receiver_port,
         "otlp_service": f"{AGENT_DEPLOYMENT}-otlp",
@@ -175,6 +177,8 @@ def render_agent(
     default_image: str = DEFAULT_IMAGE,
     templates_dir: Path = TEMPLATES_DIR,
     adopt_unlabelled_scores: bool = False,
+    agent_image_allow: tuple[str, ...] = (),
+    trust_proxy_ca_for_destinations: bool = False,
 ) -> AgentRender:
     """Render the agent for the cluster of `mca` (its namespace), configured by `adc`.
 
@@ -185,6 +189,10 @@ def render_agent(
         default_image: the agent image when the ADC sets no `Image` variable.
         templates_dir: where `agent/*.yaml.j2` live.
         adopt_unlabelled_scores: the manager's migration opt-in, passed to the agent as its flag.
+        agent_image_allow: repository prefixes the final image may lie under, besides the
+            repository of `default_image` (the manager's --agent-image-allow; `addon.render.image_allow`).
+        trust_proxy_ca_for_destinations: the manager's opt-in for a TLS-intercepting proxy, passed to
+            the agent as its flag: the ADC's proxy CA is then trusted for scorers and Prometheus too.
 
     Raises:
         AddonConfigError: the ADC or the MCA's install namespace cannot be applied.
@@ -192,10 +200,20 @@ def render_agent(
     cluster_name = mca["metadata"]["namespace"]
     config = parse_deployment_config(adc)
     namespace = plan_namespace(resolve_install_namespace(mca, config if adc is not None else None), config)
-    image = resolve_image(config.variables.image or default_image, config.registries, cluster)
+    configured = config.variables.image or default_image
+    image = resolve_image(configured, config.registries, cluster)
+    check_agent_image(
+        configured=configured,
+        image=image,
+        image_variable_set=config.variables.image is not None,
+        adc_rules=config.registries,
+        cluster=cluster,
+        prefixes=allowed_prefixes(default_image, agent_image_allow),
+    )
     values = {
         **template_values(cluster_name, namespace, config, image),
         "adopt_unlabelled_scores": adopt_unlabelled_scores,
+        "trust_proxy_ca_for_destinations": trust_proxy_ca_for_destinations,
     }
     manifests: list[JSON] = []
     for template in AGENT_TEMPLATES:

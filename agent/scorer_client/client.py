@@ -11,7 +11,8 @@ gets ``"params": {...}`` after ``data``; upstream scorers ignore the key.
 The answer is read incrementally and abandoned past the size limit (decompressed size), its
 results are counted against the per-scorer limit before anything else is built from them, and it
 is then validated against ``dynamic_scoring.wire.ScoringResponse`` (through the fast decoder of
-`agent.scorer_client.answer`); any 2xx status is accepted.
+`agent.scorer_client.answer`); any 2xx status is accepted.  Any other status is reported by its code
+and a fixed phrase: the body of an error answer is read (bounded) and dropped, never echoed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import msgspec
 from pydantic import ValidationError
 
 from agent.errors import (
+    ScorerAddressRefused,
     ScorerHTTPError,
     ScorerRequestInvalid,
     ScorerResponseInvalid,
@@ -36,16 +38,16 @@ from agent.errors import (
 from agent.http import (
     BodyTooLarge,
     ErrorFamily,
-    header_secrets,
-    printable_excerpt,
     read_limited,
+    refuse_metadata_headers,
     retry_after_seconds,
+    status_phrase,
     transport_errors,
 )
 from agent.ports import ScoreItem
 from agent.scorer_client.answer import ScoringAnswer, decode_answer
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
-from dynamic_scoring.urls import redact_url, url_secrets
+from dynamic_scoring.urls import redact_url
 from dynamic_scoring.validation import describe_validation
 
 SLICE = 1024 * 1024
@@ -58,6 +60,7 @@ SCORER_ERRORS = ErrorFamily(
     unavailable=ScorerUnavailable,
     invalid_response=ScorerResponseInvalid,
     invalid_request=ScorerRequestInvalid,
+    address_refused=ScorerAddressRefused,
 )
 """How transport failures of a scoring-API exchange are named (see ``agent.http.transport_errors``)."""
 
@@ -182,12 +185,14 @@ async def call_scorer(
         ScorerTooManyResults: more than ``max_results`` results (``max_results_for`` the scores' byte
             limit: more could not fit whatever their names).
         ScorerResponseInvalid: the body is not a valid scoring response, or cannot be decoded.
-        ScorerRequestInvalid: the URL cannot be sent.
+        ScorerRequestInvalid: the URL cannot be sent, or ``headers`` hold a metadata-service header.
+        ScorerAddressRefused: the host is an address the client pool's policy refuses (not connected).
     """
+    where = redact_url(endpoint)
+    refuse_metadata_headers(SCORER_ERRORS, headers, f"scoring API {where}")
     length, pieces = scoring_body(series, params)
     request_headers = {"Content-Type": "application/json", "Content-Length": str(length)}
     request_headers.update(headers or {})
-    where = redact_url(endpoint)
     too_large = False
     async with (
         transport_errors(SCORER_ERRORS, what=f"scoring API {where}", seconds=timeout, url=endpoint),
@@ -204,8 +209,9 @@ async def call_scorer(
     if too_large:
         raise ScorerResponseTooLarge(f"scoring API {where} answered with more than {max_bytes} bytes")
     if not 200 <= status < 300:
-        excerpt = printable_excerpt(body, scrub_values=header_secrets(headers) + url_secrets(endpoint))
-        error = ScorerHTTPError(f"scoring API {where} answered HTTP {status}: {excerpt}", status=status)
+        error = ScorerHTTPError(
+            f"scoring API {where} answered HTTP {status} ({status_phrase(status)})", status=status
+        )
         if status in (429, 503):
             error.retry_after = retry_after_seconds(retry_after)
         raise error

@@ -11,6 +11,12 @@ envelope (``status``, ``data.resultType``) is decoded and ``data.result`` stays 
 a zero-copy view of the matrix bytes that the scoring client splices into its request.  That is
 the reason for the ``msgspec`` dependency: a full JSON decode of such a body takes ten times longer
 and several times the memory, for objects nobody looks at.
+
+Failures are reported in a fixed vocabulary: the status code and its phrase, and Prometheus'
+``errorType`` when it is one of the values the Prometheus API defines (``bad_data``, ``execution``
+...).  Prometheus' free-text ``error`` and any other part of the body are never repeated: whatever
+listens at the author's URL writes them, and the message lands in conditions the author can read.
+The query itself (the author's own text) is named, so a rejected query can still be found.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import httpx
 import msgspec
 
 from agent.errors import (
+    PrometheusAddressRefused,
     PrometheusQueryError,
     PrometheusRequestInvalid,
     PrometheusResponseError,
@@ -35,10 +42,11 @@ from agent.http import (
     ErrorFamily,
     escape_control,
     header_secrets,
-    printable_excerpt,
     read_limited,
+    refuse_metadata_headers,
     retry_after_seconds,
     scrub,
+    status_phrase,
     transport_errors,
 )
 from dynamic_scoring.urls import redact_url, url_secrets
@@ -51,7 +59,14 @@ PROMETHEUS_ERRORS = ErrorFamily(
     unavailable=PrometheusUnavailable,
     invalid_response=PrometheusResponseError,
     invalid_request=PrometheusRequestInvalid,
+    address_refused=PrometheusAddressRefused,
 )
+
+ERROR_TYPES = frozenset(
+    ("timeout", "canceled", "execution", "bad_data", "internal", "unavailable", "not_found", "not_acceptable")
+)
+"""The ``errorType`` values the Prometheus HTTP API defines: the only part of an error body repeated."""
+RESULT_TYPES = frozenset(("matrix", "vector", "scalar", "string"))
 """How transport failures of a Prometheus exchange are named (see ``agent.http.transport_errors``)."""
 
 
@@ -113,12 +128,15 @@ def _clean(text: str, secrets: list[str]) -> str:
     return text if len(text) <= ERROR_TEXT_LENGTH else text[: ERROR_TEXT_LENGTH - 1] + "…"
 
 
-def _prometheus_error(body: bytes | bytearray, secrets: list[str]) -> tuple[str, str]:
+def known_error_type(error_type: str) -> str:
+    """``error_type`` when the Prometheus API defines it, else ``""`` (free text is never repeated)."""
+    return error_type if error_type in ERROR_TYPES else ""
+
+
+def _prometheus_error_type(body: bytes | bytearray) -> str:
     with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-        env = msgspec.json.decode(body, type=_ErrorEnvelope)
-        if env.error:
-            return _clean(env.errorType, secrets), _clean(env.error, secrets)
-    return "", printable_excerpt(body, scrub_values=secrets)
+        return known_error_type(msgspec.json.decode(body, type=_ErrorEnvelope).errorType)
+    return ""
 
 
 async def query_range(
@@ -148,14 +166,17 @@ async def query_range(
         PrometheusUnavailable: connection failure, 5xx, 408 or 429 (transient); ``retry_after`` is
             set from a ``Retry-After`` header on 429 and 503.
         PrometheusTimeout: no complete answer within ``timeout`` (transient).
-        PrometheusQueryError: Prometheus rejected the query; carries its ``errorType`` and ``error``.
+        PrometheusQueryError: Prometheus rejected the query; carries its ``errorType`` when the
+            Prometheus API defines it (never its free-text ``error``).
         PrometheusResponseError: the body is not a successful matrix response, too large, or
             undecodable.
-        PrometheusRequestInvalid: the URL cannot be sent.
+        PrometheusRequestInvalid: the URL cannot be sent, or ``headers`` hold a metadata-service header.
+        PrometheusAddressRefused: the host is an address the client pool's policy refuses.
     """
     name = display_query(query, index)
     url = query_url(endpoint, query, window)
     where = redact_url(endpoint)
+    refuse_metadata_headers(PROMETHEUS_ERRORS, headers, f"{name}: Prometheus at {where}")
     secrets = header_secrets(headers) + url_secrets(endpoint)
     too_large = False
     async with (
@@ -171,21 +192,20 @@ async def query_range(
     if too_large:
         raise PrometheusResponseError(f"{name}: response from {where} is larger than {max_bytes} bytes")
     if not 200 <= status < 300:
-        error_type, error = _prometheus_error(body, secrets)
-        detail = f"{error_type}: {error}" if error_type else error
+        error_type = _prometheus_error_type(body)
+        detail = f"HTTP {status} ({status_phrase(status)})" + (
+            f", errorType {error_type}" if error_type else ""
+        )
         if status >= 500 or status in (408, 429):
-            unavailable = PrometheusUnavailable(
-                f"{name}: Prometheus at {where} answered HTTP {status}: {detail}"
-            )
+            unavailable = PrometheusUnavailable(f"{name}: Prometheus at {where} answered {detail}")
             if status in (429, 503):
                 unavailable.retry_after = retry_after_seconds(retry_after)
             raise unavailable
         raise PrometheusQueryError(
-            f"{name} rejected by Prometheus (HTTP {status}): {detail}",
+            f"{name} rejected by Prometheus at {where}: {detail}",
             query_index=index,
             query=query,
             error_type=error_type,
-            prometheus_error=error,
         )
     try:
         envelope = msgspec.json.decode(body, type=_Envelope)
@@ -194,23 +214,31 @@ async def query_range(
             f"{name}: response from {where} is not a Prometheus API answer: {_clean(str(exc), secrets)}"
         ) from exc
     if envelope.status != "success":
-        error_type, error = _clean(envelope.errorType, secrets), _clean(envelope.error, secrets)
+        error_type = known_error_type(envelope.errorType)
         raise PrometheusQueryError(
-            f"{name} failed in Prometheus: {error_type}: {error}",
+            f"{name} failed in Prometheus at {where}: status is not success"
+            + (f", errorType {error_type}" if error_type else ""),
             query_index=index,
             query=query,
             error_type=error_type,
-            prometheus_error=error,
         )
     if envelope.data is None:
         raise PrometheusResponseError(f"{name}: response from {where} has no data")
     if envelope.data.resultType != "matrix":
-        got = _clean(envelope.data.resultType[:40], secrets)
-        raise PrometheusResponseError(f"{name}: expected resultType matrix from a range query, got {got!r}")
+        got = envelope.data.resultType if envelope.data.resultType in RESULT_TYPES else "another type"
+        raise PrometheusResponseError(f"{name}: expected resultType matrix from a range query, got {got}")
     raw = envelope.data.result
     if not bytes(memoryview(raw)[:1]) == b"[":
         raise PrometheusResponseError(f"{name}: data.result is not a JSON array")
     return raw
 
 
-__all__ = ["PROMETHEUS_ERRORS", "RangeWindow", "display_query", "query_range", "query_url"]
+__all__ = [
+    "ERROR_TYPES",
+    "PROMETHEUS_ERRORS",
+    "RangeWindow",
+    "display_query",
+    "known_error_type",
+    "query_range",
+    "query_url",
+]

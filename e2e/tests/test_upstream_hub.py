@@ -286,6 +286,7 @@ class Stack:
                 f"--addon-name={ADDON}",
                 f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
                 "--log-level=info",
+                "--allow-cidr=127.0.0.0/8",  # the scorers of this test listen on 127.0.0.1
             ],
             self.workdir / "our-agent.log",
         ).start()

@@ -19,6 +19,7 @@ from agent.memory import MemoryPublisher, MemorySecrets
 from agent.metrics import AgentMetrics
 from agent.settings import AgentSettings, RetryPolicy
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from e2e.prometheus import LoadExporter, PrometheusServer, synthetic_cpu_openmetrics
 from tests.component.harness import ScorerPKI, ScorerProcess
 
@@ -104,12 +105,16 @@ def publisher() -> MemoryPublisher:
     return MemoryPublisher()
 
 
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The agent's address-policy opt-in for servers on 127.0.0.1 (the deployed default refuses loopback)."""
+
 FAST = AgentSettings(
     initial_jitter_seconds=0.2,
     retry=RetryPolicy(base_delay=0.1, max_delay=0.4, max_attempts=3, min_attempt_seconds=0.2),
     publish_timeout_seconds=5.0,
     stop_timeout_seconds=2.0,
     extra_ca_files=(),
+    address_policy=LOOPBACK,  # every test Prometheus and scorer listens on 127.0.0.1
 )
 
 

@@ -17,6 +17,7 @@ for real.  Behaviours (all ``POST``):
     /auth/<key>/scoring      401 unless the headers registered with PUT /_expect/<key> are present
     /fixed/<key>/scoring     answers the JSON registered with PUT /_respond/<key>
     /echo/scoring            401 with every request header echoed in the body
+    /leak/scoring            500 whose body holds a secret-looking string (as an internal service's might)
 
 Hostile peers (what an adversarial or broken endpoint does to the agent):
 
@@ -29,6 +30,7 @@ Hostile peers (what an adversarial or broken endpoint does to the agent):
     GET /hostile/pad/<mib>/api/v1/query_range   a valid matrix padded with <mib> MiB of whitespace
     GET /hostile/bomb/<mib>/api/v1/query_range  a gzip bomb, like /bomb
     GET /hostile/inject/api/v1/query_range      a 400 whose error text holds a newline and ANSI escapes
+    GET /hostile/leak/api/v1/query_range        a 400 whose error text holds a secret-looking string
 
 ``GET /prom/<key>/api/v1/query_range`` plays a Prometheus that checks the headers registered for
 ``<key>`` and answers one fixed series.  Every request is recorded; ``GET /_requests?prefix=/auth/x``
@@ -49,6 +51,9 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+LEAKED_SECRET = "AccessKeyId=ASIAFAKEKEY0123456789 SecretAccessKey=leaked/Secret+Value"
+"""What the ``leak`` behaviours answer: a body an agent must never copy into a condition."""
 
 LOCK = threading.Lock()
 REQUESTS: list[dict[str, Any]] = []
@@ -132,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "inject":
             error = "parse error\n2026-01-01 00:00:00 CRITICAL agent.worker forged line \x1b[31mred\x1b[0m"
             self._json(400, {"status": "error", "errorType": "bad_data", "error": error})
+        elif kind == "leak":
+            self._json(400, {"status": "error", "errorType": "bad_data", "error": f"near {LEAKED_SECRET}"})
         else:
             self._send(404, b"no such behaviour", "text/plain")
 
@@ -218,6 +225,8 @@ class Handler(BaseHTTPRequestHandler):
             )
         elif kind == "status":
             self._json(int(parts[1]), {"detail": f"status {parts[1]} as asked"})
+        elif kind == "leak":
+            self._json(500, {"detail": f"internal: {LEAKED_SECRET}"})
         elif kind == "sleep":
             time.sleep(float(parts[1]))
             self._json(200, {"results": mean_results(series)})

@@ -16,9 +16,10 @@ from agent.memory import MemoryPublisher, MemorySecrets
 from agent.metrics import AgentMetrics
 from agent.ports import ScoreItem
 from agent.server import HealthServer
+from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
 from dynamic_scoring.wire import dump_summaries
-from tests.component.conftest import FAST
+from tests.component.conftest import FAST, LOOPBACK
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
 pytestmark = [pytest.mark.component, pytest.mark.anyio]
@@ -182,6 +183,7 @@ async def test_close_ends_everything_within_five_seconds(
         secrets=MemorySecrets(),
         publisher=publisher,
         metrics=AgentMetrics(process_collectors=False),
+        settings=AgentSettings(address_policy=LOOPBACK),
     )
     run = uuid.uuid4().hex
     await sup.apply([summary(f"busy{i}", scorer.url(f"/sleep/30/scoring?run={run}")) for i in range(5)])

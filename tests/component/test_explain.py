@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from ctl.main import main
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from e2e.procs import Proc, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port
@@ -40,7 +41,8 @@ def prometheus_source(prometheus: PromFixture, query: str = GAUGE) -> dict[str, 
 
 def run(tmp_path: Path, path: Path, *extra: str) -> Result:
     # No hub: KUBECONFIG names a missing file, so the current AddOnPlacementScore is not read.
-    env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    # The agent's address policy refuses loopback; the test Prometheus and scorers are on 127.0.0.1.
+    env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig"), AGENT_ALLOW_CIDRS_ENV: "127.0.0.0/8"}
     return CliRunner().invoke(
         main, ["explain", "cpu", "--cluster", "cluster1", "--file", str(path), *extra], env=env
     )
@@ -172,13 +174,27 @@ def test_a_scorer_token_comes_from_a_file_and_is_never_printed(scorer: ScorerPro
     assert missing.exit_code == 1, missing.output
     assert "FAILED at score: SecretNotFound" in missing.output and "--token-file" in missing.output
 
-    given = run(tmp_path, path, "--token-file", f"scorer-token/token={token_file}", "-o", "json")
+    # The file is the operator's, the URL the scorer author's: the token goes only where the operator says.
+    unbound = run(tmp_path, path, "--token-file", f"scorer-token/token={token_file}")
+    assert unbound.exit_code == 1, unbound.output
+    assert "SecretNotBound" in unbound.output and "--token-allowed-hosts" in unbound.output
+    assert token not in unbound.output
+    elsewhere = run(
+        tmp_path,
+        path,
+        "--token-file",
+        f"scorer-token/token={token_file}",
+        "--token-allowed-hosts",
+        "example.com",
+    )
+    assert elsewhere.exit_code == 1 and "SecretNotBound" in elsewhere.output
+
+    host = scorer.base.split("://", 1)[1]
+    bound = ("--token-file", f"scorer-token/token={token_file}", "--token-allowed-hosts", host)
+    given = run(tmp_path, path, *bound, "-o", "json")
     assert given.exit_code == 0, given.output
     assert json.loads(given.output)["score"]["results"] == 1
-    assert (
-        token not in given.output
-        and token not in run(tmp_path, path, "--token-file", f"scorer-token/token={token_file}").output
-    )
+    assert token not in given.output and token not in run(tmp_path, path, *bound).output
 
 
 def test_a_scorer_the_hub_would_not_distribute_is_refused_naming_the_field(tmp_path: Path) -> None:
@@ -323,3 +339,20 @@ def test_a_source_failing_under_score_with_available_is_shown_and_the_cycle_scor
     assert [i["name"] for i in doc["addOnPlacementScore"]["items"]] == ["web-1", "web-2"]
     text = run(tmp_path, path).output
     assert "scored without it (onSourceError: ScoreWithAvailable): PrometheusUnavailable" in text
+
+
+def test_explain_applies_the_agents_address_policy_unless_allow_cidr_says_otherwise(
+    scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    """The URLs are the scorer author's and explain runs on the operator's machine: same policy."""
+    run_id = uuid.uuid4().hex
+    path = scorer_file(tmp_path, {"scoring": {"host": scorer.base, "path": f"/count/scoring?run={run_id}"}})
+    env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig"), AGENT_ALLOW_CIDRS_ENV: ""}
+    args = ["explain", "cpu", "--cluster", "cluster1", "--file", str(path)]
+    refused = CliRunner().invoke(main, args, env=env)
+    assert refused.exit_code == 1, refused.output
+    assert "FAILED at score: ScorerAddressRefused" in refused.output
+    assert "127.0.0.1 is a loopback address" in refused.output and "--allow-cidr" in refused.output
+    assert [r for r in scorer.requests("/count/") if run_id in r["query"]] == []
+    allowed = CliRunner().invoke(main, [*args, "--allow-cidr", "127.0.0.0/8"], env=env)
+    assert allowed.exit_code == 0, allowed.output

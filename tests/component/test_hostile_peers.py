@@ -305,9 +305,10 @@ async def test_control_characters_from_prometheus_are_escaped_in_logs_and_condit
     first = (await published(publisher, "inject", timeout=20))[0]
     assert first.condition.reason == "PrometheusQueryError"
     message = first.condition.message
-    assert message.isprintable() and "\\x0a2026" in message and "\\x1b[31m" in message
+    # Prometheus' free text is no longer repeated at all; its errorType (a fixed vocabulary) is.
+    assert message.isprintable() and "errorType bad_data" in message and "forged" not in message
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("agent")]
-    assert any("forged line" in line for line in lines)
+    assert not any("forged line" in line for line in lines)
     assert all(line.isprintable() for line in lines)
 
 
@@ -357,7 +358,7 @@ async def test_altered_echoes_of_a_token_are_scrubbed(
     message = first.condition.message
     assert first.condition.reason == "ScorerHTTPError"
     assert "secret-42x" not in message.lower() and "tok%2fen" not in message.lower(), message
-    assert message.count("<redacted>") >= 4
+    assert message.endswith("answered HTTP 401 (Unauthorized)"), message  # no echo left to scrub
 
 
 async def test_the_source_bodies_of_one_cycle_share_a_budget(

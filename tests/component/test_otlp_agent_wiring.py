@@ -14,9 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli import build_agent, main
+from agent.settings import AgentSettings
 from agent.source.otlp.access import ReceiverAccess
 from agent.source.otlp.store import LabelLimits
 from dynamic_scoring.kube.api import KubeAPI
+from tests.component.conftest import LOOPBACK
 from tests.component.harness import summary
 
 pytestmark = [pytest.mark.component, pytest.mark.anyio]
@@ -42,6 +44,7 @@ async def test_the_flag_starts_a_receiver_whose_store_follows_the_running_scorer
         addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
         otlp_bind=("127.0.0.1", 0),
+        settings=AgentSettings(address_policy=LOOPBACK),
         otlp_max_series=7,
     )
     assert agent.otlp is not None
@@ -139,6 +142,7 @@ async def test_the_access_and_label_flags_reach_the_receiver_and_its_store(tmp_p
         addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
         otlp_bind=("127.0.0.1", 0),
+        settings=AgentSettings(address_policy=LOOPBACK),
         otlp_access=ReceiverAccess(bearer_token_file=token),
         otlp_label_limits=LabelLimits(max_labels=3),
     )

@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from addon.registry.addresses import STRICT, AddressPolicy
 from addon.registry.probe import MAX_CONFIG_BYTES, fetch_config, probe_health
-from addon.registry.transport import guarded_transport
+from dynamic_scoring.addresses import STRICT, AddressPolicy
+from dynamic_scoring.guarded_transport import guarded_transport
 from tests.component.harness import ScorerPKI, ScorerProcess
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")

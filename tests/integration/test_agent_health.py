@@ -26,10 +26,15 @@ import pytest
 
 from agent.cli import Agent, build_agent
 from agent.kube.summaries import SummaryWatcher
+from agent.settings import AgentSettings
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from tests.component.harness import eventually
+
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}"
 
@@ -122,6 +127,7 @@ async def running_agent(
         addon_namespace=ns,
         addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
+        settings=AgentSettings(address_policy=LOOPBACK),
         lease_seconds=1,
         watch_down_limit_seconds=3,
         dead_worker_exit_seconds=4,

@@ -27,6 +27,7 @@ from agent.memory import MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
 from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI, NotFound
 from dynamic_scoring.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
 from e2e.controlplane import ControlPlane
@@ -34,6 +35,9 @@ from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until
 from tests.component.harness import summary
 from tests.integration.tcp_proxy import TcpProxy
+
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
 
 GROUP = "/apis/cluster.open-cluster-management.io/v1alpha1"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -169,7 +173,12 @@ def test_failed_aps_delete_is_retried_until_it_succeeds(
 
         async def scenario() -> None:
             pub = KubeScorePublisher(KubeAPI(kubeconfig), "cluster1", addon_name="dynamic-scoring")
-            sup = Supervisor(cluster_name="cluster1", secrets=MemorySecrets(), publisher=pub)
+            sup = Supervisor(
+                cluster_name="cluster1",
+                secrets=MemorySecrets(),
+                publisher=pub,
+                settings=AgentSettings(address_policy=LOOPBACK),
+            )
             try:
                 # the scorer is unreachable: the cycle fails, and its condition creates the APS
                 await sup.apply([summary(score, "http://127.0.0.1:9/scoring")])
@@ -229,7 +238,7 @@ def test_delete_that_timed_out_but_went_through_is_not_a_failure(
             cluster_name="cluster1",
             secrets=MemorySecrets(),
             publisher=pub,
-            settings=AgentSettings(publish_timeout_seconds=2.0),
+            settings=AgentSettings(publish_timeout_seconds=2.0, address_policy=LOOPBACK),
         )
         try:
             await sup.apply([summary(score, "http://127.0.0.1:9/scoring")])
@@ -275,7 +284,12 @@ def test_orphans_of_scorers_removed_while_down_are_removed_at_start(control_plan
 
     async def scenario() -> list[str]:
         pub = KubeScorePublisher(admin(control_plane), "cluster1", addon_name=addon)
-        sup = Supervisor(cluster_name="cluster1", secrets=MemorySecrets(), publisher=pub)
+        sup = Supervisor(
+            cluster_name="cluster1",
+            secrets=MemorySecrets(),
+            publisher=pub,
+            settings=AgentSettings(address_policy=LOOPBACK),
+        )
         try:
             await sup.apply([summary(f"kept_{tag}", "http://127.0.0.1:9/scoring")])
             owned = await pub.list_owned()

@@ -24,7 +24,9 @@ from agent.kube.secrets import KubeSecretReader
 from agent.kube.summaries import SummaryWatcher
 from agent.memory import MemoryPublisher, MemorySecrets
 from agent.ports import CycleCondition, PublishRequest, ScoreItem
+from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
@@ -33,6 +35,9 @@ from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until
+
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
 
 REPO = Path(__file__).resolve().parents[2]
 APS = "/apis/cluster.open-cluster-management.io/v1alpha1/namespaces/{ns}/addonplacementscores/{name}"
@@ -294,7 +299,12 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane, tmp_path
         return yaml.safe_dump(cm)
 
     async def scenario() -> None:
-        supervisor = Supervisor(cluster_name="cluster2", secrets=MemorySecrets(), publisher=MemoryPublisher())
+        supervisor = Supervisor(
+            cluster_name="cluster2",
+            secrets=MemorySecrets(),
+            publisher=MemoryPublisher(),
+            settings=AgentSettings(address_policy=LOOPBACK),
+        )
         seen: list[str | None] = []
 
         async def apply(payload: str | None) -> object:

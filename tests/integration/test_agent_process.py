@@ -89,6 +89,7 @@ def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPl
             f"--addon-namespace={NS}",
             f"--metrics-bind-address=127.0.0.1:{port}",
             "--lease-renew-seconds=2",
+            "--allow-cidr=127.0.0.0/8",  # the test Prometheus and scorers listen on 127.0.0.1
         ],
         tmp_path / "agent.log",
     )

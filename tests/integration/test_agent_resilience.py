@@ -128,6 +128,7 @@ class Setup:
                 f"--addon-namespace={self.ns}",
                 f"--metrics-bind-address=127.0.0.1:{self.port}",
                 "--lease-renew-seconds=2",
+                "--allow-cidr=127.0.0.0/8",  # the test Prometheus and scorers listen on 127.0.0.1
             ],
             self.tmp / "agent.log",
         ).start()

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctl.main import main
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
@@ -26,6 +27,13 @@ from e2e.procs import wait_until
 from tests.component.harness import ScorerProcess
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``explain`` applies the agent's address policy; this test's scorers listen on 127.0.0.1."""
+    monkeypatch.setenv(AGENT_ALLOW_CIDRS_ENV, "127.0.0.0/8")
+
 
 REPO = Path(__file__).resolve().parents[2]
 DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"

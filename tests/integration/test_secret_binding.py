@@ -28,7 +28,9 @@ import pytest
 
 from agent.kube.scores import KubeScorePublisher
 from agent.kube.secrets import KubeSecretReader
+from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
+from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
@@ -52,6 +54,8 @@ from tests.integration.test_registry_controllers import (
 )
 
 pytestmark = pytest.mark.integration
+LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
+"""The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
 REPO = Path(__file__).resolve().parents[2]
 TOKEN_PREFIX = "never-leaves-"
 
@@ -117,7 +121,12 @@ def test_the_agent_never_sends_an_unbound_secret_and_the_annotation_binds_it(
     async def scenario() -> None:
         reader = KubeSecretReader(delivered_identity(control_plane, ns, tmp_path), ns)
         publisher = KubeScorePublisher(hub_api, "cluster1", addon_name="dynamic-scoring")
-        supervisor = Supervisor(cluster_name="cluster2", secrets=reader, publisher=publisher)
+        supervisor = Supervisor(
+            cluster_name="cluster2",
+            secrets=reader,
+            publisher=publisher,
+            settings=AgentSettings(address_policy=LOOPBACK),
+        )
         try:
             await supervisor.apply(summaries_)
 
@@ -366,7 +375,12 @@ def test_an_unbound_secret_shows_on_the_dynamic_scorer_per_cluster(
     async def scenario() -> dict[str, Any]:
         reader = KubeSecretReader(delivered_identity(control_plane, agent_ns, tmp_path), agent_ns)
         publisher = KubeScorePublisher(hub_api, cluster, addon_name="dynamic-scoring")
-        supervisor = Supervisor(cluster_name=cluster, secrets=reader, publisher=publisher)
+        supervisor = Supervisor(
+            cluster_name=cluster,
+            secrets=reader,
+            publisher=publisher,
+            settings=AgentSettings(address_policy=LOOPBACK),
+        )
         try:
             await supervisor.apply_payload(payload)
             deadline = asyncio.get_running_loop().time() + 60

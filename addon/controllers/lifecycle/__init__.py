@@ -56,6 +56,8 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
             manager.writer(DEPLOY),
             agent_image=ctx.agent_image,
             adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
+            agent_image_allow=ctx.agent_image_allow,
+            trust_proxy_ca_for_destinations=ctx.trust_proxy_ca_for_destinations,
             resync_seconds=resync,
             workers=workers,
         ),

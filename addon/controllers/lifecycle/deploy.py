@@ -34,6 +34,7 @@ from addon.controllers.lifecycle.inputs import (
 from addon.errors import AddonConfigError, TemplatesUnavailableError, WorkTooLargeError
 from addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from addon.render.agent import render_agent
+from addon.render.image_allow import AgentImageNotAllowedError
 from addon.work.builder import build_deploy_works, manifest_applied, work_index
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
@@ -53,6 +54,7 @@ NAME = "deploy"
 APPLY_FAILED = "ManifestWorkApplyFailed"
 INSTALL_NAMESPACE_REFUSED = "InstallNamespaceNotAllowed"
 TEMPLATES_UNAVAILABLE = "AgentTemplatesUnavailable"
+AGENT_IMAGE_NOT_ALLOWED = "AgentImageNotAllowed"
 
 
 def _deleting(obj: JSON | None) -> bool:
@@ -65,6 +67,8 @@ def _reason(exc: Exception) -> str:
         return INSTALL_NAMESPACE_REFUSED
     if isinstance(exc, TemplatesUnavailableError):
         return TEMPLATES_UNAVAILABLE
+    if isinstance(exc, AgentImageNotAllowedError):
+        return AGENT_IMAGE_NOT_ALLOWED
     return "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge"
 
 
@@ -72,16 +76,26 @@ def _where(exc: Exception, ref: str | None) -> str:
     """`AddOnDeploymentConfig <ref>: ` when the problem is in the ADC, not in the MCA's own fields."""
     if isinstance(exc, TemplatesUnavailableError):
         return ""  # the manager's own installation, whatever the config says
-    if not ref or (isinstance(exc, AddonConfigError) and exc.field.startswith("ManagedClusterAddOn")):
+    # a field of the MCA, or the ManagedCluster's image-registries annotation: not in the ADC
+    if not ref or (isinstance(exc, AddonConfigError) and exc.field.startswith("ManagedCluster")):
         return ""
     return f"AddOnDeploymentConfig {ref}: "
 
 
-def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str, adopt: bool = False) -> bytes:
+def render_fingerprint(
+    mca: JSON,
+    adc: JSON | None,
+    cluster: JSON,
+    image: str,
+    adopt: bool = False,
+    image_allow: tuple[str, ...] = (),
+    trust_proxy_ca: bool = False,
+) -> bytes:
     """A digest of everything the agent's works are built from (`render_agent`, `build_deploy_works`).
 
     The MCA's identity, spec, annotations and config references; the ADC's identity and version;
-    the cluster's annotations (image mirrors); the manager's agent image and adoption opt-in.  Its
+    the cluster's annotations (image mirrors); the manager's agent image, adoption opt-in, image
+    allow-list and proxy-CA opt-in (a changed allow-list may admit or refuse the image).  Its
     conditions, which OCM, the klusterlet and we rewrite all the time, are not among them.
     """
     meta = mca.get("metadata") or {}
@@ -97,6 +111,8 @@ def render_fingerprint(mca: JSON, adc: JSON | None, cluster: JSON, image: str, a
         ((cluster.get("metadata") or {}).get("annotations")),
         image,
         *([True] if adopt else []),  # absent when off, so existing fingerprints are unchanged
+        *([{"imageAllow": list(image_allow)}] if image_allow else []),  # likewise
+        *([{"trustProxyCA": True}] if trust_proxy_ca else []),  # likewise
     ]
     return digest(inputs)
 
@@ -117,6 +133,8 @@ def deploy_controller(
     *,
     agent_image: str = DEFAULT_IMAGE,
     adopt_unlabelled_scores: bool = False,
+    agent_image_allow: tuple[str, ...] = (),
+    trust_proxy_ca_for_destinations: bool = False,
     resync_seconds: float,
     workers: int = 2,
     addon_name: str = ADDON_NAME,
@@ -171,7 +189,15 @@ def deploy_controller(
         if lookup.pending:
             return None  # the hash fillers and OCM are catching up; their status write wakes us
         existing = caches.works.list(cluster_name)
-        fingerprint = render_fingerprint(mca, lookup.adc, cluster, agent_image, adopt_unlabelled_scores)
+        fingerprint = render_fingerprint(
+            mca,
+            lookup.adc,
+            cluster,
+            agent_image,
+            adopt_unlabelled_scores,
+            agent_image_allow,
+            trust_proxy_ca_for_destinations,
+        )
         with verified_lock:
             unchanged = verified.get(key) == (fingerprint, _versions(existing))
         if unchanged:
@@ -185,6 +211,8 @@ def deploy_controller(
                 cluster=cluster,
                 default_image=agent_image,
                 adopt_unlabelled_scores=adopt_unlabelled_scores,
+                agent_image_allow=agent_image_allow,
+                trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
             )
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 import httpx
 
 from addon.controllers import HubContext
-from addon.registry.addresses import STRICT, AddressPolicy
 from addon.registry.health import first_delay, next_delay
 from addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
 from addon.registry.probe import (
@@ -42,7 +41,8 @@ from addon.registry.probe import (
 )
 from addon.registry.probe_settings import ProbeSettings
 from addon.registry.round import evaluate_round
-from addon.registry.transport import guarded_transport
+from dynamic_scoring.addresses import STRICT, AddressPolicy
+from dynamic_scoring.guarded_transport import guarded_transport
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, Result

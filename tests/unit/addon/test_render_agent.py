@@ -89,7 +89,7 @@ def test_node_placement() -> None:
 
 def test_registries_rewrite_the_image() -> None:
     rules = [{"source": "ghcr.io/dynamic-scoring", "mirror": "mirror.example.com/ocm"}]
-    r = render_agent(mca=mca(), adc=adc(registries=rules))
+    r = render_agent(mca=mca(), adc=adc(registries=rules), agent_image_allow=("mirror.example.com/ocm",))
     assert container(r.manifests)["image"] == "mirror.example.com/ocm/dynamic-scoring:0.1.0"
 
 
@@ -100,6 +100,7 @@ def test_customized_image_then_mirrored() -> None:
             customizedVariables=variables(Image="quay.io/me/dynamic-scoring:2.0"),
             registries=[{"mirror": "local.registry:5000"}],
         ),
+        agent_image_allow=("local.registry:5000",),
     )
     assert container(r.manifests)["image"] == "local.registry:5000/dynamic-scoring:2.0"
 
@@ -220,6 +221,7 @@ def test_customized_variables_reach_the_deployment() -> None:
         ("MaxScoreBytes", "1023"),
         ("MaxScoreBytes", "3145729"),
         ("MaxScoreBytes", "1.5Mi"),
+        ("AgentAllowCIDRs", "127.0.0.0/8, not-a-network"),
         ("Image", "has space:1"),
         ("DeleteInstallNamespace", "yes"),
         ("AgentReplicas", "2"),
@@ -231,6 +233,18 @@ def test_invalid_variables_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(AddonConfigError) as err:
         render_agent(mca=mca(), adc=adc(customizedVariables=variables(**{name: value})))
     assert err.value.field == f"spec.customizedVariables[{name}]"
+
+
+def test_agent_allow_cidrs_become_one_allow_cidr_flag_each() -> None:
+    """The agent's address policy allow list: comma/space separated in, normalised flags out."""
+    default = container(render_agent(mca=mca(), adc=adc()).manifests)
+    assert not any(a.startswith("--allow-cidr") for a in default["args"])
+    r = render_agent(
+        mca=mca(),
+        adc=adc(customizedVariables=variables(AgentAllowCIDRs="127.0.0.1/8, 169.254.10.0/24 fd00::/8")),
+    )
+    args = [a for a in container(r.manifests)["args"] if a.startswith("--allow-cidr")]
+    assert args == ["--allow-cidr=127.0.0.0/8", "--allow-cidr=169.254.10.0/24", "--allow-cidr=fd00::/8"]
 
 
 def test_agent_replicas_zero_renders_the_deployment_without_pods() -> None:
@@ -261,10 +275,12 @@ def test_cluster_annotation_mirrors_apply_only_without_adc_rules() -> None:
             },
         }
     }
-    plain = render_agent(mca=mca(), adc=None, cluster=cluster)
+    allow = ("cluster-mirror.example.com", "adc-mirror.example.com")
+    plain = render_agent(mca=mca(), adc=None, cluster=cluster, agent_image_allow=allow)
     assert plain.image == "cluster-mirror.example.com/dynamic-scoring/dynamic-scoring:0.1.0"
     adc_rules = adc(registries=[{"source": "ghcr.io", "mirror": "adc-mirror.example.com"}])
-    assert render_agent(mca=mca(), adc=adc_rules, cluster=cluster).image.startswith("adc-mirror.example.com/")
+    rendered = render_agent(mca=mca(), adc=adc_rules, cluster=cluster, agent_image_allow=allow)
+    assert rendered.image.startswith("adc-mirror.example.com/")
 
 
 def test_the_adoption_opt_in_reaches_the_agent_only_when_the_manager_sets_it() -> None:
@@ -272,3 +288,14 @@ def test_the_adoption_opt_in_reaches_the_agent_only_when_the_manager_sets_it() -
     assert "--adopt-unlabelled-scores" not in container(render_agent(mca=mca(), adc=None).manifests)["args"]
     opted = render_agent(mca=mca(), adc=None, adopt_unlabelled_scores=True)
     assert "--adopt-unlabelled-scores" in container(opted.manifests)["args"]
+
+
+def test_trusting_the_proxy_ca_for_destinations_reaches_the_agent_only_when_the_manager_sets_it() -> None:
+    """An ADC writer chooses the proxy CA; only the hub admin's flag lets agents trust it beyond the proxy."""
+    with_ca = adc(proxyConfig={"httpsProxy": "https://proxy:3129", "caBundle": b64(PEM)})
+    assert (
+        "--trust-proxy-ca-for-destinations"
+        not in container(render_agent(mca=mca(), adc=with_ca).manifests)["args"]
+    )
+    opted = render_agent(mca=mca(), adc=with_ca, trust_proxy_ca_for_destinations=True)
+    assert "--trust-proxy-ca-for-destinations" in container(opted.manifests)["args"]

@@ -53,3 +53,14 @@ def test_bad_bind_address(tmp_path: Path) -> None:
         ],
     )  # fmt: skip
     assert result.exit_code == 2 and "expected host:port" in result.output
+
+
+def test_bad_allow_cidr_names_the_flag_and_the_variable(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    args = ["--hub-kubeconfig", str(kubeconfig), "--cluster-name", "c1", "--addon-namespace", "x"]
+    flag = CliRunner().invoke(main, [*args, "--allow-cidr", "127.0.0.0/8,nope"])
+    assert flag.exit_code == 2 and "'nope' is not an IP network" in flag.output
+    assert "DYNAMIC_SCORING_AGENT_ALLOW_CIDRS" in flag.output
+    env = CliRunner().invoke(main, args, env={"DYNAMIC_SCORING_AGENT_ALLOW_CIDRS": "127.0.0.0/33"})
+    assert env.exit_code == 2 and "'127.0.0.0/33' is not an IP network" in env.output

@@ -13,6 +13,7 @@ from agent.errors import SecretNotFound
 from agent.ports import SecretContents
 from ctl.explain_cycle import FileTokens
 from ctl.main import main
+from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 pytestmark = pytest.mark.unit
 
@@ -67,8 +68,10 @@ def test_file_tokens_serve_files_then_the_fallback_and_name_what_is_missing(tmp_
             return SecretContents("ns", name, {"y": f"{name}/y".encode()})
 
     given = asyncio.run(FileTokens({("s", "k"): token}).get("s"))
-    # The caller's own file is not a cluster Secret: no allowed-hosts binding applies to it.
-    assert given.value("k") == b"abc" and given.operator_supplied
+    # The caller's own file, but the URLs are the scorer author's: bound to what the caller lists.
+    assert given.value("k") == b"abc" and not given.operator_supplied and not given.annotations
+    bound = asyncio.run(FileTokens({("s", "k"): token}, allowed_hosts="prom.example.com").get("s"))
+    assert bound.annotations == {ALLOWED_HOSTS_ANNOTATION: "prom.example.com"}
     from_cluster = asyncio.run(FileTokens({}, Cluster()).get("x"))
     assert from_cluster.value("y") == b"x/y" and not from_cluster.operator_supplied
     with pytest.raises(SecretNotFound, match="'x' is referenced but was not given"):

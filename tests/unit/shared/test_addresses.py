@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.addresses import STRICT, AddressPolicy, category, embedded_ipv4
-from addon.registry.transport import AddressNotAllowed, GuardedBackend, resolve
+from dynamic_scoring.addresses import STRICT, AddressPolicy, category, embedded_ipv4
+from dynamic_scoring.guarded_transport import AddressNotAllowed, GuardedBackend, resolve
 
 
 @pytest.mark.parametrize(
