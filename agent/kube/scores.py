@@ -95,6 +95,7 @@ class _Known:
     status: dict[str, Any] | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class KubeScorePublisher:
         self._owner_warned = False
         self._owner_retry_at = 0.0
         self._written: dict[str, _Written] = {}
+        self._uids: dict[str, str] = {}
+        """uid of each object of ours this agent has seen: its delete needs no read first."""
 
     async def _owner_references(self) -> list[dict[str, Any]] | None:
         """The ManagedClusterAddOn as owner, read once; None (no owner written) while it cannot be read."""
@@ -189,6 +192,7 @@ class KubeScorePublisher:
             status=status,
             labels=meta.get("labels") or {},
             annotations=meta.get("annotations") or {},
+            uid=str(meta.get("uid") or ""),
         )
 
     def _ours(self, labels: dict[str, str] | None) -> bool:
@@ -222,7 +226,10 @@ class KubeScorePublisher:
             raise PublishError(
                 f"AddOnPlacementScores in {self.namespace} could not be listed: {exc}"
             ) from exc
-        return sorted(str(i["metadata"]["name"]) for i in listed.get("items") or [])
+        items = listed.get("items") or []
+        for item in items:  # selected by our labels: ours
+            self._uids[str(item["metadata"]["name"])] = str(item["metadata"].get("uid") or "")
+        return sorted(str(i["metadata"]["name"]) for i in items)
 
     async def publish(self, result: PublishRequest) -> None:
         """Create the object if needed and write its status; skip writes that change nothing."""
@@ -251,6 +258,8 @@ class KubeScorePublisher:
         taken = self._taken(name, known)
         if taken is not None:
             raise taken
+        if known.exists and self._ours(known.labels) and known.uid:
+            self._uids[name] = known.uid
         try:
             owners = await self._owner_references()
             meta: dict[str, Any] = {}
@@ -345,7 +354,8 @@ class KubeScorePublisher:
                 },
             }
             # Conflict (AlreadyExists): created meanwhile by a racing write; `publish` decides again.
-            await self.api.arequest("POST", self._path(), body=body)
+            created = await self.api.arequest("POST", self._path(), body=body)
+            self._uids[name] = str(created["metadata"].get("uid") or "")
             # A create records the fields it sets (labels, annotation, owner); once they are
             # dropped, the status writes that follow are not tracked either.
             reset = await self.api.arequest(
@@ -373,29 +383,35 @@ class KubeScorePublisher:
         """Delete the object if it is ours; a missing one is fine (a retried delete went through).
 
         Someone else's object of that name (see `ScoreNameTaken`) is left alone.  The delete is
-        conditional on the uid just read, so an object replaced in between is not deleted either.
+        conditional on the uid of the object this agent knows as its own (from its create, its
+        reads or its start-up list; else read now), so an object replaced in between survives: the
+        delete then meets a conflict, and the next try reads the object again.
         """
         self._written.pop(aps_name, None)
         where = f"AddOnPlacementScore {self.namespace}/{aps_name}"
+        uid = self._uids.get(aps_name)
         try:
-            meta = (await self.api.arequest("GET", self._path(aps_name), accept=PARTIAL_METADATA))["metadata"]
-            if not self._ours(meta.get("labels")):
-                log.info("%s was not created by this addon's agent; not deleted", where)
-                return
-            options = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {"uid": meta.get("uid")},
-            }
+            if not uid:
+                try:
+                    meta = (await self.api.arequest("GET", self._path(aps_name), accept=PARTIAL_METADATA))[
+                        "metadata"
+                    ]
+                except Forbidden:
+                    # The hub's Role names every score of ours that exists: one it does not name is
+                    # another owner's (or none at all), so there is nothing of ours to delete.
+                    log.info("%s is not this agent's to read; not deleted", where)
+                    return
+                if not self._ours(meta.get("labels")):
+                    log.info("%s was not created by this addon's agent; not deleted", where)
+                    return
+                uid = str(meta.get("uid") or "")
+            options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
             await self.api.arequest("DELETE", self._path(aps_name), body=options)
+            self._uids.pop(aps_name, None)
         except NotFound:
-            return
-        except Forbidden:
-            # The hub's Role names every score of ours that exists: one it does not name is
-            # another owner's (or none at all), so there is nothing of ours to delete.
-            log.info("%s is not this agent's to read; not deleted", where)
+            self._uids.pop(aps_name, None)
             return
         except KubeError as exc:
-            raise PublishError(
-                f"AddOnPlacementScore {self.namespace}/{aps_name} could not be deleted: {exc}"
-            ) from exc
+            if isinstance(exc, Conflict):
+                self._uids.pop(aps_name, None)  # not the object we knew: read it again next time
+            raise PublishError(f"{where} could not be deleted: {exc}") from exc

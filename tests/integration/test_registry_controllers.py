@@ -538,7 +538,8 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
     wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters), "distributed")
     until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    # clusters[2]'s score is written by someone else (no agent labels): the hub does not count it
+    # clusters[2]'s score is written by someone else (no agent labels): the hub does not count it, it
+    # reports the name as taken there
     for cluster, ok, labels in (
         (clusters[0], True, score_labels(ADDON)),
         (clusters[1], False, score_labels(ADDON)),
@@ -584,12 +585,13 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
     )
     got = entries()
     assert got[clusters[0]]["status"] == "True"
-    assert got[clusters[2]]["reason"] == "NoReportYet"
+    assert (got[clusters[2]]["status"], got[clusters[2]]["reason"]) == ("False", "ScoreNameTaken")
     dist = condition(scorer_obj(hub, namespace, "rep"), "Distributed")
     assert (
-        dist["reason"] == "AgentsReportFailures"
+        dist["reason"] == "ScoreNameTaken"  # the failure only the scorer's author can fix comes first
         and clusters[1] in dist["message"]
         and "parse error" in dist["message"]
+        and f"{clusters[2]}: ScoreNameTaken" in dist["message"]
     )
     for cluster in clusters:
         hub.delete(APS_V1A1, "AddOnPlacementScore", aps_name(score), cluster)
