@@ -57,6 +57,20 @@ def request(items: list[ScoreItem] | None, valid_for: float = 90, **cond: str) -
     return PublishRequest("my_score", "my-score", items, until, ok(**cond), 30)
 
 
+def _create_mca(api: KubeAPI, ns: str, name: str) -> dict[str, Any]:
+    """A ManagedClusterAddOn in `ns` (scores name one as owner; the garbage collector needs it real)."""
+    return api.request(
+        "POST",
+        f"/apis/addon.open-cluster-management.io/v1alpha1/namespaces/{ns}/managedclusteraddons",
+        body={
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {},
+        },
+    )
+
+
 def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: ControlPlane) -> None:
     api = hub_api(control_plane)
     pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
@@ -412,16 +426,7 @@ def test_scores_are_owned_by_the_addon_and_collected_with_it(control_plane: Cont
         asyncio.run(early.publish(_named("early", 1)))
         assert "ownerReferences" not in api.request("GET", f"{aps}/early")["metadata"]  # no MCA yet
 
-        mca = api.request(
-            "POST",
-            mcas,
-            body={
-                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                "kind": "ManagedClusterAddOn",
-                "metadata": {"name": "dynamic-scoring", "namespace": ns},
-                "spec": {},
-            },
-        )
+        mca = _create_mca(api, ns, "dynamic-scoring")
         pub = KubeScorePublisher(api, ns, addon_name="dynamic-scoring")
         asyncio.run(pub.publish(_named("late", 2)))
         asyncio.run(pub.publish(_named("early", 1)))  # adopted
@@ -557,28 +562,9 @@ def test_another_owners_score_of_the_same_name_is_never_written_relabelled_reown
     api = hub_api(control_plane)
     ns = f"foreign-{uuid.uuid4().hex[:6]}"
     api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-    mcas = f"/apis/addon.open-cluster-management.io/v1alpha1/namespaces/{ns}/managedclusteraddons"
     try:
-        other = api.request(
-            "POST",
-            mcas,
-            body={
-                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                "kind": "ManagedClusterAddOn",
-                "metadata": {"name": "resource-usage-collect", "namespace": ns},
-                "spec": {},
-            },
-        )
-        api.request(
-            "POST",
-            mcas,
-            body={
-                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                "kind": "ManagedClusterAddOn",
-                "metadata": {"name": "dynamic-scoring", "namespace": ns},
-                "spec": {},
-            },
-        )
+        other = _create_mca(api, ns, "resource-usage-collect")
+        _create_mca(api, ns, "dynamic-scoring")
         foreign: dict[str, dict[str, Any]] = {
             "resource-usage-score": {
                 "ownerReferences": [
