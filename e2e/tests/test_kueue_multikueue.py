@@ -120,6 +120,16 @@ class Fleet:
     def copy_on(self, worker: str, job: str) -> JSON | None:
         return self.workers[worker].find("batch/v1", "Job", job, JOB_NS)
 
+    def admitted_copy(self, worker: str, job: str) -> JSON | None:
+        """The copy of `job` on `worker` once its Kueue admitted it: unsuspended, its Workload Admitted."""
+        copy = self.copy_on(worker, job)
+        if copy is None or copy["spec"].get("suspend") is not False:
+            return None
+        workloads = self.workers[worker].items(KUEUE_V1B2, "Workload", JOB_NS)
+        owners = [{o.get("name") for o in w["metadata"].get("ownerReferences") or []} for w in workloads]
+        owned = [w for w, names in zip(workloads, owners, strict=True) if job in names]
+        return copy if any(condition(w, "Admitted") == "True" for w in owned) else None
+
 
 def condition(obj: JSON | None, kind: str) -> str | None:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
@@ -294,14 +304,15 @@ def dispatch(fleet: Fleet, target: str) -> str:
     landed = wait_until(lambda: fleet.landed(job), timeout=90, what=f"Job {job} admitted through MultiKueue")
     fleet.note(f"Job submitted -> admitted on {target}", time.monotonic() - start)
     assert landed == target, f"dispatched to {landed}, the Placement chose {target}"
-    copy = fleet.copy_on(target, job)
-    assert copy is not None, f"no copy of {job} on {target}"
-    # admitted by the worker's Kueue: it unsuspended the copy; the origin label marks it as MultiKueue's
-    assert copy["spec"].get("suspend") is False, copy["spec"]
+    # The hub's Workload turns Admitted once the worker reserved quota; the worker's Kueue admits its
+    # own Workload and unsuspends the copy afterwards, asynchronously: wait for both.
+    copy = wait_until(
+        lambda: fleet.admitted_copy(target, job),
+        timeout=60,
+        what=f"the copy of {job} on {target} unsuspended and its Workload admitted there",
+    )
+    # the origin label marks it as MultiKueue's
     assert copy["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), copy["metadata"]["labels"]
-    on_worker = fleet.workers[target].items(KUEUE_V1B2, "Workload", JOB_NS)
-    worker_wl = [w for w in on_worker if condition(w, "Admitted") == "True"]
-    assert worker_wl, f"no admitted Workload on {target}"
     other = next(c for c in WORKERS if c != target)
     assert fleet.copy_on(other, job) is None, f"{job} was copied to {other} too"
     return job
