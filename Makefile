@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv tools tools-ocm deps lint test test-unit test-component test-integration test-e2e test-compat \
+.PHONY: help venv tools tools-ocm deps lint lint-python lint-workflows test test-unit test-component test-integration test-e2e test-compat \
         e2e-up e2e-down e2e-status bench clean demo chart image
 
 help: ## list the targets
@@ -19,9 +19,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: tools-ocm ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon and the upstream Go addon
-	e2e/build-tools.sh argocd actionlint kueue kueue-addon upstream
-	e2e/build-otelcol.sh
+tools: ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon and the upstream Go addon (prints progress and an estimate)
+	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol
 
 tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1 and v1.2.1, clusteradm): all the demo needs
 	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm
@@ -33,20 +32,23 @@ deps: ## install system packages the tests need (Debian prometheus/promtool)
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; } \
 	  || { echo "could not install prometheus; install Debian's 'prometheus' package and retry" >&2; exit 1; }; }
 
-lint: $(STAMP) ## ruff, mypy --strict, import layering, dead code (vulture), actionlint on .github/workflows (built by `make tools`)
+lint: lint-python lint-workflows ## ruff, mypy --strict, import layering, dead code (vulture), actionlint on .github/workflows (built by `make tools`)
+
+lint-python: $(STAMP) ## the Python part of lint: ruff, mypy --strict, import layering, vulture
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
+
+lint-workflows: $(STAMP) ## actionlint on .github/workflows (built by `make tools`)
 	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
 
 # The addon-contract tests once more on the older OCM release (the default run uses v1.3.1).
 COMPAT_OCM ?= v1.2.1
 
-test: $(STAMP) deps tools lint image ## run every test tier (unit, component, integration, e2e), then the OCM-contract e2e tests on $(COMPAT_OCM)
-	$(BIN)/pytest
-	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"
+test: $(STAMP) deps ## lint, the image, every test tier, then the OCM-contract e2e tests on v1.2.1; on a cold machine the tiers overlap the tool build
+	$(BIN)/python -m e2e.testrun
 
 test-unit: $(STAMP) ## unit tier only
 	$(BIN)/pytest -m unit

@@ -7,9 +7,12 @@
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
 # Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api ocm13 helm argocd
-#        actionlint kueue kueue-addon upstream; default all.  ocm13 (OCM v1.3.1), kueue, kueue-addon and
-#        upstream are built from pinned git mirrors, not the proxy)
-# Prints the cache directory of every component on success.
+#        actionlint kueue kueue-addon upstream otelcol; default all.  ocm13 (OCM v1.3.1), kueue, kueue-addon
+#        and upstream are built from pinned git mirrors, not the proxy)
+# Prints the cache directory of every component on success (stdout), and its progress on stderr: the plan
+# (what is cached, what will be built, the typical cold time of each and in all), `[i/n]` as each build
+# starts, a line every DS_TOOLS_HEARTBEAT seconds (default 60) while one runs (time so far, packages
+# compiled), and each build's time with what is left.
 # With DS_TOOLS_CACHED_ONLY=1 nothing is built: a component not in the cache fails with exit 3 and a
 # message saying to run `make tools` (`make lint` locates actionlint this way).
 set -euo pipefail
@@ -59,6 +62,16 @@ UPSTREAM_COMMIT=${UPSTREAM_COMMIT:-f5844b98e8e24a8677ca04a5a4bcff942ccde382}
 RECIPE=1
 RECIPE_ocm13=2   # 2: webhook servers bind 127.0.0.1
 RECIPE_kueue=2   # 2: the metrics certificate directory can be set (KUEUE_METRICS_CERT_DIR)
+# OpenTelemetry Collector (component otelcol): an otlp receiver and otlphttp exporter distribution made by
+# the Collector builder, for tests/component/test_otlp_collector.py.  v0.164.0's otlphttp exporter needs a
+# module the proxy does not serve.
+OTELCOL_VERSION=${OTELCOL_VERSION:-v0.160.0}
+
+# Cold build seconds of each component on a 2-core machine with the Go caches shared, in `make tools`
+# order (measured; see docs/local-control-plane.md).  Only for the progress estimate.
+declare -A TYPICAL=([etcd]=55 [k8s]=500 [ocm]=360 [ocm13]=470 [clusteradm]=75 [ocm-api]=2 [helm]=135
+  [argocd]=400 [actionlint]=10 [kueue]=450 [kueue-addon]=240 [upstream]=355 [otelcol]=180)
+HEARTBEAT=${DS_TOOLS_HEARTBEAT:-60}
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
 # source_git <var> <mirror-name> <clone-name>: a git mirror's default place, unless <var> is set: this
@@ -82,6 +95,28 @@ GOPROXY_IN=$(go env GOPROXY 2>/dev/null || echo https://proxy.golang.org)
 export GOPROXY=${GOPROXY_IN%,direct}
 
 say() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# mins <seconds>: "7m05s"; about <seconds>: "~7 min" (estimates are rounded to minutes)
+mins() { printf '%dm%02ds' $(( $1 / 60 )) $(( $1 % 60 )); }
+about() { if (( $1 < 60 )); then printf '<1 min'; else printf '~%d min' $(( ($1 + 30) / 60 )); fi; }
+# compiled <log>: packages `go build -v` has compiled so far (one import path per line)
+compiled() { grep -cE '^[A-Za-z][A-Za-z0-9_.~-]*(/[A-Za-z0-9_.~+-]+)*$' "$1" 2>/dev/null || true; }
+# ticker <component> <start> <log> <typical>: a line every $HEARTBEAT s while a build runs, so a long
+# build never looks hung.  Runs in the background; `build` stops it.
+ticker() {
+  local n count nap=
+  trap '[[ -z "$nap" ]] || kill "$nap" 2>/dev/null; exit 0' TERM   # leave no sleep behind
+  while :; do
+    sleep "$HEARTBEAT" & nap=$!
+    wait "$nap" || true
+    n=$(compiled "$3") count=""   # the Collector builder compiles without -v: no count for it
+    if (( n > 0 )); then count=", $n packages compiled"; fi
+    say "  $1: $(mins $(( $(date +%s) - $2 ))) so far$count (a cold build typically takes $(about "$4"))"
+  done
+}
+TICKER=
+trap '[[ -z "$TICKER" ]] || kill "$TICKER" 2>/dev/null || true' EXIT
+# Progress across the components this run builds: set by the plan in the main loop.
+PLAN_N=0 PLAN_I=0 PLAN_LEFT=0
 die() { say "ERROR: $*"; exit 1; }
 
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.25 (this machine ships 1.26)"
@@ -119,15 +154,23 @@ build() {
   rm -rf "$dir".tmp.*   # left by an interrupted build; we hold the lock, so nobody else is building
   tmp="$dir.tmp.$$"; mkdir -p "$tmp/bin" "$tmp/src"
   start=$(date +%s)
-  say "$comp $ver: building (cold builds take minutes; log in $tmp/build.log)"
+  local typical=${TYPICAL[$comp]:-300}
+  PLAN_I=$(( PLAN_I + 1 )); (( PLAN_I <= PLAN_N )) || PLAN_N=$PLAN_I
+  say "[$PLAN_I/$PLAN_N] $comp $ver: building, typically $(about "$typical") cold;" \
+    "about $(about "$PLAN_LEFT") left in all (log: $tmp/build.log)"
+  : > "$tmp/build.log"
+  ticker "$comp" "$start" "$tmp/build.log" "$typical" & TICKER=$!
   # `set -e` does not reach inside a recipe run as an `if` condition, so a recipe must return non-zero
   # itself; and a component that should have binaries but has none failed, whatever it returned.
   if ! ( cd "$tmp/src" && "$fn" "$tmp" "$ver" ) >"$tmp/build.log" 2>&1 \
       || { [[ "$comp" != ocm-api ]] && [[ -z "$(ls -A "$tmp/bin")" ]]; }; then
+    kill "$TICKER" 2>/dev/null || true; TICKER=
     tail -n 30 "$tmp/build.log" >&2
-    die "$comp $ver failed to build; full log: $tmp/build.log"
+    die "$comp $ver failed to build after $(mins $(( $(date +%s) - start ))); full log: $tmp/build.log"
   fi
+  kill "$TICKER" 2>/dev/null || true; wait "$TICKER" 2>/dev/null || true; TICKER=
   local secs=$(( $(date +%s) - start ))
+  PLAN_LEFT=$(( PLAN_LEFT > typical ? PLAN_LEFT - typical : 0 ))
   python3 - "$tmp" "$comp" "$ver" "$secs" "$GOVERSION" <<'PY'
 import hashlib, json, os, sys
 tmp, comp, ver, secs, gover = sys.argv[1:]
@@ -144,14 +187,17 @@ json.dump({"component": comp, "version": ver, "go": gover, "build_seconds": int(
 PY
   rm -rf "$tmp/src"
   rm -rf "$dir"; mv "$tmp" "$dir"
-  say "$comp $ver: built in ${secs}s -> $dir"
+  say "$comp $ver: built in $(mins "$secs") -> $dir"
+  if (( PLAN_I < PLAN_N )); then
+    say "$PLAN_I of $PLAN_N built; $(( PLAN_N - PLAN_I )) to go, about $(about "$PLAN_LEFT") left"
+  fi
   echo "$comp=$dir"
 }
 
 recipe_etcd() {  # the module root of etcd/server is package main
   local out=$1 ver=$2
   printf 'module local/etcd-bin\n\ngo 1.25.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ver" > go.mod
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
   "$out/bin/etcd" --version
 }
 
@@ -169,7 +215,7 @@ recipe_k8s() {  # k8s.io/kubernetes needs a wrapper module replacing every stagi
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf+=" -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "$ldf" -o "$out/bin/" \
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -ldflags "$ldf" -o "$out/bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
   "$out/bin/kube-apiserver" --version
 }
@@ -201,7 +247,7 @@ recipe_ocm() {
   local out=$1 ver=$2 vpkg=open-cluster-management.io/ocm/pkg/version minor
   minor=$(echo "$ver" | cut -d. -f2)
   wrapper open-cluster-management.io/ocm "$ver"
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -o "$out/bin/" \
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -o "$out/bin/" \
     -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor" \
     open-cluster-management.io/ocm/cmd/registration open-cluster-management.io/ocm/cmd/work \
     open-cluster-management.io/ocm/cmd/placement open-cluster-management.io/ocm/cmd/addon
@@ -253,7 +299,7 @@ recipe_ocm13() {
   grep -qP '^\t\t\tPort:    c.Port,$' "$wh" || { echo "webhook bind patch: 'Port:    c.Port,' not found in $wh"; return 1; }
   sed -i 's/^\t\t\tPort:    c.Port,$/&\n\t\t\tHost:    "127.0.0.1",/' "$wh"
   grep -q '"127.0.0.1"' "$wh" || { echo "webhook bind patch did not apply to $wh"; return 1; }
-  GOFLAGS="-mod=vendor -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/" \
+  GOFLAGS="-mod=vendor -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/" \
     -ldflags "-s -w -X $vpkg.versionFromGit=$ver -X $vpkg.majorFromGit=1 -X $vpkg.minorFromGit=$minor -X $vpkg.commitFromGit=$OCM13_COMMIT" \
     ./cmd/registration ./cmd/work ./cmd/placement ./cmd/addon
   mkdir -p "$out/crds/hub" "$out/crds/managed"
@@ -277,7 +323,7 @@ recipe_kueue() {
   grep -qF "$fixed" "$main" || { echo "metrics cert patch: '$fixed' not found in $main"; return 1; }
   sed -i 's#'"$fixed"'#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")\n\t\tif metricsCertPath == "" {\n\t\t\tmetricsCertPath = "/etc/kueue/metrics/certs"\n\t\t}#' "$main"
   grep -qF 'os.Getenv("KUEUE_METRICS_CERT_DIR")' "$main" || { echo "metrics cert patch did not apply"; return 1; }
-  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/kueue-manager" \
+  GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/kueue-manager" \
     -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.GitCommit=$KUEUE_COMMIT -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
     ./cmd/kueue || return 1
   mkdir -p "$out/crds" "$out/webhook" "$out/rbac"
@@ -302,7 +348,7 @@ recipe_kueue_addon() {
   cd kueue-addon || return 1
   go mod edit -replace "sigs.k8s.io/kueue=../kueue" \
     -replace "open-cluster-management.io/cluster-permission=../cluster-permission" || return 1
-  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/kueue-addon-controller" \
+  GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/kueue-addon-controller" \
     -ldflags "-s -w -X $vpkg.commitFromGit=$KUEUE_ADDON_COMMIT" ./cmd/kueue || return 1
   mkdir -p "$out/crds" "$out/rbac"
   for dep in managed-serviceaccount cluster-permission clusterprofile; do
@@ -327,9 +373,9 @@ recipe_upstream() {
   git --git-dir="$ADDON_CONTRIB_SOURCE_GIT" archive "$UPSTREAM_COMMIT" dynamic-scoring-framework \
     | tar -x -C . || return 1
   cd dynamic-scoring-framework || return 1
-  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -ldflags "-s -w" \
+  GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -ldflags "-s -w" \
     -o "$out/bin/dynamic-scoring-addon" ./cmd/dynamic-scoring || return 1
-  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -ldflags "-s -w" \
+  GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -ldflags "-s -w" \
     -o "$out/bin/dynamic-scoring-manager" ./cmd || return 1
   mkdir -p "$out/crds" "$out/rbac" "$out/deploy" "$out/samples"
   cp config/crd/bases/*.yaml "$out/crds/" || return 1
@@ -347,7 +393,7 @@ recipe_upstream() {
 recipe_clusteradm() {
   local out=$1 ver=$2
   wrapper open-cluster-management.io/clusteradm "${ver%%+*}" open-cluster-management.io/ocm "$OCM_VERSION"
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/" open-cluster-management.io/clusteradm/cmd/clusteradm
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -ldflags "-s -w" -o "$out/bin/" open-cluster-management.io/clusteradm/cmd/clusteradm
   "$out/bin/clusteradm" version 2>/dev/null | head -3 || true
 }
 
@@ -364,7 +410,7 @@ recipe_ocm_api() {  # not a binary: the CRD manifests shipped inside the api mod
 recipe_helm() {
   local out=$1 ver=$2 vpkg=helm.sh/helm/v3/internal/version
   wrapper helm.sh/helm/v3 "$ver"
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w -X $vpkg.version=$ver -X $vpkg.gitTreeState=clean" \
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -ldflags "-s -w -X $vpkg.version=$ver -X $vpkg.gitTreeState=clean" \
     -o "$out/bin/" helm.sh/helm/v3/cmd/helm
   "$out/bin/helm" version --short
 }
@@ -374,7 +420,7 @@ recipe_helm() {
 recipe_actionlint() {
   local out=$1 ver=$2
   wrapper github.com/rhysd/actionlint "$ver"
-  GOFLAGS=-mod=mod go build -p 2 -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ver" \
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ver" \
     -o "$out/bin/" github.com/rhysd/actionlint/cmd/actionlint
   "$out/bin/actionlint" -version
 }
@@ -409,7 +455,7 @@ func main() {
 	}
 }
 GO
-  GOFLAGS="-mod=mod -buildvcs=false" go build -p 2 -trimpath -o "$out/bin/argocd-applicationset-controller" \
+  GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/argocd-applicationset-controller" \
     -ldflags "-s -w -X $vpkg.version=${ver#v} -X $vpkg.gitTag=$ver -X $vpkg.gitTreeState=clean" \
     ./cmd/ds-applicationset-controller
   mkdir -p "$out/crds" "$out/rbac"
@@ -420,50 +466,85 @@ GO
   "$out/bin/argocd-applicationset-controller" --help | head -3
 }
 
+# The OpenTelemetry Collector: the builder generates a distribution with only the otlp receiver and the
+# otlphttp exporter from published modules and compiles it.  Why the builder: the Collector's own
+# otelcorecol command is not published as a Go module; the builder is.
+recipe_otelcol() {
+  local out=$1 ver=$2
+  cat > builder.yaml <<YAML
+dist:
+  name: otelcol-ds
+  description: Collector for dynamic-scoring tests (otlp receiver, otlphttp exporter)
+  output_path: $PWD/out
+receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver $ver
+exporters:
+  - gomod: go.opentelemetry.io/collector/exporter/otlphttpexporter $ver
+YAML
+  go run "go.opentelemetry.io/collector/cmd/builder@$ver" --config builder.yaml || return 1
+  mv out/otelcol-ds "$out/bin/otelcol-ds"
+}
+
+# comp_version <component>: the version part of its cache key (tag, and the commit where pinned by both).
+comp_version() {
+  case $1 in
+    etcd) echo "$ETCD_VERSION" ;;
+    k8s) echo "$K8S_VERSION" ;;
+    ocm) echo "$OCM_VERSION" ;;
+    clusteradm) echo "$CLUSTERADM_VERSION+ocm$OCM_VERSION" ;;
+    ocm-api) echo "$OCM_API_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    argocd) echo "$ARGOCD_VERSION" ;;
+    actionlint) echo "$ACTIONLINT_VERSION" ;;
+    otelcol) echo "$OTELCOL_VERSION" ;;
+    ocm13) echo "$OCM13_VERSION+$OCM13_COMMIT" ;;
+    kueue) echo "$KUEUE_VERSION+$KUEUE_COMMIT" ;;
+    kueue-addon) echo "$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}" ;;
+    upstream) echo "$UPSTREAM_COMMIT" ;;
+    *) die "unknown component '$1' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint otelcol ocm13 kueue kueue-addon upstream)" ;;
+  esac
+}
+
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon upstream)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol)
 mkdir -p "$TOOLS_ROOT"
+# The plan: which components are cached and which will be built, with the typical cold time of each.
+todo=() cached=()
+for c in "${components[@]}"; do
+  if will_build "$c" "$(comp_version "$c")"; then todo+=("$c"); else cached+=("$c"); fi
+done
+if (( ${#todo[@]} > 0 )); then
+  plan=""
+  for c in "${todo[@]}"; do
+    PLAN_LEFT=$(( PLAN_LEFT + ${TYPICAL[$c]:-300} )); plan+="${plan:+, }$c ($(about "${TYPICAL[$c]:-300}"))"
+  done
+  PLAN_N=${#todo[@]}
+  say "to build: $plan; about $(about "$PLAN_LEFT") in all on 2 cores${cached[*]:+; cached: ${cached[*]}}"
+fi
 # One lock per component, not one for the script: a cold argocd build takes many minutes, and the
 # control-plane fixture asking for the (cached) etcd/k8s/ocm must not wait behind it.  The Go build
 # and module caches are safe for concurrent use.
 for c in "${components[@]}"; do
   exec 9>"$TOOLS_ROOT/.lock-$c"
-  flock 9
-  case $c in
-    etcd) build etcd "$ETCD_VERSION" recipe_etcd ;;
-    k8s) build k8s "$K8S_VERSION" recipe_k8s ;;
-    ocm) build ocm "$OCM_VERSION" recipe_ocm ;;
-    clusteradm) build clusteradm "$CLUSTERADM_VERSION+ocm$OCM_VERSION" recipe_clusteradm ;;
-    ocm-api) build ocm-api "$OCM_API_VERSION" recipe_ocm_api ;;
-    helm) build helm "$HELM_VERSION" recipe_helm ;;
-    argocd) build argocd "$ARGOCD_VERSION" recipe_argocd ;;
-    actionlint) build actionlint "$ACTIONLINT_VERSION" recipe_actionlint ;;
-    ocm13)  # the cache key holds tag and commit
-      if will_build ocm13 "$OCM13_VERSION+$OCM13_COMMIT"; then
-        pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT"
-      fi
-      build ocm13 "$OCM13_VERSION+$OCM13_COMMIT" recipe_ocm13 ;;
-    kueue)
-      if will_build kueue "$KUEUE_VERSION+$KUEUE_COMMIT"; then
-        pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT"
-      fi
-      build kueue "$KUEUE_VERSION+$KUEUE_COMMIT" recipe_kueue ;;
-    kueue-addon)
-      key="$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}"
-      if will_build kueue-addon "$key"; then
+  if ! flock -n 9; then
+    say "$c: another build of it is running; waiting for it (it writes $TOOLS_ROOT/$c-*.tmp.*/build.log)"
+    flock 9
+  fi
+  v=$(comp_version "$c")
+  if will_build "$c" "$v"; then   # a component's git sources are checked only when it will be built
+    case $c in
+      ocm13) pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT" ;;
+      kueue) pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT" ;;
+      kueue-addon)
         pinned_source kueue-addon ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - "$KUEUE_ADDON_COMMIT"
         pinned_source "Kueue $KUEUE_ADDON_KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" \
           "$KUEUE_ADDON_KUEUE_VERSION" "$KUEUE_ADDON_KUEUE_COMMIT"
         pinned_source cluster-permission CLUSTER_PERMISSION_SOURCE_GIT "$CLUSTER_PERMISSION_SOURCE_URL" - \
-          "$CLUSTER_PERMISSION_COMMIT"
-      fi
-      build kueue-addon "$key" recipe_kueue_addon ;;
-    upstream)
-      if will_build upstream "$UPSTREAM_COMMIT"; then
+          "$CLUSTER_PERMISSION_COMMIT" ;;
+      upstream)
         pinned_source "upstream dynamic-scoring-framework" ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - \
-          "$UPSTREAM_COMMIT"
-      fi
-      build upstream "$UPSTREAM_COMMIT" recipe_upstream ;;
-    *) die "unknown component '$c' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint ocm13 kueue kueue-addon upstream)" ;;
-  esac
+          "$UPSTREAM_COMMIT" ;;
+    esac
+  fi
+  build "$c" "$v" "recipe_${c//-/_}"
 done

@@ -46,7 +46,7 @@ from e2e.kueue import (
 from e2e.mission import ADDON_V1A1, NAMESPACE, SAMPLE_CONFIG, Mission, sample_documents
 from e2e.procs import Proc, listening_addresses, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_install]
+pytestmark = [pytest.mark.e2e, pytest.mark.own_install, pytest.mark.late_tools]
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples" / "kueue"

@@ -70,7 +70,10 @@ from e2e.ocm import install_crds
 from e2e.procs import Proc, free_port, group_alive, port_in_use, wait_until
 from e2e.upstream import UPSTREAM_NAMESPACE, UpstreamHub, write_hub_kubeconfig
 
-pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning"),
+    pytest.mark.late_tools,
+]
 
 REPO = Path(__file__).resolve().parents[2]
 ADDON = "dynamic-scoring-framework"  # upstream's addon name

@@ -53,7 +53,10 @@ from e2e.upstream import UPSTREAM_NAMESPACE, UpstreamAgent, write_hub_kubeconfig
 
 __all__ = ["env"]  # the fixture, imported so this module gets its own installation
 
-pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning"),
+    pytest.mark.late_tools,
+]
 
 DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"

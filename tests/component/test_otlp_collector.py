@@ -1,15 +1,14 @@
 """A real OpenTelemetry Collector forwards an SDK's pushes to the agent's receiver.
 
-The Collector is built from the Go module proxy by ``e2e/build-otelcol.sh`` (the Collector builder
-with the otlp receiver and the otlphttp exporter; `make tools` runs it); without that binary this test
-fails and says how to build it (a skipped test would count as a pass).  Its config is the sample's
+The Collector is built from the Go module proxy by ``e2e/build-tools.sh otelcol`` (the Collector
+builder with the otlp receiver and the otlphttp exporter; `make tools` runs it, and this test builds
+it when it is missing; a skipped test would count as a pass).  Its config is the sample's
 (``samples/opentelemetry/collector-configmap.yaml``) with loopback ports, so the sample is what is
 tested.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,22 +26,18 @@ from agent.source.otlp.receiver import OtlpReceiver
 from agent.source.otlp.selection import parse_selector
 from agent.source.otlp.store import SeriesStore
 from e2e.procs import Proc, free_port, wait_until
+from e2e.tools import component_dirs
 from tests.component.harness import ScorerProcess, eventually, summary
 from tests.component.test_otlp_receiver import Agent, close_agent, make_agent, scored
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = [pytest.mark.component, pytest.mark.anyio, pytest.mark.late_tools]
 
-VERSION = "v0.160.0"
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "opentelemetry" / "collector-configmap.yaml"
 
 
-def collector_binary() -> Path | None:
-    root = Path(
-        os.environ.get("DS_TOOLS_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dynamic-scoring-tools"
-    )
-    found = sorted(root.glob(f"otelcol-{VERSION}-*/bin/otelcol-ds"))
-    return found[-1] if found else None
+def collector_binary() -> Path:
+    """The Collector from the tools cache (built first when missing, or waited for while being built)."""
+    return component_dirs("otelcol")["otelcol"] / "bin" / "otelcol-ds"
 
 
 @pytest.fixture
@@ -59,8 +54,6 @@ def start_collector(
 ) -> tuple[Proc, int]:
     """A Collector listening for OTLP/HTTP on a loopback port, exporting to the agent's receiver."""
     binary = collector_binary()
-    if binary is None:
-        pytest.fail(f"no Collector {VERSION} in the tools cache: build it with `make tools`")
     [configmap] = list(yaml.safe_load_all(SAMPLE.read_text()))
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     port = free_port()
@@ -120,7 +113,10 @@ async def test_a_collector_forwards_sdk_pushes_to_the_agent(
     finally:
         provider.shutdown()
     assert sorted((i.name, i.value) for i in first.items or []) == [("q1", 12), ("q2", 30)]
-    assert agent.receiver.responses[200] >= 1
+    # counted by the receiver's handler thread just before it answers, after the store took the points
+    await eventually(
+        lambda: agent.receiver.responses[200] >= 1, timeout=10, what="a 200 counted by the receiver"
+    )
 
 
 def test_a_collector_sending_the_token_header_is_admitted_by_a_receiver_that_requires_it(
@@ -149,4 +145,6 @@ def test_a_collector_sending_the_token_header_is_admitted_by_a_receiver_that_req
         provider.shutdown()
         proc.stop()
         receiver.stop()
-    assert receiver.responses[200] >= 1 and receiver.responses[401] == 0
+    # the handler threads are not joined by stop(): wait for the count of the answer that stored the series
+    wait_until(lambda: receiver.responses[200] >= 1, timeout=10, what="a 200 counted by the receiver")
+    assert receiver.responses[401] == 0

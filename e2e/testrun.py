@@ -1,0 +1,197 @@
+"""`python -m e2e.testrun` (behind `make test`): every check and test tier, overlapped with the tool build.
+
+Why not plain make prerequisites: on a machine whose tools cache is empty, building the pinned Go
+components takes most of an hour, and make would run every test only after the last of them.  The
+tiers need different tools, so this runs them in the order the tools arrive:
+
+1. one background `e2e/build-tools.sh` for every component, those the control plane needs first;
+2. meanwhile: lint (Python), the image, and the unit, component and packaging tiers, which need no
+   Go tool;
+3. once the control plane's tools are built: actionlint, then the integration and e2e tiers;
+4. once every tool is built: the tests marked `late_tools` (Argo CD, Kueue, kueue-addon, the
+   upstream Go addon, the Collector), then the OCM-contract e2e tests on the older OCM release.
+
+When every tool is already cached there is nothing to overlap: it runs lint, the image, one pytest
+over every tier and the compat run, exactly as before (one control plane for the main run).
+
+Every step runs even when an earlier one failed (except those whose tools failed to build), so one
+failure does not hide another; the summary at the end lists each step, its time and its result.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from e2e.tools import BUILD_SCRIPT
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+COMPAT_OCM = "v1.2.1"
+# What the control plane and lint need, in the order the first tests need them.
+CONTROL_PLANE_TOOLS = ("actionlint", "etcd", "k8s", "ocm13", "clusteradm", "helm", "ocm-api")
+# What only the tests marked late_tools (and the compat run: ocm, OCM v1.2.1) need.
+LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream", "ocm")
+LATE = "late_tools"
+
+
+@dataclass
+class Step:
+    """One step's name, time and result, for the summary."""
+
+    name: str
+    seconds: float
+    ok: bool
+    note: str = ""
+
+
+@dataclass
+class Run:
+    """The steps run so far, and what a failed build makes impossible."""
+
+    steps: list[Step] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def say(self, message: str) -> None:
+        """A progress line with the minutes since the start, on stderr like build-tools.sh's."""
+        elapsed = time.monotonic() - self.started
+        click.echo(f"[make test {elapsed / 60:5.1f} min] {message}", err=True)
+
+    def run(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> bool:
+        """Run one step in the repository, its output straight to the terminal; True when it passed."""
+        self.say(f"{name}: {' '.join(argv)}")
+        start = time.monotonic()
+        code = subprocess.run(list(argv), cwd=REPO, env=env, check=False).returncode
+        ok = code == 0
+        self.steps.append(Step(name, time.monotonic() - start, ok, "" if ok else f"exit {code}"))
+        verdict = "passed" if ok else f"FAILED (exit {code})"
+        self.say(f"{name}: {verdict} in {self.steps[-1].seconds / 60:.1f} min")
+        return ok
+
+    def skip(self, name: str, why: str) -> None:
+        """Record a step that cannot run; it counts as a failure."""
+        self.steps.append(Step(name, 0.0, False, f"not run: {why}"))
+        self.say(f"{name}: not run: {why}")
+
+    def summary(self) -> bool:
+        """Print every step with its minutes and result; True when all passed."""
+        total = time.monotonic() - self.started
+        click.echo("\nmake test: step, minutes, result", err=True)
+        for step in self.steps:
+            result = "ok" if step.ok else (step.note or "failed")
+            click.echo(f"  {step.name:<44} {step.seconds / 60:6.1f}  {result}", err=True)
+        ok = all(step.ok for step in self.steps)
+        click.echo(f"  {'total':<44} {total / 60:6.1f}  {'passed' if ok else 'FAILED'}", err=True)
+        return ok
+
+
+def build_tools_argv(*components: str) -> list[str]:
+    """build-tools.sh for `components`: builds what is missing, waits for what another run builds."""
+    return [str(BUILD_SCRIPT), *components]
+
+
+def all_cached() -> bool:
+    """True when every component is in the tools cache (build-tools.sh builds nothing then)."""
+    env = {**os.environ, "DS_TOOLS_CACHED_ONLY": "1"}
+    argv = build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS)
+    done = subprocess.run(argv, env=env, capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def make(target: str) -> list[str]:
+    """A Makefile target, so lint and the image stay defined in one place."""
+    return ["make", "--no-print-directory", target]
+
+
+def pytest(marks: str) -> list[str]:
+    """The venv's pytest for a marker expression (every test when empty)."""
+    return [str(BIN / "pytest"), "-m", marks] if marks else [str(BIN / "pytest")]
+
+
+def compat(run: Run) -> None:
+    """The OCM-contract e2e tests once more, on the older OCM release."""
+    env = {**os.environ, "DS_OCM_VERSION": COMPAT_OCM}
+    run.run(f"OCM-contract e2e tests on OCM {COMPAT_OCM}", pytest("e2e and ocm_contract"), env=env)
+
+
+def warm(run: Run) -> None:
+    """Every tool cached: the tiers in one pytest run (one control plane), then the compat run."""
+    run.say("every tool is cached: lint, image, every tier, then the compat run")
+    run.run("lint", make("lint"))
+    if run.run("image", make("image")):
+        run.run("pytest: every tier", pytest(""))
+    else:
+        run.skip("pytest: every tier", "the image did not build")
+    compat(run)
+
+
+def cold(run: Run) -> None:
+    """Tools missing: build them in the background and run each tier as soon as its tools are there."""
+    run.say(
+        "tools missing: building them in the background (progress lines start with [build-tools]); "
+        "meanwhile lint, the image and the tiers that need no Go tool"
+    )
+    start = time.monotonic()
+    builder = subprocess.Popen(
+        build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # so an interrupted run stops the whole build
+    )
+    try:
+        run.run("lint (Python)", make("lint-python"))
+        image = run.run("image", make("image"))
+        no_go = f"(unit or component or packaging) and not {LATE}"
+        run.run("pytest: unit, component, packaging", pytest(no_go))
+        # waits for the background build of each (a lock per component), or builds what it has not reached
+        if not run.run("tools: the control plane's", build_tools_argv(*CONTROL_PLANE_TOOLS)):
+            run.skip("the integration and e2e tiers", "the control plane's tools did not build")
+            return
+        run.run("lint (workflows, actionlint)", make("lint-workflows"))
+        if image:
+            run.run("pytest: integration, e2e", pytest(f"(integration or e2e) and not {LATE}"))
+        else:
+            run.skip("pytest: integration, e2e", "the image did not build")
+        run.say("waiting for the background build of the remaining tools")
+        code = builder.wait()
+        run.steps.append(Step("tools: every one (background)", time.monotonic() - start, code == 0))
+        if code != 0:
+            run.skip(f"pytest: {LATE}, compat", f"the tool build failed (exit {code}); its log is above")
+            return
+        if image:
+            run.run(f"pytest: {LATE} (Argo CD, Kueue, upstream, Collector)", pytest(LATE))
+            compat(run)
+        else:
+            run.skip(f"pytest: {LATE}, compat", "the image did not build")
+    finally:
+        if builder.poll() is None:
+            os.killpg(builder.pid, signal.SIGTERM)
+            builder.wait()
+
+
+@click.command()
+def main() -> None:
+    """Lint, the image, every test tier and the OCM-contract tests on OCM v1.2.1: what `make test` runs.
+
+    With tools missing from the cache it builds them in the background and starts each tier as soon
+    as what it needs is built; it prints a summary of every step's time at the end.
+    """
+    run = Run()
+    if all_cached():
+        warm(run)
+    else:
+        cold(run)
+    if not run.summary():
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
