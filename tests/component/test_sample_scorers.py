@@ -121,7 +121,13 @@ def test_bad_requests_get_a_named_error_and_the_scorer_keeps_serving(
     assert s.score([]).results == []
     assert s.get("/healthz") == (200, b"ok")
     assert s.proc.alive
-    assert "-> 400: data[0].values[0][1]: not a number" in s.proc.log_path.read_text()
+    # the scorer process writes its log line in its own time: wait for it
+    wait_until(
+        lambda: "-> 400: data[0].values[0][1]: not a number" in s.proc.log_path.read_text(),
+        timeout=10,
+        what="the scorer's log line '-> 400: data[0].values[0][1]: not a number'",
+        proc=s.proc,
+    )
 
 
 def test_sigterm_stops_the_scorer_cleanly_and_frees_its_port(component_dir: Path) -> None:

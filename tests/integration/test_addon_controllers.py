@@ -166,23 +166,49 @@ def test_every_enabled_cluster_gets_registration_rbac_and_its_work(
 ) -> None:
     for cluster in clusters:
         wait_until(partial(converged, hub, cluster), timeout=60, what=f"{cluster} converged")
-    cma = hub.get(ADDON_V1A1, "ClusterManagementAddOn", ADDON)
     default = hub.get(ADDON_V1A1, "AddOnDeploymentConfig", "dynamic-scoring-default", "dynamic-scoring")
+    want = spec_hash(default)
+
+    # OCM's addon-manager and our controllers write these status fields, bindings and works in
+    # their own threads, after (or apart from) what `converged` waited for: wait for each of them
+    def cma_hash() -> bool:
+        cma = hub.get(ADDON_V1A1, "ClusterManagementAddOn", ADDON)
+        return bool(cma["status"]["defaultconfigReferences"][0]["desiredConfig"]["specHash"] == want)
+
     # A: the CMA's default config hash, as the framework computes it
-    assert cma["status"]["defaultconfigReferences"][0]["desiredConfig"]["specHash"] == spec_hash(default)
+    wait_until(cma_hash, timeout=30, what=f"the CMA's defaultconfigReferences specHash {want}")
     for cluster in clusters:
-        mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
-        ref = mca["status"]["configReferences"][0]
-        # B: the generation of the config in use is recorded
-        assert ref["lastObservedGeneration"] == default["metadata"]["generation"]
-        assert mca["status"]["registrations"][0]["subject"]["user"] == default_user(cluster)
-        binding = hub.get(RBAC_V1, "RoleBinding", HUB_RBAC, cluster)
-        assert {s["name"] for s in binding["subjects"]} == {default_user(cluster), default_groups(cluster)[0]}
-        work = hub.get(WORK_V1, "ManifestWork", WORK, cluster)
-        hashes = json.loads(work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"])
-        assert list(hashes.values()) == [spec_hash(default)]
+
+        def recorded(cluster: str = cluster) -> bool:
+            status = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)["status"]
+            # B: the generation of the config in use is recorded
+            return bool(
+                status["configReferences"][0]["lastObservedGeneration"] == default["metadata"]["generation"]
+                and status["registrations"][0]["subject"]["user"] == default_user(cluster)
+            )
+
+        wait_until(
+            recorded,
+            timeout=30,
+            what=f"{cluster}'s MCA recording generation {default['metadata']['generation']} of the "
+            f"config and the registration subject {default_user(cluster)}",
+        )
+        subjects = {default_user(cluster), default_groups(cluster)[0]}
+
+        def bound(cluster: str = cluster, subjects: set[str] = subjects) -> bool:
+            binding = hub.get(RBAC_V1, "RoleBinding", HUB_RBAC, cluster)
+            return {s["name"] for s in binding["subjects"]} == subjects
+
+        wait_until(bound, timeout=30, what=f"{cluster}'s hub RoleBinding binding exactly {sorted(subjects)}")
+
+        def work_hashes(cluster: str = cluster) -> bool:
+            work = hub.get(WORK_V1, "ManifestWork", WORK, cluster)
+            annotation = work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"]
+            return list(json.loads(annotation).values()) == [want]
+
+        wait_until(work_hashes, timeout=30, what=f"{cluster}'s deploy work annotated with the hash {want}")
         # nothing applied the work (no klusterlet): ManifestApplied is not claimed
-        assert "ManifestApplied" not in conditions(mca)
+        assert "ManifestApplied" not in conditions(hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster))
 
 
 def test_a_resync_of_a_converged_world_writes_nothing(

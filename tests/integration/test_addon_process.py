@@ -128,11 +128,21 @@ def test_health_metrics_json_logs_handover_and_exit_codes(api: KubeAPI, namespac
     assert first.get("/healthz")[0] == 200
     second: Proc = start("second")
     wait_until(lambda: second.get("/readyz") == (200, "standby\n"), timeout=30, what="second stands by")
-    status, metrics = first.get("/metrics")
-    assert status == 200
-    assert "dynamic_scoring_manager_leader 1.0" in metrics
-    assert 'dynamic_scoring_controller_queue_depth{controller="deploy"}' in metrics
-    assert "dynamic_scoring_manager_leader 0.0" in second.get("/metrics")[1]
+    # the gauges are set by the processes' own threads: wait for a scrape that shows them
+    wait_until(
+        lambda: (
+            (scrape := first.get("/metrics"))[0] == 200
+            and "dynamic_scoring_manager_leader 1.0" in scrape[1]
+            and 'dynamic_scoring_controller_queue_depth{controller="deploy"}' in scrape[1]
+        ),
+        timeout=30,
+        what="first's /metrics (200) with dynamic_scoring_manager_leader 1.0 and the deploy queue depth",
+    )
+    wait_until(
+        lambda: "dynamic_scoring_manager_leader 0.0" in second.get("/metrics")[1],
+        timeout=30,
+        what="second's /metrics with dynamic_scoring_manager_leader 0.0",
+    )
 
     # a reconcile's log lines carry the controller and the object's key
     ghost = namespace  # a namespace without a ManagedCluster of that name

@@ -161,8 +161,11 @@ def test_dead_summaries_watch_turns_unhealthy_stops_the_lease_and_recovers(
             injected = time.monotonic()
             await eventually(lambda: healthz(port)[0] == 503, timeout=20, what="/healthz 503")
             print(f"measured: /healthz 503 {time.monotonic() - injected:.1f}s after the fault (bound 3 s)")
-            _, body = healthz(port)
-            assert "summaries watch of configmap" in body and "limit 3s" in body, body
+            await eventually(
+                lambda: "summaries watch of configmap" in (body := healthz(port)[1]) and "limit 3s" in body,
+                timeout=10,
+                what="/healthz naming the summaries watch of configmap and its limit 3s",
+            )
             assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=4), "Lease renewed"
             assert agent.watcher.thread_alive and not serving.done()
 
@@ -193,7 +196,11 @@ def test_dead_worker_task_turns_unhealthy_stops_the_lease_then_exits_1(control_p
             killed_at = time.monotonic()
             await eventually(lambda: healthz(port)[0] == 503, timeout=5, what="/healthz 503")
             print(f"measured: /healthz 503 {time.monotonic() - killed_at:.2f}s after the worker died")
-            assert "worker task ended: health_probe (cancelled)" in healthz(port)[1]
+            await eventually(
+                lambda: "worker task ended: health_probe (cancelled)" in healthz(port)[1],
+                timeout=3,
+                what="/healthz naming the ended worker task health_probe (cancelled)",
+            )
             assert not await lease_renewals(spoke, ns, "dynamic-scoring", 1, timeout=3), "Lease renewed"
             code = await asyncio.wait_for(asyncio.shield(serving), 10)
             assert code == 1

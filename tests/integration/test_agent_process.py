@@ -121,19 +121,41 @@ def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPl
         # cluster2's demo pods use 1.2 and 1.6 cores; normalised from [0, 2] cores to [0, 100]
         assert set(load) >= {"demo-app-1", "demo-app-2"}
         assert 0 < load["demo-app-1"] < load["demo-app-2"] <= 100
-        status = hub_admin.request("GET", APS.format("cpu-load"))["status"]
-        assert status["conditions"][0]["status"] == "True" and status["validUntil"]
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        def condition_true() -> bool:
+            status = hub_admin.request("GET", APS.format("cpu-load"))["status"]
+            return bool(status["conditions"][0]["status"] == "True" and status["validUntil"])
+
+        wait_until(
+            condition_true,
+            timeout=30,
+            what="cpu-load's APS with conditions[0].status True and a validUntil",
+            proc=agent,
+        )
+
+        def scrape(path: str) -> tuple[int, str]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return int(resp.status), resp.read().decode()
+
         # one raw-score series per result, labelled with this cluster, the result's pod and the score name
         pattern = (
             r'^dynamic_score\{[^}]*ds_cluster="cluster2",[^}]*ds_pod="([^"]*)",ds_score_name="cpu_load"\} '
         )
-        assert {"app-1", "app-2"} <= set(re.findall(pattern, text, re.M)), text[-3000:]
-        assert 'dynamic_scoring_requests_total{score_name="cpu_load",status="success"}' in text
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
-            assert resp.status == 200
+
+        def exported() -> bool:
+            text = scrape("/metrics")[1]
+            return {"app-1", "app-2"} <= set(re.findall(pattern, text, re.M)) and (
+                'dynamic_scoring_requests_total{score_name="cpu_load",status="success"}' in text
+            )
+
+        wait_until(
+            exported,
+            timeout=30,
+            what="/metrics with dynamic_score series for ds_pod app-1 and app-2 of cpu_load and "
+            "dynamic_scoring_requests_total{score_name=cpu_load,status=success}",
+            proc=agent,
+        )
+        wait_until(lambda: scrape("/readyz")[0] == 200, timeout=30, what="/readyz 200", proc=agent)
 
         spoke_api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
         lease = wait_until(

@@ -245,7 +245,7 @@ def test_agent_survives_a_crash_of_the_managed_apiserver(setup: Setup) -> None:
     s.written_after("res-two", None)
     print(f"measured: new scorer's APS written {time.monotonic() - back:.1f}s after the apiserver was back")
     s.written_after("res-one", version)
-    assert s.healthz() == 200
+    wait_until(lambda: s.healthz() == 200, timeout=30, what="/healthz 200", proc=s.agent)
     assert "Exception in thread" not in s.log(), tail(s.tmp / "agent.log")
 
 
@@ -272,7 +272,12 @@ def test_watch_stream_cut_mid_body_reconnects(setup: Setup) -> None:
         s.set_summaries("res_cut", "res_after")
         s.written_after("res-after", None)
         print(f"measured: change applied and written {time.monotonic() - cut:.1f}s after the cut")
-        assert summaries_watch_failed(s.log())
+        wait_until(
+            lambda: summaries_watch_failed(s.log()),
+            timeout=30,
+            what="the agent's log line for the failed watch of the summaries ConfigMap",
+            proc=s.agent,
+        )
     finally:
         proxy.close()
 
@@ -317,7 +322,12 @@ def test_hub_certificate_rotated_in_place_is_used_for_the_next_write(setup: Setu
         s.hub.request("DELETE", f"{RBAC}/rolebindings/{old_group}")
         version = str(s.hub.request("GET", f"{APS}/res-rotate")["metadata"]["resourceVersion"])
         s.written_after("res-rotate", version)
-        assert "reloading credentials" in s.log()
+        wait_until(
+            lambda: "reloading credentials" in s.log(),
+            timeout=30,
+            what="'reloading credentials' in the agent's log",
+            proc=s.agent,
+        )
     finally:
         for group in (old_group, new_group):
             with contextlib.suppress(NotFound):
@@ -332,7 +342,8 @@ def test_sighup_reapplies_and_keeps_running(setup: Setup) -> None:
     s.written_after("res-hup", None)
     agent.send_signal(signal.SIGHUP)
     wait_until(lambda: "SIGHUP: re-applying" in s.log(), timeout=10, what="SIGHUP handled", proc=agent)
-    assert agent.alive and s.healthz() == 200
+    wait_until(lambda: s.healthz() == 200, timeout=30, what="/healthz 200 after SIGHUP", proc=agent)
+    assert agent.alive
     # and a forged score is put right by the next cycle, while it keeps running
     forged = {"status": {"scores": [{"name": "forged", "value": 100}]}}
     s.hub.request("PATCH", f"{APS}/res-hup/status", body=forged, content_type=MERGE_PATCH)
@@ -368,4 +379,6 @@ def test_scores_of_scorers_removed_while_down_are_removed_at_start(setup: Setup)
     agent = s.start_agent(hub_kubeconfig)
     wait_until(lambda: s.aps("res-left-behind") is None, timeout=30, what="the orphan removed", proc=agent)
     s.written_after("res-still-wanted", None)
-    assert "1 orphaned" in s.log()
+    wait_until(
+        lambda: "1 orphaned" in s.log(), timeout=30, what="'1 orphaned' in the agent's log", proc=agent
+    )

@@ -198,8 +198,13 @@ def test_scorers_that_fit_alone_but_not_together_lose_the_newest(
     wait_for(lambda: all(trimmed(c) for c in clusters), "the three older ones on every cluster")
     for cluster in clusters:
         assert work_size(hub, cluster) <= CONFIG_WORK_LIMIT
-    message = condition(scorer_obj(hub, namespace, "big-e"), "Distributed")["message"]
-    assert f"{CONFIG_WORK_LIMIT:,} bytes" in message
+    wait_for(
+        lambda: (
+            f"{CONFIG_WORK_LIMIT:,} bytes"
+            in condition(scorer_obj(hub, namespace, "big-e"), "Distributed")["message"]
+        ),
+        f"big-e's Distributed message naming the limit of {CONFIG_WORK_LIMIT:,} bytes",
+    )
     wait_for(
         lambda: condition(scorer_obj(hub, namespace, "big-a"), "Distributed").get("reason") == "Distributed",
         "the older ones Distributed",

@@ -159,10 +159,20 @@ def test_controller_converges_on_create_change_and_deletion_of_its_objects(
         # deleting a source removes its mirror
         api.request("DELETE", CONFIGMAPS.path(namespace, "one"))
         wait_until(lambda: run.mirrored("one") is None, timeout=15, what="mirror of a deleted source removed")
-        assert run.count("dynamic_scoring_controller_writes_total", verb="create", resource="configmaps") == 3
-        assert run.count("dynamic_scoring_controller_writes_total", verb="patch", resource="configmaps") == 1
-        assert run.count("dynamic_scoring_controller_writes_total", verb="delete", resource="configmaps") == 1
-        assert run.count("dynamic_scoring_controller_reconcile_duration_seconds_count") > 0
+        # the counters move after each write returns, which the informer may have seen first
+        wait_until(
+            lambda: (
+                run.count("dynamic_scoring_controller_writes_total", verb="create", resource="configmaps")
+                == 3
+                and run.count("dynamic_scoring_controller_writes_total", verb="patch", resource="configmaps")
+                == 1
+                and run.count("dynamic_scoring_controller_writes_total", verb="delete", resource="configmaps")
+                == 1
+                and run.count("dynamic_scoring_controller_reconcile_duration_seconds_count") > 0
+            ),
+            timeout=15,
+            what="writes counted: 3 creates, 1 patch, 1 delete, and reconcile durations observed",
+        )
 
 
 def test_a_failing_reconcile_is_retried_with_growing_delays_until_it_converges(
@@ -188,8 +198,8 @@ def test_a_resync_of_a_converged_world_reconciles_every_key_and_writes_nothing(
         api.request("POST", CONFIGMAPS.path(namespace), body=source(namespace, name, v=name))
     with Running(api, namespace, resync_seconds=1.0) as run:
         wait_until(lambda: all(run.mirrored(n) for n in "abc"), timeout=15, what="converged")
+        wait_until(lambda: run.writes() == 3, timeout=15, what="the 3 creates counted")
         writes = run.writes()
-        assert writes == 3
         ok = run.count("dynamic_scoring_controller_reconcile_total", result="success")
         wait_until(
             lambda: run.count("dynamic_scoring_controller_reconcile_total", result="success") >= ok + 3 * 3,
@@ -211,8 +221,11 @@ def test_the_manager_survives_a_hub_apiserver_crash_and_restart(
             wait_until(
                 lambda: not run.manager.ready(), timeout=30, what="not ready while the apiserver is down"
             )
-            problems = run.manager.problems()
-            assert any("failing for more than 2s" in p for p in problems), problems
+            wait_until(
+                lambda: any("failing for more than 2s" in p for p in run.manager.problems()),
+                timeout=30,
+                what="a problem 'failing for more than 2s'",
+            )
         finally:
             control_plane.start_component("hub-apiserver")
         wait_until(run.manager.ready, timeout=90, what="ready again after the restart")
@@ -222,11 +235,23 @@ def test_the_manager_survives_a_hub_apiserver_crash_and_restart(
         )
         wait_until(lambda: run.mirrored("b"), timeout=60, what="a source created after the restart")
         wait_until(lambda: (m := run.mirrored("a")) and m["data"] == {"v": "2"}, timeout=60, what="a change")
-        assert run.count("dynamic_scoring_controller_writes_total", verb="create", resource="configmaps") == 2
-        errors = sum(
-            run.registry.get_sample_value("dynamic_scoring_watch_errors_total", {"resource": i.name}) or 0.0
-            for i in run.manager.informers
+        wait_until(
+            lambda: (
+                run.count("dynamic_scoring_controller_writes_total", verb="create", resource="configmaps")
+                == 2
+            ),
+            timeout=15,
+            what="the 2 creates counted",
         )
-        assert errors >= 2  # each informer counted its failures; none was raised
+
+        def errors() -> float:
+            return sum(
+                run.registry.get_sample_value("dynamic_scoring_watch_errors_total", {"resource": i.name})
+                or 0.0
+                for i in run.manager.informers
+            )
+
+        # each informer counted its failures; none was raised
+        wait_until(lambda: errors() >= 2, timeout=15, what="at least 2 watch errors counted")
         mirrors = api.request("GET", CONFIGMAPS.path(namespace), query={"labelSelector": "role=mirror"})
         assert sorted(m["metadata"]["name"] for m in mirrors["items"]) == ["a-mirror", "b-mirror"]

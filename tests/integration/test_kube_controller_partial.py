@@ -161,11 +161,17 @@ def test_a_missing_crd_holds_back_only_its_controller_and_readyz_names_it_until_
         remedy = "install the CustomResourceDefinition of Widget"  # addon.manager's, for a foreign group
         assert widget_line.endswith(remedy), widget_line
         assert get(port, "/healthz") == (200, "ok\n")  # liveness: a restart would not install a CRD
-        metrics = get(port, "/metrics")[1]
-        assert 'dynamic_scoring_controller_running{controller="plain"} 1.0' in metrics
-        assert 'dynamic_scoring_controller_running{controller="needs-crd"} 0.0' in metrics
-        assert f'dynamic_scoring_watch_synced{{resource="{watch_name}"}} 0.0' in metrics
-        assert f'dynamic_scoring_watch_synced{{resource="configmaps ns={namespace}"}} 1.0' in metrics
+        waiting_metrics = [
+            'dynamic_scoring_controller_running{controller="plain"} 1.0',
+            'dynamic_scoring_controller_running{controller="needs-crd"} 0.0',
+            f'dynamic_scoring_watch_synced{{resource="{watch_name}"}} 0.0',
+            f'dynamic_scoring_watch_synced{{resource="configmaps ns={namespace}"}} 1.0',
+        ]
+        wait_until(
+            lambda: all(line in get(port, "/metrics")[1] for line in waiting_metrics),
+            timeout=30,
+            what=f"/metrics with {waiting_metrics}",
+        )
         assert needs_crd.keys == []  # its configmap key is queued, not reconciled on a half-filled world
         wait_until(
             lambda: any(
@@ -192,11 +198,19 @@ def test_a_missing_crd_holds_back_only_its_controller_and_readyz_names_it_until_
         print(
             f"measured: the waiting controller reconciled {time.monotonic() - installed:.1f}s after the CRD"
         )
-        assert needs_crd.seen(f"{namespace}/one")  # the key queued while it waited
+        wait_until(  # the key queued while it waited
+            lambda: needs_crd.seen(f"{namespace}/one"), timeout=30, what="the queued key reconciled too"
+        )
         wait_until(lambda: get(port, "/readyz") == (200, "leading\n"), timeout=30, what="ready")
-        metrics = get(port, "/metrics")[1]
-        assert 'dynamic_scoring_controller_running{controller="needs-crd"} 1.0' in metrics
-        assert f'dynamic_scoring_watch_synced{{resource="{watch_name}"}} 1.0' in metrics
+        running_metrics = [
+            'dynamic_scoring_controller_running{controller="needs-crd"} 1.0',
+            f'dynamic_scoring_watch_synced{{resource="{watch_name}"}} 1.0',
+        ]
+        wait_until(
+            lambda: all(line in get(port, "/metrics")[1] for line in running_metrics),
+            timeout=30,
+            what=f"/metrics with {running_metrics}",
+        )
     finally:
         stop.set()
         thread.join(30)
@@ -269,12 +283,16 @@ def test_a_forbidden_list_holds_back_only_its_controller_until_list_and_watch_ar
             lambda: plain.seen(f"{namespace}/one"), timeout=60, what="the allowed controller reconciles"
         )
         wait_until(lambda: secrets.problem and "403" in secrets.problem, timeout=30, what="the 403 recorded")
-        problems = manager.problems()
-        assert f"controller needs-secrets: waiting for secrets ns={namespace}" in problems, problems
-        assert (
+        expected_problems = [
+            f"controller needs-secrets: waiting for secrets ns={namespace}",
             f"watch secrets ns={namespace}: not synced: list failed: 403 forbidden; "
-            f"grant list and watch on secrets in namespace {namespace} to this identity"
-        ) in problems, problems
+            f"grant list and watch on secrets in namespace {namespace} to this identity",
+        ]
+        wait_until(
+            lambda: all(p in manager.problems() for p in expected_problems),
+            timeout=30,
+            what=f"the problems {expected_problems}",
+        )
         assert not manager.ready()
         assert manager.running("plain") and not manager.running("needs-secrets")
         assert sample("dynamic_scoring_controller_running", controller="needs-secrets") == 0.0
@@ -290,8 +308,14 @@ def test_a_forbidden_list_holds_back_only_its_controller_until_list_and_watch_ar
             lambda: needs_secrets.seen(f"{namespace}/s1"), timeout=60, what="the controller runs once granted"
         )
         wait_until(manager.ready, timeout=30, what="ready once every controller runs")
-        assert sample("dynamic_scoring_controller_running", controller="needs-secrets") == 1.0
-        assert sample("dynamic_scoring_watch_synced", resource=f"secrets ns={namespace}") == 1.0
+        wait_until(
+            lambda: (
+                sample("dynamic_scoring_controller_running", controller="needs-secrets") == 1.0
+                and sample("dynamic_scoring_watch_synced", resource=f"secrets ns={namespace}") == 1.0
+            ),
+            timeout=30,
+            what="dynamic_scoring_controller_running{needs-secrets} 1.0 and watch_synced{secrets} 1.0",
+        )
     finally:
         stop.set()
         thread.join(30)

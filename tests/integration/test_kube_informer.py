@@ -155,7 +155,12 @@ def test_a_watch_resumed_from_an_expired_version_relists_and_emits_only_the_diff
         assert changed is not None and changed.old is not None
         assert changed.old["metadata"]["annotations"] == {"v": "1"}
         assert sorted(informer.keys()) == sorted(f"{namespace}/{n}" for n in ("changed", "new", "same"))
-        assert metrics.watch_relists_total.labels(informer.name)._value.get() == 1
+        # counted just after `relists` moves, in the informer's thread
+        wait_until(
+            lambda: metrics.watch_relists_total.labels(informer.name)._value.get() == 1,
+            timeout=10,
+            what="dynamic_scoring_watch_relists_total 1",
+        )
         # and it watches again from the relisted version
         api.request("POST", PODTEMPLATES.path(namespace), body=template(namespace, "later", v="1"))
         wait_until(lambda: rec.seen("ADDED", "later"), timeout=15, what="watch after relist")
@@ -275,7 +280,13 @@ def test_watch_reconnects_after_the_stream_is_cut_and_reports_unhealthy_meanwhil
         proxy.cut(refuse=True)
         wait_until(lambda: not informer.healthy, timeout=15, what="unhealthy during the outage")
         assert informer.errors >= 1
-        assert metrics.watch_errors_total.labels(informer.name)._value.get() == informer.errors
+        # the informer keeps failing (and counting) while the path is refused: wait for a moment
+        # when the metric and the attribute agree
+        wait_until(
+            lambda: metrics.watch_errors_total.labels(informer.name)._value.get() == informer.errors,
+            timeout=10,
+            what="dynamic_scoring_watch_errors_total equal to informer.errors",
+        )
         api.request("POST", CONFIGMAPS.path(namespace), body=cm(namespace, "three"))
         api.request("DELETE", CONFIGMAPS.path(namespace, "one"))
         proxy.restore()

@@ -201,8 +201,16 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 
 def test_kueue_listens_on_loopback_only(kueue: KueueManager) -> None:
     assert kueue.proc is not None and kueue.proc.pid is not None
-    addresses = listening_addresses({kueue.proc.pid})
-    assert {port for _, port in addresses} >= set(kueue.ports.values()), (addresses, kueue.ports)
+    pid = kueue.proc.pid
+
+    # the manager opens its listeners in goroutines of its own: wait until every port listens
+    def listening() -> set[tuple[str, int]] | None:
+        found = listening_addresses({pid})
+        return found if {port for _, port in found} >= set(kueue.ports.values()) else None
+
+    addresses = wait_until(
+        listening, timeout=30, what=f"Kueue listening on all its ports {kueue.ports}", proc=kueue.proc
+    )
     assert {host for host, _ in addresses} == {"127.0.0.1"}, addresses
 
 

@@ -377,7 +377,12 @@ def test_the_agent_cannot_touch_another_addons_score_in_its_own_namespace(
     wait_until(lambda: not _named(_agent_role(hub, cluster)), timeout=30, what="Role names no score")
     role = _agent_role(hub, cluster)
     assert role is not None and not [r for r in role["rules"] if r.get("resourceNames") == []]
-    assert not agent_may("patch", "cpu-load", "status") and not agent_may("get", OTHER)
+    # the authorizer follows the Role through its own cache: wait for it to take the grant away
+    wait_until(
+        lambda: not agent_may("patch", "cpu-load", "status") and not agent_may("get", OTHER),
+        timeout=30,
+        what="the authorizer refusing patch of cpu-load/status and get of another addon's score",
+    )
     hub.delete(WORK_V1, "ManifestWork", f"addon-{ADDON}-config", cluster)
 
 
@@ -418,8 +423,14 @@ def test_a_token_subject_of_another_form_is_not_bound(
     cond = wait_until(refused, timeout=30, what="RegistrationApplied=False")
     assert forged in cond["message"] and token_user(cluster) in cond["message"]
     assert forged not in bound()
-    events = [e for e in hub.items("v1", "Event", cluster) if e.get("reason") == "RegistrationSubjectRefused"]
-    assert events and forged in events[0]["message"]
+    events = wait_until(
+        lambda: [
+            e for e in hub.items("v1", "Event", cluster) if e.get("reason") == "RegistrationSubjectRefused"
+        ],
+        timeout=30,
+        what="a RegistrationSubjectRefused Event",
+    )
+    assert forged in events[0]["message"]
     assert not review(
         hub,
         forged,

@@ -321,7 +321,10 @@ def test_a_real_scorer_becomes_active_then_inactive_within_the_bound_and_leaves_
     healthy = condition(scorer_obj(hub, namespace, "live"), "Healthy")
     assert healthy["status"] == "False" and healthy["reason"] == "Unreachable", healthy
     wait_for(lambda: all(score not in (score_names(hub, c) or ()) for c in clusters), "summary withdrawn")
-    assert sorted(events(hub, namespace, "live")) == ["ScorerActive", "ScorerInactive"]
+    wait_for(
+        lambda: sorted(events(hub, namespace, "live")) == ["ScorerActive", "ScorerInactive"],
+        "exactly the Events ScorerActive and ScorerInactive on the scorer",
+    )
     hub.delete(DS_V1A1, "DynamicScorer", "live", namespace)
 
 
@@ -380,22 +383,30 @@ def test_full_mode_a_changed_config_reaches_the_configmaps(
         "source": {**doc["source"], "params": {"query": "q_two", "range": 300, "step": 30}},
     }
     wait_for(lambda: queries() == {"q_two"}, "the changed /config on every cluster")
-    status = scorer_obj(hub, namespace, "full")["status"]
-    assert status["lastSyncedConfig"]["source"]["params"]["query"] == "q_two"
-    assert condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")["status"] == "True"
+    wait_for(
+        lambda: (
+            scorer_obj(hub, namespace, "full")["status"]["lastSyncedConfig"]["source"]["params"]["query"]
+            == "q_two"
+        ),
+        "status.lastSyncedConfig with the query q_two",
+    )
+    wait_for(
+        lambda: condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")["status"] == "True",
+        "ConfigSynced=True",
+    )
     assert set(scorer.seen_auth) == {f"Bearer {scorer.token}"}
     assert scorer.token not in json.dumps(scorer_obj(hub, namespace, "full"))
     # a document with the wrong schema: flagged, the last valid one is kept
     scorer.config = {"scoring": {"params": {"interval": "soon"}}}
-    wait_for(
+    invalid = wait_for(
         lambda: (
-            condition(scorer_obj(hub, namespace, "full"), "ConfigSynced").get("reason") == "InvalidSchema"
+            (c := condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")).get("reason")
+            == "InvalidSchema"
+            and c
         ),
         "ConfigSynced=False/InvalidSchema",
     )
-    assert (
-        "scoring.params.interval" in condition(scorer_obj(hub, namespace, "full"), "ConfigSynced")["message"]
-    )
+    assert "scoring.params.interval" in invalid["message"]
     assert queries() == {"q_two"}
     hub.delete(DS_V1A1, "DynamicScorer", "full", namespace)
     wait_for(lambda: not queries(), "deleted scorer withdrawn")
@@ -433,8 +444,10 @@ def test_masks_and_a_selector_exclude_exactly_what_they_name(
     def the_config() -> dict[str, Any]:
         return hub.get(DS_V1A1, "DynamicScoringConfig", "dynamic-scoring-config", namespace)
 
-    wait_for(lambda: condition(the_config(), "Accepted").get("reason") == "AcceptedWithWarnings", "warnings")
-    dsc = the_config()
+    dsc = wait_for(
+        lambda: condition(c := the_config(), "Accepted").get("reason") == "AcceptedWithWarnings" and c,
+        "warnings",
+    )
     accepted = condition(dsc, "Accepted")
     assert "spec.masks[1].clusterName" in accepted["message"] and "nowhere" in accepted["message"]
     warned = wait_for(
@@ -446,8 +459,13 @@ def test_masks_and_a_selector_exclude_exactly_what_they_name(
         "a Warning Event on the config",
     )
     assert warned[0]["type"] == "Warning" and "spec.masks[1].clusterName" in warned[0]["message"]
-    entries = {e["clusterName"]: e for e in dsc["status"]["clusters"]}
-    assert entries[a]["namespace"] == AGENT_NS and entries[a]["applied"] == "Unknown"  # no work agent here
+
+    def entry_of_a() -> bool:
+        entries = {e["clusterName"]: e for e in the_config()["status"]["clusters"]}
+        return bool(entries[a]["namespace"] == AGENT_NS and entries[a]["applied"] == "Unknown")
+
+    # no work agent here
+    wait_for(entry_of_a, f"status.clusters[] entry of {a}: namespace {AGENT_NS}, applied Unknown")
     dist = wait_for(
         lambda: (
             condition(scorer_obj(hub, namespace, "masked"), "Distributed")
@@ -583,15 +601,28 @@ def test_agent_reports_show_per_cluster_on_the_scorer(
     wait_for(
         lambda: entries().get(clusters[1], {}).get("reason") == "PrometheusQueryError", "report folded in"
     )
-    got = entries()
-    assert got[clusters[0]]["status"] == "True"
-    assert (got[clusters[2]]["status"], got[clusters[2]]["reason"]) == ("False", "ScoreNameTaken")
-    dist = condition(scorer_obj(hub, namespace, "rep"), "Distributed")
-    assert (
-        dist["reason"] == "ScoreNameTaken"  # the failure only the scorer's author can fix comes first
-        and clusters[1] in dist["message"]
-        and "parse error" in dist["message"]
-        and f"{clusters[2]}: ScoreNameTaken" in dist["message"]
+    # each cluster's report is folded in on its own: wait for the other two as well
+    wait_for(
+        lambda: (
+            (got := entries())[clusters[0]]["status"] == "True"
+            and (got[clusters[2]]["status"], got[clusters[2]]["reason"]) == ("False", "ScoreNameTaken")
+        ),
+        f"status.clusters[]: {clusters[0]} True, {clusters[2]} False/ScoreNameTaken",
+    )
+
+    def distributed() -> bool:
+        dist = condition(scorer_obj(hub, namespace, "rep"), "Distributed")
+        return bool(
+            dist["reason"] == "ScoreNameTaken"  # the failure only the scorer's author can fix comes first
+            and clusters[1] in dist["message"]
+            and "parse error" in dist["message"]
+            and f"{clusters[2]}: ScoreNameTaken" in dist["message"]
+        )
+
+    wait_for(
+        distributed,
+        f"Distributed reason ScoreNameTaken, its message naming {clusters[1]}, the parse error and "
+        f"{clusters[2]}: ScoreNameTaken",
     )
     for cluster in clusters:
         hub.delete(APS_V1A1, "AddOnPlacementScore", aps_name(score), cluster)
@@ -604,11 +635,12 @@ def test_what_the_schema_cannot_catch_is_flagged_in_status(
     spec = none_mode(scorer, f"bad_{uuid.uuid4().hex[:4]}")
     spec["source"]["host"] = "http://<NODE_IP>:9090"
     make_scorer(hub, namespace, "badhost", spec)
-    wait_for(
-        lambda: condition(scorer_obj(hub, namespace, "badhost"), "Valid").get("status") == "False",
+    valid = wait_for(
+        lambda: (
+            (c := condition(scorer_obj(hub, namespace, "badhost"), "Valid")).get("status") == "False" and c
+        ),
         "Valid=False",
     )
-    valid = condition(scorer_obj(hub, namespace, "badhost"), "Valid")
     assert valid["reason"] == "InvalidSpec" and "spec.source.host" in valid["message"]
     wait_for(
         lambda: (

@@ -261,7 +261,15 @@ def test_a_scoring_host_moved_by_config_reaches_the_agents_without_the_spec_cred
     assert moved["scoringEndpoint"] == f"{elsewhere}/scoring"
     assert (moved["scoringEndpointAuthName"], moved["scoringEndpointAuthKey"]) == ("", "")
     assert "scoringAuth" not in moved
-    valid = condition(scorer_obj(hub, namespace, "moved"), "Valid")
+    # the scorer controller writes Valid in a round of its own, apart from the distribution's work
+    valid = wait_for(
+        lambda: (
+            (c := condition(scorer_obj(hub, namespace, "moved"), "Valid")).get("reason")
+            == "CredentialsWithheld"
+            and c
+        ),
+        "Valid reason CredentialsWithheld",
+    )
     assert (valid["status"], valid["reason"]) == ("True", "CredentialsWithheld"), valid
     assert "status.lastSyncedConfig.scoring.host" in valid["message"]
     assert f"from http://127.0.0.1:{scorer.port}" in valid["message"]
