@@ -22,8 +22,8 @@ venv: $(STAMP) ## create .venv with the project and its dev tools
 tools: ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon and the upstream Go addon (prints progress and an estimate)
 	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol
 
-tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1 and v1.2.1, clusteradm): all the demo needs
-	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm
+tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1, clusteradm): all the demo needs; OCM v1.2.1 is built when first asked for (e2e-up OCM=v1.2.1, the compat run)
+	e2e/build-tools.sh ocm13 ocm-api etcd clusteradm k8s helm
 
 deps: ## install system packages the tests need (Debian prometheus/promtool)
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \

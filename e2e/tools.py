@@ -99,10 +99,17 @@ class Tools:
 
 
 def component_dirs(*components: str) -> dict[str, Path]:
-    """The cache directory of each component, building the missing ones first (`make tools` does it ahead)."""
-    proc = subprocess.run([str(BUILD_SCRIPT), *components], capture_output=True, text=True, check=False)
+    """The cache directory of each component, building the missing ones first (`make tools` does it ahead).
+
+    The script's progress (stderr) goes straight to ours: a component built on first use (OCM v1.2.1
+    for `make e2e-up OCM=v1.2.1`) takes minutes, and its plan and heartbeat say so.
+    """
+    proc = subprocess.run(
+        [str(BUILD_SCRIPT), *components], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
     if proc.returncode != 0:
-        raise ToolsError(f"building {', '.join(components)} failed:\n{proc.stderr[-4000:]}")
+        names = ", ".join(components)
+        raise ToolsError(f"building {names} failed ({proc.returncode}); see build-tools.sh's output above")
     dirs: dict[str, Path] = {}
     for line in proc.stdout.splitlines():
         name, _, path = line.partition("=")
