@@ -80,6 +80,36 @@ def wait_until(
         time.sleep(interval)
 
 
+def wait_value(
+    read: Callable[[], T],
+    ok: Callable[[T], object],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.25,
+) -> T:
+    """`wait_until` for state another process writes: poll `read` until `ok(value)`; return that value.
+
+    On timeout the error names `what` and the last value read (shortened), so a test that fails
+    shows what was there instead of what it expected.
+    """
+    seen: list[T] = []
+
+    def check() -> tuple[T] | None:
+        value = read()
+        seen[:] = [value]
+        return (value,) if ok(value) else None
+
+    try:
+        return wait_until(check, timeout=timeout, what=what, interval=interval)[0]
+    except StartupError as exc:
+        if not seen:
+            raise
+        last = repr(seen[0])
+        last = last if len(last) <= 2000 else last[:2000] + "..."
+        raise StartupError(f"{exc}; last seen: {last}") from None
+
+
 class Proc:
     """One child process with its own process group and log file."""
 

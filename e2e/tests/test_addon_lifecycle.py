@@ -42,7 +42,7 @@ from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 from e2e.image import default_tag, podman, ulimits
 from e2e.kube import Client, Kubectl
 from e2e.ocm import clusteradm
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 
 REPO = Path(__file__).resolve().parents[2]
 ADDON = "dynamic-scoring"
@@ -348,12 +348,14 @@ def test_klusterlet_gets_the_hub_kubeconfig_through_a_csr_the_manager_approved(e
         cert = x509.load_pem_x509_certificate(base64.b64decode(csr["status"]["certificate"]))
         assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == default_user(cluster)
 
-        secret = wait_until(
+        # the klusterlet may create the Secret before it holds the certificate: wait for all three keys
+        secret = wait_value(
             partial(env.spokes[cluster].find, "v1", "Secret", f"{ADDON}-hub-kubeconfig", INSTALL_NS),
+            lambda s: s is not None and {"kubeconfig", "tls.crt", "tls.key"} <= set(s.get("data") or {}),
             timeout=60,
-            what=f"the hub kubeconfig Secret on {cluster}",
+            what=f"the hub kubeconfig Secret on {cluster} with kubeconfig, tls.crt and tls.key",
         )
-        assert {"kubeconfig", "tls.crt", "tls.key"} <= set(secret["data"])
+        assert secret is not None
         mounted = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
         assert mounted.subject == cert.subject
 
@@ -751,10 +753,18 @@ def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
         wait_until(
             lambda: all(reported(c) for c in CLUSTERS), timeout=120, what="ManifestApplied=False on both"
         )
-        rows = [r for r in env.pods(MANAGER, "hub") if r["pid"]]
-        assert rows and all(
-            podman("inspect", "--format", "{{.ImageName}}", r["container"]).strip() == broken for r in rows
-        ), "the manager is not running the broken image"
+
+        def on_broken_image() -> bool:
+            rows = [r for r in env.pods(MANAGER, "hub") if r["pid"]]
+            return bool(rows) and all(
+                podman("inspect", "--format", "{{.ImageName}}", r["container"]).strip() == broken
+                for r in rows
+            )
+
+        # the runner rolls the replicas over on its own passes: the one that reported may be the first
+        wait_until(
+            on_broken_image, timeout=60, interval=1, what="every running manager replica on the broken image"
+        )
         for c in CLUSTERS:  # the last good work stays, so the agents keep running
             assert (env.work(c) or {}).get("metadata", {}).get("generation") == works[c]
             assert env.agent_pod(c) is not None
@@ -1048,8 +1058,15 @@ def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
             lambda: "lost lease" in Path(pod["log"]).read_text(), timeout=30, what="'lost lease' logged"
         )
         wait_until(lambda: env.leader() or None, timeout=60, what="a leader again")
-    log_text = Path(pod["log"]).read_text()
-    assert '"logger": "dynamic_scoring.kube.informer"' in log_text and '"level": "warning"' in log_text
+    # the informer logs the broken watch itself, not necessarily before what was waited on above
+    wait_until(
+        lambda: (
+            '"logger": "dynamic_scoring.kube.informer"' in (text := Path(pod["log"]).read_text())
+            and '"level": "warning"' in text
+        ),
+        timeout=30,
+        what=f"a warning of dynamic_scoring.kube.informer in {pod['log']}",
+    )
     # watches resumed: an edit of the agent's hub Role is reverted
     role_path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/cluster1/roles/{HUB_RBAC}"
     env.hub.api.request(
@@ -1089,8 +1106,10 @@ def test_disable_on_cluster2_removes_its_agent_and_leaves_cluster1_and_user_obje
         timeout=90,
         what="cluster2's MCA, work, hub RBAC, agent Deployment and agent process gone",
     )
-    # the namespace existed before the addon and holds a user's object: both stay
-    assert spoke.find("v1", "Namespace", INSTALL_NS) is not None
+    # the namespace existed before the addon and holds a user's object: both stay (a namespace being
+    # deleted is still found until its content is gone, so "not Terminating" is what proves it stays)
+    namespace = spoke.find("v1", "Namespace", INSTALL_NS)
+    assert namespace is not None and "deletionTimestamp" not in namespace["metadata"], namespace
     assert spoke.get("v1", "ConfigMap", USER_CONFIGMAP, INSTALL_NS)["data"] == {
         "owner": "a user, not the addon"
     }

@@ -36,7 +36,7 @@ from e2e.argocd import (
 )
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 
 pytestmark = [pytest.mark.e2e, pytest.mark.late_tools]
 
@@ -201,9 +201,16 @@ def test_sample_applicationset_generates_one_application_per_decided_cluster_and
     assert (owner["kind"], owner["name"]) == ("ApplicationSet", appset["metadata"]["name"])
     # Added by the controller, not the template: deleting the Application prunes what it deployed.
     assert app1["metadata"]["finalizers"] == [RESOURCES_FINALIZER]
-    status = hub.get(ARGO_V1A1, "ApplicationSet", appset["metadata"]["name"], NAMESPACE)["status"]
-    conditions = {c["type"]: c["status"] for c in status["conditions"]}
-    assert conditions.get("ResourcesUpToDate") == "True", status["conditions"]
+    # the controller writes the ApplicationSet's status after the Applications, in a write of its own
+    wait_value(
+        lambda: hub.get(ARGO_V1A1, "ApplicationSet", appset["metadata"]["name"], NAMESPACE).get("status"),
+        lambda status: (
+            {c["type"]: c["status"] for c in (status or {}).get("conditions") or []}.get("ResourcesUpToDate")
+            == "True"
+        ),
+        timeout=30,
+        what="the ApplicationSet's ResourcesUpToDate=True",
+    )
 
     # The forecast turns: cluster1 2 x 10 + 85 = 105 against cluster2 2 x 70 + 30 = 170.
     set_scores(hub, "cluster1", headroom=85, forecast=10)

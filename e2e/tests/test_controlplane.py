@@ -16,7 +16,7 @@ from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, podman
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 
 # v1alpha1 field paths below: on a cluster-manager hub the short name means v1beta1, where
 # spec.installNamespace is an annotation and registrations have another shape
@@ -75,8 +75,13 @@ def test_manifestwork_reaches_cluster2_apiserver(control_plane: ControlPlane) ->
         return conditions(mw).get("Applied") == "True"
 
     wait_until(applied, timeout=90, what="ManifestWork Applied")
-    cm = spoke.get_json("configmap", name, "-n", "default")
-    assert cm["data"] == {"hello": "cluster2"}
+    # the work agent's write on cluster2, read there: waited for, not read once
+    wait_value(
+        lambda: spoke.get_json("configmap", name, "-n", "default").get("data"),
+        lambda data: data == {"hello": "cluster2"},
+        timeout=30,
+        what=f"ConfigMap default/{name} on cluster2 with hello=cluster2",
+    )
     # and not on the hub, which is cluster1's apiserver
     # (--ignore-not-found: an absent object prints nothing and exits 0; any failure of kubectl raises)
     assert hub.run("get", "configmap", name, "-n", "default", "--ignore-not-found") == ""
@@ -215,14 +220,15 @@ def _addon_csr_flow(hub: Kubectl, spoke: Kubectl, addon: str, out: str) -> None:
     cert = base64.b64decode(wait_until(signed, timeout=60, what="CSR signed by kube-controller-manager"))
     assert b"BEGIN CERTIFICATE" in cert
     # the registration agent turns it into the addon's hub kubeconfig Secret on the managed cluster
-    secret = wait_until(
+    # (it may exist before it holds the certificate: wait for all three keys)
+    wait_value(
         lambda: spoke.get_json(
             "secret", f"{addon}-hub-kubeconfig", "-n", "open-cluster-management-agent-addon"
         ),
+        lambda secret: {"kubeconfig", "tls.crt", "tls.key"} <= set(secret.get("data") or {}),
         timeout=90,
-        what="addon hub-kubeconfig secret on cluster2",
+        what="addon hub-kubeconfig secret on cluster2 with kubeconfig, tls.crt and tls.key",
     )
-    assert {"kubeconfig", "tls.crt", "tls.key"} <= set(secret["data"])
 
 
 def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) -> None:
@@ -295,7 +301,10 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
         rows = [r for r in json.loads(pods_json.read_text()) if r["namespace"] == ns]
         return rows[0] if rows else None
 
-    first = pod()
+    # the runner writes pods.json after its whole pass, the Deployment's status during it
+    first = wait_value(
+        pod, lambda p: bool(p and p["pid"]), timeout=30, what=f"a running probe in pods.json ({ns})"
+    )
     assert first and first["pid"] and first["restarts"] == 0
     import os
     import signal

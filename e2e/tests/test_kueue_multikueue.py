@@ -44,7 +44,7 @@ from e2e.kueue import (
     worker_token_secret,
 )
 from e2e.mission import ADDON_V1A1, NAMESPACE, SAMPLE_CONFIG, Mission, sample_documents
-from e2e.procs import Proc, listening_addresses, wait_until
+from e2e.procs import Proc, listening_addresses, wait_until, wait_value
 
 pytestmark = [pytest.mark.e2e, pytest.mark.own_install, pytest.mark.late_tools]
 
@@ -322,8 +322,13 @@ def test_the_sample_placement_leaves_the_hub_out_and_kueue_addon_follows_its_dec
     start = time.monotonic()
     wait_target(fleet, "cluster2", timeout=180)
     fleet.note("scores -> decision -> MultiKueueConfig (first)", time.monotonic() - start)
-    check = fleet.hub.get(KUEUE_V1B2, "AdmissionCheck", PLACEMENT)
-    assert condition(check, "Active") == "True", check.get("status")
+    # the hub's Kueue writes the AdmissionCheck's status on its own, after the MultiKueueCluster's
+    wait_value(
+        lambda: fleet.hub.get(KUEUE_V1B2, "AdmissionCheck", PLACEMENT).get("status"),
+        lambda status: condition({"status": status}, "Active") == "True",
+        timeout=60,
+        what=f"AdmissionCheck {PLACEMENT} Active=True",
+    )
     # the hub's own cluster is never a candidate, whatever it scores
     assert HUB_CLUSTER not in fleet.m.decision()
 

@@ -22,7 +22,7 @@ import pytest
 from dynamic_scoring.naming import aps_name
 from e2e.controlplane import ControlPlane
 from e2e.loadgen import LoadFile
-from e2e.procs import Proc, free_port, wait_until
+from e2e.procs import Proc, free_port, wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import CLUSTERS, MANAGER_NS, Env, env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,8 +182,13 @@ def test_the_cluster_without_the_metric_ranks_last_because_of_the_default_score(
             timeout=120,
             what="-40 on cluster1 and the stated -100 on cluster2",
         )
-        assert reason(env, "cluster2") == "NoData"
-        assert reason(env, "cluster1") == "Scored"
+        # the reasons are read anew: wait for them rather than read them once after the scores
+        wait_value(
+            lambda: (reason(env, "cluster1"), reason(env, "cluster2")),
+            lambda reasons: reasons == ("Scored", "NoData"),
+            timeout=60,
+            what="ScoresUpToDate reasons Scored on cluster1 and NoData on cluster2",
+        )
         wait_until(lambda: decision(env) == ["cluster1"], timeout=90, what="the Placement picking cluster1")
 
         # Without the stated score, cluster2's agent writes nothing, Placement counts 0 > -40.

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPOSITORY
+from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, image_id, podman
@@ -52,7 +53,7 @@ from e2e.mission import (
     Mission,
     TenantGateway,
 )
-from e2e.procs import StartupError, wait_until
+from e2e.procs import StartupError, wait_until, wait_value
 
 pytestmark = [
     pytest.mark.own_install,
@@ -198,9 +199,24 @@ def test_the_tenant_gateway_routes_by_header_and_names_a_missing_or_unknown_tena
 def test_every_score_is_in_range_and_carries_valid_until(story: Story) -> None:
     m = story.m
     m.wait_ranked("cluster1", timeout=120)
-    now = dt.datetime.now(dt.UTC)
     for cluster in CLUSTERS:
-        aps = m.aps(cluster)
+
+        def read(cluster: str = cluster) -> tuple[dt.datetime, JSON | None]:
+            return dt.datetime.now(dt.UTC), m.aps(cluster)  # the time just before the read
+
+        # the scores were seen; the agent's condition is its own to write: wait for it, not one read
+        now, aps = wait_value(
+            read,
+            lambda seen: (
+                [
+                    (c.get("type"), c.get("status"))
+                    for c in ((seen[1] or {}).get("status") or {}).get("conditions") or []
+                ]
+                == [("ScoresUpToDate", "True")]
+            ),
+            timeout=60,
+            what=f"{cluster}'s score with one condition, ScoresUpToDate=True",
+        )
         assert aps is not None
         status = aps["status"]
         assert [i["name"] for i in status["scores"]] == [SCORE]
@@ -327,7 +343,8 @@ def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
     m.set_load("cluster1", 3.0)
     m.set_load("cluster2", 0.8)
     wait_until(fresh_scores, timeout=60, what="scores written after the upgrade on both clusters")
-    assert m.decision() == ["cluster2"]
+    # OCM's placement controller re-schedules on those writes, on its own: wait for its decision
+    wait_value(m.decision, lambda d: d == ["cluster2"], timeout=FLIP_BOUND, what="the decision on cluster2")
 
 
 def test_the_upgrade_never_removed_a_score(story: Story) -> None:

@@ -17,7 +17,7 @@ from dynamic_scoring.kube.api import KubeError, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import CLUSTERSET_LABEL
-from e2e.procs import listening_addresses, wait_until
+from e2e.procs import listening_addresses, wait_until, wait_value
 
 CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
 ADDON_GROUP = "addon.open-cluster-management.io"
@@ -74,8 +74,16 @@ def test_a_new_cluster_joins_the_default_set_only_through_the_registration_webho
         mc = hub.get(CLUSTER_V1, "ManagedCluster", joined)
         assert mc["metadata"]["labels"].get(CLUSTERSET_LABEL) == "default", joined
     # either way the registration controller keeps the `global` set, which selects every cluster
-    global_set = hub.get("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet", "global")
-    assert global_set["spec"]["clusterSelector"]["selectorType"] == "LabelSelector"
+    # (created by OCM's registration controller on its own: waited for, not read once)
+    wait_value(
+        lambda: hub.find("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet", "global"),
+        lambda found: (
+            ((found or {}).get("spec") or {}).get("clusterSelector", {}).get("selectorType")
+            == "LabelSelector"
+        ),
+        timeout=60,
+        what="ManagedClusterSet global with a LabelSelector",
+    )
 
 
 def test_the_manifestwork_validator_refuses_an_empty_work_only_with_webhooks(

@@ -22,7 +22,7 @@ import pytest
 from addon.config.spec_hash import spec_hash
 from dynamic_scoring.naming import aps_name
 from e2e.controlplane import ControlPlane
-from e2e.procs import Proc, free_port, wait_until
+from e2e.procs import Proc, free_port, wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
     ADDON,
     ADDON_V1A1,
@@ -128,17 +128,37 @@ def test_a_scorer_registered_on_the_hub_produces_scores_on_both_clusters(registr
         return bool(aps and (aps.get("status") or {}).get("scores"))
 
     wait_until(lambda: all(scored(c) for c in CLUSTERS), timeout=120, what="scores on both clusters")
-    scorer = env.hub.get(DS_V1A1, "DynamicScorer", "e2e-cpu", MANAGER_NS)
-    assert scorer["status"]["healthStatus"] == "Active"
+    # the manager's probe verdict, its config works and the work agent's ConfigMaps are each written
+    # on their own, not by the agents that scored: wait for each instead of reading it once
+    wait_value(
+        lambda: (env.hub.get(DS_V1A1, "DynamicScorer", "e2e-cpu", MANAGER_NS).get("status") or {}).get(
+            "healthStatus"
+        ),
+        lambda health: health == "Active",
+        timeout=60,
+        what="DynamicScorer e2e-cpu healthStatus Active",
+    )
     for cluster in CLUSTERS:
-        work = env.hub.get(WORK_V1, "ManifestWork", CONFIG_WORK, cluster)
-        (cm,) = work["spec"]["workload"]["manifests"]
-        names = {s["scoreName"] for s in json.loads(cm["data"]["summaries"])}
-        assert names == ({GOOD} if cluster == "cluster1" else {GOOD, BAD})  # the mask
-        on_spoke = env.spokes[cluster].get(
-            "v1", "ConfigMap", "dynamic-scoring-config", cm["metadata"]["namespace"]
+        want = {GOOD} if cluster == "cluster1" else {GOOD, BAD}  # the mask
+
+        def delivered(cluster: str = cluster) -> tuple[set[str], str, str | None]:
+            work = env.hub.get(WORK_V1, "ManifestWork", CONFIG_WORK, cluster)
+            (cm,) = work["spec"]["workload"]["manifests"]
+            names = {s["scoreName"] for s in json.loads(cm["data"]["summaries"])}
+            on_spoke = env.spokes[cluster].find(
+                "v1", "ConfigMap", "dynamic-scoring-config", cm["metadata"]["namespace"]
+            )
+            return names, cm["data"]["summaries"], ((on_spoke or {}).get("data") or {}).get("summaries")
+
+        def matches(seen: tuple[set[str], str, str | None], want: set[str] = want) -> bool:
+            return seen[0] == want and seen[2] == seen[1]
+
+        wait_value(
+            delivered,
+            matches,
+            timeout=60,
+            what=f"the config work for {cluster} naming {sorted(want)}, its ConfigMap on {cluster} the same",
         )
-        assert on_spoke["data"]["summaries"] == cm["data"]["summaries"]
 
 
 def test_bad_promql_on_one_cluster_shows_on_the_dynamicscorer_status(registry: Env) -> None:
@@ -190,9 +210,21 @@ def test_progressing_completes_with_the_config_work_present(registry: Env) -> No
         works = {w["metadata"]["name"]: w for w in env.hub.items(WORK_V1, "ManifestWork", cluster)}
         assert set(works) == {f"addon-{ADDON}-deploy-0", CONFIG_WORK}
         key = "open-cluster-management.io/config-spec-hash"
-        assert (
-            works[CONFIG_WORK]["metadata"]["annotations"][key]
-            == works[f"addon-{ADDON}-deploy-0"]["metadata"]["annotations"][key]
+
+        def hashes() -> tuple[str | None, str | None]:
+            found = {w["metadata"]["name"]: w for w in env.hub.items(WORK_V1, "ManifestWork", cluster)}
+
+            def of(name: str) -> str | None:
+                return ((found.get(name) or {}).get("metadata", {}).get("annotations") or {}).get(key)
+
+            return of(CONFIG_WORK), of(f"addon-{ADDON}-deploy-0")
+
+        # the manager stamps each work with the new hash in a write of its own: wait for both
+        wait_value(
+            hashes,
+            lambda pair: pair[0] is not None and pair[0] == pair[1],
+            timeout=60,
+            what=f"the same {key} on both works of {cluster}",
         )
     finally:
         env.patch_mca_configs(cluster, None)

@@ -16,7 +16,7 @@ from dynamic_scoring.kube.api import KubeError
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag
 from e2e.kube import Client
-from e2e.procs import pid_alive, port_in_use, wait_until
+from e2e.procs import pid_alive, port_in_use, wait_until, wait_value
 
 WORK = "work.open-cluster-management.io/v1"
 
@@ -59,7 +59,12 @@ def deliver_configmap(hub: Client, spoke: Client, cluster: str, value: str) -> N
         timeout=120,
         what=f"ManifestWork {cluster}/{name} Applied",
     )
-    assert spoke.get("v1", "ConfigMap", name, "default")["data"] == {"value": value}
+    wait_value(
+        lambda: (spoke.find("v1", "ConfigMap", name, "default") or {}).get("data"),
+        lambda data: data == {"value": value},
+        timeout=30,
+        what=f"ConfigMap default/{name} on {cluster} with value {value!r}",
+    )
     hub.delete(WORK, "ManifestWork", name, cluster)
     # the work agent removes its finalizer only once it has handled the deletion
     wait_until(

@@ -17,7 +17,7 @@ import pytest
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, image_id, podman
 from e2e.kube import Client
-from e2e.procs import pid_alive, wait_until
+from e2e.procs import pid_alive, wait_until, wait_value
 
 IMAGE = default_tag()  # the image `make image` builds; the runner runs it with podman
 
@@ -206,8 +206,13 @@ def test_runner_runs_what_the_manager_and_agent_deployments_carry(
         )
 
     wait_until(available, timeout=90, what="two probe replicas Available")
-    rows = pods()
-    assert len(rows) == 2 and len({r["pid"] for r in rows}) == 2  # each replica its own process
+    # pods.json is written after the runner's whole pass, the status during it (see listed_replicas)
+    rows = wait_value(
+        pods,
+        lambda rows: len(rows) == 2 and len({r["pid"] for r in rows}) == 2,  # each replica its own process
+        timeout=30,
+        what=f"two rows of {ns} in pods.json, each with its own process",
+    )
     assert rows[0]["ports"]["8080"] != rows[1]["ports"]["8080"]  # and its own port
     reports = {
         c["metadata"]["name"]: c["data"]

@@ -30,7 +30,7 @@ from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import label_selected_cluster_set
-from e2e.procs import Proc, free_port, wait_until
+from e2e.procs import Proc, free_port, wait_until, wait_value
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "dynamic-scoring-addon"
@@ -215,18 +215,35 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
     print(f"decision moved {lag:.2f}s after validUntil (margin {MARGIN_SECONDS}s)")
     assert lag >= MARGIN_SECONDS - 0.5, "moved before the score expired: something else re-scheduled"
 
-    aps = hub.get(APS_V1A1, "AddOnPlacementScore", APS, "cluster1")
-    assert aps["metadata"]["annotations"][EXPIRED_ANNOTATION] == stamp(expires)
+    # The manager marks the score, then counts it and records the Event, each a write of its own
+    # after the mark: the decision moving proves only the mark, so wait for each.
+    aps = wait_value(
+        lambda: hub.get(APS_V1A1, "AddOnPlacementScore", APS, "cluster1"),
+        lambda a: (a["metadata"].get("annotations") or {}).get(EXPIRED_ANNOTATION) == stamp(expires),
+        timeout=10,
+        what=f"cluster1's score marked {EXPIRED_ANNOTATION}={stamp(expires)}",
+    )
     assert aps["metadata"]["labels"] == OURS
-    events = [
-        e
-        for e in hub.items("v1", "Event", "cluster1")
-        if e.get("reason") == "ScoreExpired" and e["involvedObject"].get("name") == APS
-    ]
-    assert events and "cluster cluster1" in events[0]["message"], events
+
+    def score_expired_events() -> list[JSON]:
+        return [
+            e
+            for e in hub.items("v1", "Event", "cluster1")
+            if e.get("reason") == "ScoreExpired" and e["involvedObject"].get("name") == APS
+        ]
+
+    events = wait_value(
+        score_expired_events, bool, timeout=30, what=f"a ScoreExpired Event on cluster1/{APS}"
+    )
+    assert "cluster cluster1" in events[0]["message"], events
     assert f"expired at {stamp(expires)}" in events[0]["message"]
     assert "check the agent on cluster1" in events[0]["message"]
-    assert expired_total(manager) >= before + 1
+    wait_value(
+        lambda: expired_total(manager),
+        lambda total: total >= before + 1,
+        timeout=30,
+        what=f"dynamic_scoring_hub_scores_expired_total to reach {before + 1:g}",
+    )
 
     # The agent comes back: its status write (a merge patch, like agent.kube.scores) wins cluster1
     # back at once and does not disturb the mark, which names the old validUntil.

@@ -25,7 +25,7 @@ import yaml
 from addon.registration.identity import token_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import (
     ADDON,
     CLUSTER_V1A1,
@@ -87,9 +87,13 @@ def test_the_klusterlet_declares_the_token_driver_and_the_manager_keeps_its_subj
         timeout=60,
         what="OCM's token infrastructure ready",
     )
-    binding = env.hub.get("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, CLUSTER)
-    assert {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"} in binding["subjects"], (
-        binding["subjects"]
+    # our manager binds the hub Role to the subject the klusterlet reported, in a write of its own
+    wanted = {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}
+    wait_value(
+        lambda: env.hub.get("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, CLUSTER).get("subjects"),
+        lambda subjects: wanted in (subjects or []),
+        timeout=60,
+        what=f"the hub RoleBinding {CLUSTER}/{HUB_RBAC} binding {user}",
     )
 
 
@@ -143,6 +147,16 @@ def test_the_agent_runs_on_token_credentials_and_the_addon_turns_available(env: 
         timeout=120,  # the klusterlet looks at addon Leases every 30 s
         what="Available=True on cluster2 under the token driver",
     )
-    assert conditions(env.mca(CLUSTER))["ManifestApplied"]["status"] == "True"
-    pod = env.agent_pod(CLUSTER)
-    assert pod is not None and pod["pid"]
+    # ManifestApplied is the manager's to write, the pod row the runner's: neither follows from Available
+    wait_value(
+        lambda: conditions(env.mca(CLUSTER)).get("ManifestApplied", {}).get("status"),
+        lambda status: status == "True",
+        timeout=60,
+        what="ManifestApplied=True on cluster2",
+    )
+    wait_value(
+        lambda: env.agent_pod(CLUSTER),
+        lambda pod: pod is not None and bool(pod["pid"]),
+        timeout=60,
+        what="cluster2's agent running and ready (pods.json)",
+    )

@@ -53,6 +53,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import install_crds
-from e2e.procs import Proc, free_port, group_alive, port_in_use, wait_until
+from e2e.procs import Proc, free_port, group_alive, port_in_use, wait_until, wait_value
 from e2e.upstream import UPSTREAM_NAMESPACE, UpstreamHub, write_hub_kubeconfig
 
 pytestmark = [
@@ -589,10 +590,20 @@ def test_none_mode_upstream_hub_feeds_our_agent_and_withdrawing_removes_the_scor
     assert str(cn.value).startswith(f"system:open-cluster-management:cluster:{CLUSTER}:addon:{ADDON}:agent:")
     role = s.hub.get(RBAC_V1, "Role", UPSTREAM_RBAC, CLUSTER)
     assert any("addonplacementscores" in r.get("resources", []) for r in role["rules"]), role
-    aps = s.hub.get(APS_V1A1, "AddOnPlacementScore", aps_name(NONE_SCORE), CLUSTER)
     mca = s.hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, CLUSTER)
-    # our agent read upstream's ManagedClusterAddOn (upstream's Role allows it) and owns the score by it
-    assert [o["uid"] for o in aps["metadata"].get("ownerReferences") or []] == [mca["metadata"]["uid"]]
+
+    def owner_uids() -> list[str]:
+        aps = s.hub.get(APS_V1A1, "AddOnPlacementScore", aps_name(NONE_SCORE), CLUSTER)
+        return [o["uid"] for o in aps["metadata"].get("ownerReferences") or []]
+
+    # our agent read upstream's ManagedClusterAddOn (upstream's Role allows it) and owns the score by it;
+    # a score written before it knew the owner is adopted in a metadata patch of its own: wait for it
+    wait_value(
+        owner_uids,
+        lambda uids: uids == [mca["metadata"]["uid"]],
+        timeout=30,
+        what=f"the score owned by ManagedClusterAddOn {CLUSTER}/{ADDON} (uid {mca['metadata']['uid']}) only",
+    )
     assert s.scorer.count("POST", "/none/score") >= 1
     assert_clean_agent(s)
 
@@ -622,8 +633,13 @@ def test_full_mode_upstream_manager_syncs_config_without_scoring_host(stack: Sta
         lambda: ((s.scorer_obj(FULL_SCORER) or {}).get("status") or {}).get("lastSyncedConfig"),
         timeout=SYNC + 30,
     )
-    status = (s.scorer_obj(FULL_SCORER) or {})["status"]
-    assert status["healthStatus"] == "Active", status
+    # the probe's verdict may land in another status write than the sync: wait for it as well
+    status = wait_value(
+        lambda: (s.scorer_obj(FULL_SCORER) or {})["status"],
+        lambda st: st.get("healthStatus") == "Active",
+        timeout=SYNC + 30,
+        what=f"{FULL_SCORER} healthStatus Active",
+    )
     synced = status["lastSyncedConfig"]
     assert (synced["scoring"]["path"], synced["scoring"]["params"]) == (
         "/full/score",
@@ -664,8 +680,12 @@ def test_full_mode_with_scoring_host_upstream_drops_the_scorer(stack: Stack, app
         lambda: ((s.scorer_obj(HOST_SCORER) or {}).get("status") or {}).get("lastSyncedConfig"),
         timeout=SYNC + 30,
     )
-    status = (s.scorer_obj(HOST_SCORER) or {})["status"]
-    assert status["healthStatus"] == "Active", status
+    status = wait_value(
+        lambda: (s.scorer_obj(HOST_SCORER) or {})["status"],
+        lambda st: st.get("healthStatus") == "Active",
+        timeout=SYNC + 30,
+        what=f"{HOST_SCORER} healthStatus Active",
+    )
     assert status["lastSyncedConfig"] == config, status  # the sync itself works, scoring.host included
     # the summaries are rebuilt on that status update; upstream's manager logs why it skips the scorer
     # (its message names the source endpoint; the URL it rejects is url.JoinPath("", "/host/score"))
@@ -680,7 +700,13 @@ def test_full_mode_with_scoring_host_upstream_drops_the_scorer(stack: Stack, app
         timeout=60,
     )
     for cluster in CLUSTERS:
-        summaries = s.work_summaries(cluster)
+        # the works are written after that log line, by upstream's manager: wait for each to exist
+        summaries = wait_value(
+            partial(s.work_summaries, cluster),
+            lambda found: found is not None,
+            timeout=60,
+            what=f"upstream's summaries ManifestWork in {cluster}",
+        )
         assert summaries is not None
         assert [x["name"] for x in summaries if x["name"] == HOST_SCORER] == [], summaries
     assert s.delivered_summary(HOST_SCORE) is None, s.delivered()

@@ -38,7 +38,7 @@ from dynamic_scoring.score_labels import written_by_agent
 from dynamic_scoring.timestamps import parse_time
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import label_selected_cluster_set
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
     ADDON,
     ADDON_V1A1,
@@ -320,8 +320,13 @@ def test_upstream_agent_on_cluster2_and_ours_on_cluster1_both_reach_the_placemen
         what="cluster2's report on the DynamicScorer",
     )
     assert report["status"] == "True", report
-    distributed = conditions(env.hub.get(DS_V1A1, "DynamicScorer", SCORER, MANAGER_NS))["Distributed"]
-    assert "scoring on 2 of 2" in distributed["message"], distributed
+    # the Distributed condition is re-read: wait for it rather than take one read after the report
+    wait_value(
+        lambda: conditions(env.hub.get(DS_V1A1, "DynamicScorer", SCORER, MANAGER_NS)).get("Distributed"),
+        lambda distributed: "scoring on 2 of 2" in (distributed or {}).get("message", ""),
+        timeout=60,
+        what="the DynamicScorer's Distributed condition saying 'scoring on 2 of 2'",
+    )
 
     out = subprocess.run(
         [
@@ -360,9 +365,12 @@ def test_cluster2_moves_to_our_agent_and_back_without_a_stale_expiry(interop: In
         timeout=120,
         what="our agent running on cluster2 and writing its score (20) with a validUntil",
     )
-    ours = it.aps("cluster2")
-    assert ours is not None
-    assert conditions(ours)["ScoresUpToDate"]["status"] == "True"
+    wait_value(
+        lambda: conditions(it.aps("cluster2")).get("ScoresUpToDate", {}).get("status"),
+        lambda status: status == "True",
+        timeout=60,
+        what="ScoresUpToDate=True on cluster2's score, written by our agent",
+    )
 
     # and back: the rollback a cautious user does
     it.set_agent(upstream=True)
@@ -378,8 +386,14 @@ def test_cluster2_moves_to_our_agent_and_back_without_a_stale_expiry(interop: In
         timeout=120,
         what="cluster2 scored by the upstream agent again (80)",
     )
-    status = (it.aps("cluster2") or {}).get("status") or {}
-    assert "validUntil" not in status and not status.get("conditions"), status
+    # what only our agent writes (validUntil, the condition) goes in the hub manager's own status
+    # patch after the upstream agent's write: wait for it
+    wait_value(
+        lambda: (it.aps("cluster2") or {}).get("status") or {},
+        lambda status: "validUntil" not in status and not status.get("conditions"),
+        timeout=60,
+        what="cluster2's score without validUntil and conditions under the upstream agent",
+    )
     wait_until(
         lambda: it.decision() == ["cluster2"], timeout=60, what="the Placement choosing cluster2 (80 > 20)"
     )
