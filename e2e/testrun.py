@@ -8,8 +8,9 @@ tiers need different tools, so this runs them in the order the tools arrive:
 2. meanwhile: lint (Python), the image, and the unit, component and packaging tiers, which need no
    Go tool;
 3. once the control plane's tools are built: actionlint, then the integration and e2e tiers;
-4. once every tool is built: the tests marked `late_tools` (Argo CD, Kueue, kueue-addon, the
-   upstream Go addon, the Collector), then the OCM-contract e2e tests on the older OCM release.
+4. once their tools are built: the tests marked `late_tools` (Argo CD, Kueue, kueue-addon, the
+   upstream Go addon, the Collector), while OCM v1.2.1 builds; then the OCM-contract e2e tests on
+   that older release.
 
 When every tool is already cached there is nothing to overlap: it runs lint, the image, one pytest
 over every tier and the compat run, exactly as before (one control plane for the main run).
@@ -38,8 +39,9 @@ BIN = Path(sys.executable).parent
 COMPAT_OCM = "v1.2.1"
 # What the control plane and lint need, in the order the first tests need them.
 CONTROL_PLANE_TOOLS = ("actionlint", "etcd", "k8s", "ocm13", "clusteradm", "helm", "ocm-api")
-# What only the tests marked late_tools (and the compat run: ocm, OCM v1.2.1) need.
-LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream", "ocm")
+# What only the tests marked late_tools need, then what only the compat run needs (OCM v1.2.1).
+LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream")
+COMPAT_TOOLS = ("ocm",)
 LATE = "late_tools"
 
 
@@ -101,7 +103,7 @@ def build_tools_argv(*components: str) -> list[str]:
 def all_cached() -> bool:
     """True when every component is in the tools cache (build-tools.sh builds nothing then)."""
     env = {**os.environ, "DS_TOOLS_CACHED_ONLY": "1"}
-    argv = build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS)
+    argv = build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS)
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     return done.returncode == 0
 
@@ -141,7 +143,7 @@ def cold(run: Run) -> None:
     )
     start = time.monotonic()
     builder = subprocess.Popen(
-        build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS),
+        build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         start_new_session=True,  # so an interrupted run stops the whole build
@@ -160,17 +162,21 @@ def cold(run: Run) -> None:
             run.run("pytest: integration, e2e", pytest(f"(integration or e2e) and not {LATE}"))
         else:
             run.skip("pytest: integration, e2e", "the image did not build")
+        # the late tests as soon as their tools are there, while OCM v1.2.1 builds for the compat run
+        late = run.run("tools: the late tests'", build_tools_argv(*LATE_TOOLS))
+        if late and image:
+            run.run(f"pytest: {LATE} (Argo CD, Kueue, upstream, Collector)", pytest(LATE))
+        else:
+            run.skip(f"pytest: {LATE}", "their tools or the image did not build")
         run.say("waiting for the background build of the remaining tools")
         code = builder.wait()
         run.steps.append(Step("tools: every one (background)", time.monotonic() - start, code == 0))
         if code != 0:
-            run.skip(f"pytest: {LATE}, compat", f"the tool build failed (exit {code}); its log is above")
-            return
-        if image:
-            run.run(f"pytest: {LATE} (Argo CD, Kueue, upstream, Collector)", pytest(LATE))
+            run.skip("compat", f"the tool build failed (exit {code}); its log is above")
+        elif image:
             compat(run)
         else:
-            run.skip(f"pytest: {LATE}, compat", "the image did not build")
+            run.skip("compat", "the image did not build")
     finally:
         if builder.poll() is None:
             os.killpg(builder.pid, signal.SIGTERM)
