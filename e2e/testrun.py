@@ -42,6 +42,7 @@ CONTROL_PLANE_TOOLS = ("actionlint", "etcd", "k8s", "ocm13", "clusteradm", "helm
 # What only the tests marked late_tools need, then what only the compat run needs (OCM v1.2.1).
 LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream")
 COMPAT_TOOLS = ("ocm",)
+ALL_TOOLS = (*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS)
 LATE = "late_tools"
 
 
@@ -103,7 +104,7 @@ def build_tools_argv(*components: str) -> list[str]:
 def all_cached() -> bool:
     """True when every component is in the tools cache (build-tools.sh builds nothing then)."""
     env = {**os.environ, "DS_TOOLS_CACHED_ONLY": "1"}
-    argv = build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS)
+    argv = build_tools_argv(*ALL_TOOLS)
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     return done.returncode == 0
 
@@ -143,7 +144,7 @@ def cold(run: Run) -> None:
     )
     start = time.monotonic()
     builder = subprocess.Popen(
-        build_tools_argv(*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS),
+        build_tools_argv(*ALL_TOOLS),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         start_new_session=True,  # so an interrupted run stops the whole build

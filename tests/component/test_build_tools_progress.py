@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.gobuild import tools_root
 from e2e.procs import wait_until
 from e2e.tools import BUILD_SCRIPT
 
@@ -21,10 +22,7 @@ pytestmark = pytest.mark.component
 
 
 def _env(root: Path) -> dict[str, str]:
-    shared = Path(
-        os.environ.get("DS_TOOLS_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dynamic-scoring-tools"
-    )
+    shared = tools_root()
     return {
         **os.environ,
         "DS_TOOLS_CACHE": str(root),
