@@ -12,8 +12,8 @@ tiers need different tools, so this runs them in the order the tools arrive:
    upstream Go addon, the Collector), while OCM v1.2.1 builds; then the OCM-contract e2e tests on
    that older release.
 
-When every tool is already cached there is nothing to overlap: it runs lint, the image, one pytest
-over every tier and the compat run, exactly as before (one control plane for the main run).
+When every tool is already cached it runs lint and the image, then the tiers that start no control
+plane beside the integration and e2e tiers (two pytest runs, one control plane), then the compat run.
 
 Every step runs even when an earlier one failed (except those whose tools failed to build), so one
 failure does not hide another; the summary at the end lists each step, its time and its result.
@@ -22,13 +22,17 @@ failure does not hide another; the summary at the end lists each step, its time 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import click
 
@@ -44,6 +48,10 @@ LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream")
 COMPAT_TOOLS = ("ocm",)
 ALL_TOOLS = (*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS)
 LATE = "late_tools"
+# The tiers that start no control plane: what runs beside the tool build (cold) or beside the
+# integration and e2e tiers (warm).
+NO_CONTROL_PLANE = "(unit or component or packaging)"
+BESIDE_TMP = Path(os.environ.get("TMPDIR", "/tmp")) / f"ds-testrun-{os.getpid()}"
 
 
 @dataclass
@@ -54,6 +62,19 @@ class Step:
     seconds: float
     ok: bool
     note: str = ""
+
+
+@dataclass
+class Beside:
+    """A step running in the background, and the log its output goes to."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+    started: float
+    ended: list[float] = field(default_factory=list)
+    """When the process exited (set by a waiter thread), so the summary shows its own minutes
+    rather than how long the foreground step kept it waiting."""
 
 
 @dataclass
@@ -77,6 +98,44 @@ class Run:
         self.steps.append(Step(name, time.monotonic() - start, ok, "" if ok else f"exit {code}"))
         verdict = "passed" if ok else f"FAILED (exit {code})"
         self.say(f"{name}: {verdict} in {self.steps[-1].seconds / 60:.1f} min")
+        return ok
+
+    def start(self, name: str, argv: Sequence[str]) -> Beside:
+        """Start a step in the background, its output to a log shown by `finish` (not interleaved)."""
+        self.say(f"{name}: {' '.join(argv)} (output shown when it ends)")
+        log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed by finish, not here
+        proc = subprocess.Popen(
+            list(argv), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        step = Beside(name, proc, log, time.monotonic())
+
+        def waiter() -> None:
+            proc.wait()
+            step.ended.append(time.monotonic())
+
+        threading.Thread(target=waiter, name=f"wait {name}", daemon=True).start()
+        return step
+
+    def finish(self, step: Beside) -> bool:
+        """Wait for a background step, print its output and record it; True when it passed."""
+        try:
+            code = step.proc.wait()
+        except BaseException:  # an interrupted run stops the step's whole process group
+            os.killpg(step.proc.pid, signal.SIGTERM)
+            step.proc.wait()
+            raise
+        seconds = (step.ended[0] if step.ended else time.monotonic()) - step.started
+        ok = code == 0
+        self.steps.append(Step(step.name, seconds, ok, "" if ok else f"exit {code}"))
+        step.log.seek(0)
+        self.say(f"{step.name}: its output follows")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(step.log.read())
+        sys.stdout.flush()
+        step.log.close()
+        shutil.rmtree(BESIDE_TMP, ignore_errors=True)
+        verdict = "passed" if ok else f"FAILED (exit {code})"
+        self.say(f"{step.name}: {verdict} in {seconds / 60:.1f} min")
         return ok
 
     def skip(self, name: str, why: str) -> None:
@@ -114,9 +173,16 @@ def make(target: str) -> list[str]:
     return ["make", "--no-print-directory", target]
 
 
-def pytest(marks: str) -> list[str]:
-    """The venv's pytest for a marker expression (every test when empty)."""
-    return [str(BIN / "pytest"), "-m", marks] if marks else [str(BIN / "pytest")]
+def pytest(marks: str, *, quiet: bool = False) -> list[str]:
+    """The venv's pytest for a marker expression (every test when empty).
+
+    `quiet` is for a run beside another pytest: no cache writes (both would write `.pytest_cache`)
+    and its own temporary root, so neither run's cleanup of old temporary directories meets the other's.
+    """
+    argv = [str(BIN / "pytest")] + (["-m", marks] if marks else [])
+    if quiet:
+        argv += ["-p", "no:cacheprovider", "--basetemp", str(BESIDE_TMP)]
+    return argv
 
 
 def compat(run: Run) -> None:
@@ -126,13 +192,23 @@ def compat(run: Run) -> None:
 
 
 def warm(run: Run) -> None:
-    """Every tool cached: the tiers in one pytest run (one control plane), then the compat run."""
-    run.say("every tool is cached: lint, image, every tier, then the compat run")
+    """Every tool cached: the tiers without a control plane beside those with one, then the compat run.
+
+    The unit, component and packaging tiers (4.5 min alone) mostly wait on their loopback servers and
+    subprocesses (about half a core), so they run beside the integration and e2e tiers (one control
+    plane) rather than before them; their output is kept in a log and shown after, not interleaved.
+    """
+    run.say("every tool is cached: lint, image, the tiers (two pytest runs side by side), the compat run")
     run.run("lint", make("lint"))
-    if run.run("image", make("image")):
-        run.run("pytest: every tier", pytest(""))
-    else:
+    if not run.run("image", make("image")):
         run.skip("pytest: every tier", "the image did not build")
+        compat(run)
+        return
+    beside = run.start("pytest: unit, component, packaging (beside)", pytest(NO_CONTROL_PLANE, quiet=True))
+    try:
+        run.run("pytest: integration, e2e", pytest("integration or e2e"))
+    finally:
+        run.finish(beside)
     compat(run)
 
 
@@ -152,8 +228,7 @@ def cold(run: Run) -> None:
     try:
         run.run("lint (Python)", make("lint-python"))
         image = run.run("image", make("image"))
-        no_go = f"(unit or component or packaging) and not {LATE}"
-        run.run("pytest: unit, component, packaging", pytest(no_go))
+        run.run("pytest: unit, component, packaging", pytest(f"{NO_CONTROL_PLANE} and not {LATE}"))
         # waits for the background build of each (a lock per component), or builds what it has not reached
         if not run.run("tools: the control plane's", build_tools_argv(*CONTROL_PLANE_TOOLS)):
             run.skip("the integration and e2e tiers", "the control plane's tools did not build")
