@@ -350,12 +350,17 @@ class Client:
         """Apply every object of a YAML stream, in order."""
         return [self.apply(doc) for doc in yaml.safe_load_all(documents) if doc]
 
-    def patch_status(self, obj: JSON, status: JSON) -> JSON:
-        """Merge-patch the status subresource of an existing object."""
+    def patch_status(self, obj: JSON, status: JSON, *, field_manager: str | None = None) -> JSON:
+        """Merge-patch the status subresource of an existing object.
+
+        `field_manager` names the writer in `managedFields`, so a test can tell its own fields
+        from a controller's (the default is derived from the client's user agent).
+        """
         info, namespace, name = self._info(obj)
         return self.api.request(
             "PATCH",
             info.path(namespace, name, "status"),
+            query={"fieldManager": field_manager} if field_manager else None,
             body={"status": status},
             content_type="application/merge-patch+json",
         )

@@ -174,6 +174,9 @@ class Controller:
             log.debug("resync of %s: %d keys", self.name, len(keys), extra={"controller": self.name})
             for key in keys:
                 self.queue.add(key)
+            # counted after the keys are queued: "N resyncs, then an idle queue" means N full passes
+            # were reconciled, which is how a test proves that a resync writes nothing
+            self.metrics.resyncs_total.labels(self.name).inc()
 
     def run(self, stop: threading.Event) -> None:
         """Run the workers and the resync timer until `stop` is set (blocking)."""

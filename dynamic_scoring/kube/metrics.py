@@ -34,6 +34,12 @@ class ControllerMetrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=r,
         )
+        self.resyncs_total = Counter(
+            f"{_PREFIX}_controller_resyncs_total",
+            "Periodic resyncs, each after it queued every key of the primary informer.",
+            ["controller"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             f"{_PREFIX}_controller_queue_depth",
             "Keys waiting to be reconciled (ready now; delayed and in-flight keys not counted).",

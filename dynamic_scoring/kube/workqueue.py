@@ -165,6 +165,15 @@ class WorkQueue:
         with self._cond:
             return len(self._queue)
 
+    def unfinished(self) -> int:
+        """Keys added and not yet processed: queued or being processed now (not those delayed).
+
+        Zero means everything added so far (and not delayed) has been through a reconcile, which
+        is what a caller waiting for the queue to settle needs; `len` leaves out keys in flight.
+        """
+        with self._cond:
+            return len(self._dirty | self._processing)
+
     @property
     def delayed(self) -> int:
         """Keys waiting for a delay or a backoff (each counted once)."""

@@ -353,7 +353,8 @@ def test_conditions_of_other_writers_are_kept_and_never_written(
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
     others = [c for c in mca["status"]["conditions"] if c["type"] != "Available"]
-    hub.patch_status(mca, {"conditions": [*others, sentinel]})
+    hub.patch_status(mca, {"conditions": [*others, sentinel]}, field_manager=SENTINEL_WRITER)
+    assert available_owners(hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)) == {SENTINEL_WRITER}
     # make our controllers rewrite their own condition: remove RegistrationApplied
     mca = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
     hub.patch_status(
@@ -366,11 +367,26 @@ def test_conditions_of_other_writers_are_kept_and_never_written(
         timeout=20,
         what="RegistrationApplied written again",
     )
-    after = conditions(hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster))
-    assert after["Available"] == sentinel
-    for field in mca["metadata"].get("managedFields") or []:
-        if field.get("subresource") == "status" and "dynamic-scoring" in str(field.get("manager")):
-            raise AssertionError(f"unexpected field manager {field}")
+    rewritten = hub.get(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster)
+    assert conditions(rewritten)["Available"] == sentinel
+    # `conditions` is a list map keyed by type, so the apiserver records who last changed each
+    # entry: had our controllers written the Available entry (even back to the same value after a
+    # change), its owner would now be their field manager, not the sentinel's writer.
+    assert available_owners(rewritten) == {SENTINEL_WRITER}
+
+
+SENTINEL_WRITER = "test-sentinel-writer"
+AVAILABLE_KEY = 'k:{"type":"Available"}'
+
+
+def available_owners(mca: dict[str, Any]) -> set[str]:
+    """The field managers that own the Available condition of `mca`'s status."""
+    return {
+        str(entry.get("manager"))
+        for entry in mca["metadata"].get("managedFields") or []
+        if entry.get("subresource") == "status"
+        and AVAILABLE_KEY in ((entry.get("fieldsV1") or {}).get("f:status", {}).get("f:conditions") or {})
+    }
 
 
 def csr_events(hub: Client, cluster: str, name: str) -> list[dict[str, Any]]:

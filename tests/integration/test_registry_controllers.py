@@ -135,6 +135,23 @@ class Registry:
         )
         return value or 0.0
 
+    def resyncs(self) -> float:
+        """The distribution controller's completed periodic resyncs (2 s apart here)."""
+        value = self.registry.get_sample_value(
+            "dynamic_scoring_controller_resyncs_total", {"controller": "distribution"}
+        )
+        return value or 0.0
+
+    def after_resyncs(self, count: int, what: str) -> None:
+        """Wait until `count` more resyncs were queued and every key since was reconciled.
+
+        The window in which a wrong write would have happened is thus two full reconcile passes,
+        not a guessed number of seconds.
+        """
+        queue = self.cm.controllers[1].queue
+        start = self.resyncs()
+        wait_for(lambda: self.resyncs() >= start + count and not queue.unfinished(), what)
+
     def close(self) -> None:
         self.stop.set()
         self.thread.join(60)
@@ -524,9 +541,9 @@ def test_one_scorer_change_writes_once_per_affected_cluster_and_a_resync_writes_
         hub, namespace, "count", none_mode(scorer, score, clusterSelector={"matchLabels": {"env": "prod"}})
     )
     wait_for(lambda: all(score in (score_names(hub, c) or ()) for c in clusters[:2]), "distributed")
-    wait_for(lambda: not len(running.cm.controllers[1].queue), "the distribution queue drained")
+    wait_for(lambda: not running.cm.controllers[1].queue.unfinished(), "the distribution queue drained")
     before = (running.writes("patch"), running.writes("create"), running.writes("delete"))
-    time.sleep(5)  # an observation window, not a wait: resync every 2 s, so two resyncs write nothing
+    running.after_resyncs(2, "two resyncs reconciled")
     assert (running.writes("patch"), running.writes("create"), running.writes("delete")) == before
     obj = scorer_obj(hub, namespace, "count")
     spec = obj["spec"]
@@ -543,7 +560,7 @@ def test_one_scorer_change_writes_once_per_affected_cluster_and_a_resync_writes_
 
     wait_for(lambda: intervals() == [45, 45], "the edit on both selected clusters")
     wait_for(lambda: running.writes("patch") - before[0] >= 2, "patch counters")
-    time.sleep(3)  # let any extra write that would be wrong happen (2 s resync)
+    running.after_resyncs(2, "two resyncs after the edit reconciled")  # any extra write would be in
     assert running.writes("patch") - before[0] == 2  # exactly one per affected cluster, none for clusters[2]
     hub.delete(DS_V1A1, "DynamicScorer", "count", namespace)
 

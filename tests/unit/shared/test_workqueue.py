@@ -176,3 +176,19 @@ def test_concurrent_workers_never_hold_the_same_key() -> None:
         t.join(10)
     assert clashes == []
     assert len(q) == 0
+
+
+def test_unfinished_counts_queued_and_in_flight_keys_but_not_delayed_ones() -> None:
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    q.add("a")
+    q.add("b")
+    q.add_after("later", 10)
+    assert q.unfinished() == 2
+    key = q.get(timeout=0)
+    assert key == "a" and len(q) == 1 and q.unfinished() == 2  # "a" is in flight: len leaves it out
+    q.add("a")  # added again while in flight: still one unit of unfinished work for "a"
+    assert q.unfinished() == 2
+    q.done("a")
+    assert drain(q) == ["b", "a"]
+    assert q.unfinished() == 0 and q.delayed == 1
