@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from agent.errors import SecretNotFound
-from agent.ports import CycleCondition, PublishRequest, ScoreItem, SecretContents
+from agent.ports import CycleCondition, PublishedScores, PublishRequest, ScoreItem, SecretContents
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 
@@ -82,6 +82,11 @@ class MemoryPublisher:
             stored.condition = result.condition
         else:
             self.scores[result.aps_name] = StoredScore([], None, result.condition)
+
+    async def current(self, aps_name: str) -> PublishedScores | None:
+        """The stored items and expiry of ``aps_name`` (None when nothing is stored)."""
+        stored = self.scores.get(aps_name)
+        return None if stored is None else PublishedScores(list(stored.items), stored.valid_until)
 
     async def remove(self, aps_name: str) -> None:
         """Forget the score; absent names are fine."""

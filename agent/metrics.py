@@ -20,6 +20,10 @@ Added:
   named source (``sources``); ``source`` only takes the names of the scorer's own sources;
 * ``dynamic_scoring_retries_total{score_name, stage}``;
 * ``dynamic_scoring_items_rejected_total{score_name}`` and ``dynamic_scoring_scores_clamped_total``;
+* ``dynamic_scoring_unstabilized_score{score_name, item}`` and
+  ``dynamic_scoring_stabilized_items{score_name, trend}``, for scorers with ``stabilization`` only:
+  each item's value before stabilization, and how many items are held back (``rising``,
+  ``falling``, ``within-tolerance``);
 * ``dynamic_scoring_last_success_timestamp_seconds{score_name}`` and
   ``dynamic_scoring_score_expires_in_seconds{score_name}``, computed at scrape time (the latter
   turns negative once the published scores have expired).
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -49,6 +53,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.errors import Stage
+from agent.items.stabilization import ItemState
 from agent.scorer_client.answer import ScoredSeries
 
 LABEL_VALUE_MAX_CHARS = 256
@@ -166,6 +171,55 @@ class _Scores(Collector):
         yield family
 
 
+class _Stabilized(Collector):
+    """The value of each item before stabilization, and how many items are held back, per scorer.
+
+    ``dynamic_score`` keeps its meaning (the scorer's raw result); this is the value the agent
+    would publish without stabilization, so a dashboard can plot it beside the published one.  Only
+    scorers with stabilization have series.  Like ``_Scores``, a cycle keeps a reference and the
+    samples are built when scraped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, Mapping[str, ItemState]] = {}
+
+    def replace(self, score_name: str, states: Mapping[str, ItemState]) -> None:
+        with self._lock:
+            if states:
+                self._latest[score_name] = states
+            else:
+                self._latest.pop(score_name, None)
+
+    def forget(self, score_name: str) -> None:
+        with self._lock:
+            self._latest.pop(score_name, None)
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        raw = GaugeMetricFamily(
+            "dynamic_scoring_unstabilized_score",
+            "Each item's score before stabilization (what would be published without it)",
+            labels=("score_name", "item"),
+        )
+        held = GaugeMetricFamily(
+            "dynamic_scoring_stabilized_items",
+            "Items whose published score differs from the unstabilized one, by trend",
+            labels=("score_name", "trend"),
+        )
+        with self._lock:
+            latest = sorted(self._latest.items())
+        for name, states in latest:
+            counts = dict.fromkeys(("rising", "falling", "within-tolerance"), 0)
+            for item, state in states.items():
+                raw.add_metric((name, truncate_label(item)), state.raw)
+                if state.trend in counts:
+                    counts[state.trend] += 1
+            for trend, count in counts.items():
+                held.add_metric((name, trend), count)
+        yield raw
+        yield held
+
+
 class AgentMetrics:
     """All metrics of one agent process, on their own registry.
 
@@ -242,6 +296,8 @@ class AgentMetrics:
         )
         self._freshness = _Freshness(clock)
         r.register(self._freshness)
+        self._stabilized = _Stabilized()
+        r.register(self._stabilized)
 
     # -- upstream metrics -------------------------------------------------------------------------
 
@@ -295,9 +351,14 @@ class AgentMetrics:
         """Record the last success and expiry (Unix seconds) for the scrape-time gauges."""
         self._freshness.set(score_name, last_success, valid_until)
 
+    def set_stabilized(self, score_name: str, states: Mapping[str, ItemState]) -> None:
+        """The latest cycle's per-item states under stabilization (empty: the scorer has none)."""
+        self._stabilized.replace(score_name, states)
+
     def forget(self, score_name: str) -> None:
         """Remove every series labelled with ``score_name`` (its worker stopped)."""
         self.clear_scores(score_name)
+        self._stabilized.forget(score_name)
         for metric in (
             self.requests,
             self.fetch_seconds,

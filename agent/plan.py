@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from agent.items.dimensions import DEFAULT_FORMAT
+from agent.items.stabilization import Stabilization
 from agent.settings import AgentSettings
 from agent.source.otlp.selection import Selector, SelectorError, from_spec, parse_selector
 from agent.source.placeholders import PlaceholderError, check_query
@@ -129,6 +130,14 @@ class ScorerPlan:
     def label(self) -> str:
         """``scorer=<name> score=<scoreName>`` for log lines."""
         return self.summary.label
+
+    @property
+    def stabilization(self) -> Stabilization:
+        """``stabilization`` as the worker applies it; all zero (none) when the summary has none."""
+        wire = self.summary.stabilization
+        if wire is None:
+            return Stabilization()
+        return Stabilization(wire.tolerance, float(wire.rise_window_seconds), float(wire.fall_window_seconds))
 
 
 def _check_url(value: str, field: str) -> None:

@@ -127,6 +127,14 @@ class PublishRequest:
         return self.items is not None
 
 
+@dataclass(frozen=True)
+class PublishedScores:
+    """What the hub holds for one AddOnPlacementScore of ours: its items and their expiry."""
+
+    items: list[ScoreItem]
+    valid_until: datetime | None
+
+
 class ScorePublisher(Protocol):
     """Writes scoring outcomes to the hub (AddOnPlacementScore in the cluster's namespace)."""
 
@@ -138,6 +146,15 @@ class ScorePublisher(Protocol):
         ``status`` through the status subresource (so the first scores are not dropped), may skip a
         write that would change nothing while ``validUntil`` is far off, and raises on failure; the
         agent then counts a failed ``write`` stage and tries again next cycle.
+        """
+        ...
+
+    async def current(self, aps_name: str) -> PublishedScores | None:
+        """The scores the hub holds under ``aps_name``, if this addon's agent wrote them.
+
+        None when the object does not exist, is another owner's, or cannot be read: the caller
+        then starts from nothing.  Read once by a restarted worker whose scorer stabilizes its
+        scores, so that its windows start from what Placement sees rather than from a jump.
         """
         ...
 
@@ -157,6 +174,7 @@ __all__ = [
     "CONDITION_TYPE",
     "CycleCondition",
     "PublishRequest",
+    "PublishedScores",
     "ScoreItem",
     "ScorePublisher",
     "SecretContents",

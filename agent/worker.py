@@ -45,9 +45,10 @@ from typing import Any, TypeVar
 from agent.cycle import Attempt, CycleEnv, CycleObserver, CycleResult, ScoringCycle
 from agent.errors import AgentError, PublishError, Stage
 from agent.http import escape_control
+from agent.items.stabilization import ItemState, Stabilizer
 from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, SourcePlan
-from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScorePublisher
+from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScoreItem, ScorePublisher
 from agent.retry import retrying
 
 T = TypeVar("T")
@@ -142,6 +143,9 @@ class ScorerWorker:
         self._task: asyncio.Task[None] | None = None
         self._valid_until: datetime | None = None
         self._published = False
+        self._stabilizer = Stabilizer(plan.stabilization)
+        self._seeded = False
+        """The stabilizer started from the hub's scores (once per worker, or after a pause)."""
         self.cycles = 0
         """Finished cycles (successful or not); for status reports and tests."""
         self.last_outcome: PublishRequest | None = None
@@ -227,6 +231,8 @@ class ScorerWorker:
         name = plan.score_name
         if self._published and not plan.publish:
             await self._remove_published(plan)
+        if plan.publish and plan.stabilization.active and not self._seeded:
+            await self._seed(plan)
         cycle = ScoringCycle(
             plan,
             ctx,
@@ -276,11 +282,22 @@ class ScorerWorker:
         """The request that publishes a cycle's items, with a condition saying what happened."""
         ctx = self._ctx
         name = plan.score_name
+        now = ctx.wall_clock()
+        if self._valid_until is not None and now >= self._valid_until:
+            # the last published scores expired: a cluster that stopped answering must not come
+            # back looking as it did, so nothing is held against those values
+            self._stabilizer.clear()
         self._valid_until = result.valid_until
         if result.kind != "Scored":
+            # the stated default is published at once, whatever the windows hold, and they start
+            # over from it
+            self._stabilizer.clear()
+            self._stabilizer.reset(now.timestamp(), result.items)
+            ctx.metrics.set_stabilized(name, {})
             return self._stated_default(plan, result)
         assert result.answer is not None and result.built is not None  # set on every Scored result
         built = result.built
+        items, held = self._stabilize(plan, now.timestamp(), result.items)
         ctx.metrics.set_scores(ctx.cluster_name, name, result.answer.results)
         ctx.metrics.count_items(name, rejected=len(built.rejected), clamped=built.clamped)
         notes = []
@@ -297,6 +314,11 @@ class ScorerWorker:
             notes.append(
                 f"{result.label_collisions} series had a source label of their own, kept as exported_source"
             )
+        if held:
+            item, state = held[0]
+            notes.append(
+                f"{len(held)} of {len(items)} score(s) held by stabilization, e.g. {item}: {state.explain()}"
+            )
         reason = "Scored"
         if result.failed_sources:
             reason = PARTIAL_REASON
@@ -309,11 +331,57 @@ class ScorerWorker:
         return PublishRequest(
             score_name=name,
             aps_name=plan.aps_name,
-            items=result.items,
+            items=items,
             valid_until=result.valid_until,
             condition=CycleCondition(CONDITION_TYPE, "True", reason, _truncate(message)),
             interval_seconds=plan.interval,
         )
+
+    async def _seed(self, plan: ScorerPlan) -> None:
+        """Start the windows from the scores the hub holds, so that a restart is not a jump.
+
+        Without this a restarted agent would publish its first raw value at once, which is the
+        very jump the rise window exists to hold back.  Expired scores are not a starting point:
+        a cluster that stopped answering must not come back looking as it did.
+        """
+        self._seeded = True
+        try:
+            async with asyncio.timeout(self._ctx.settings.publish_timeout_seconds):
+                current = await self._ctx.publisher.current(plan.aps_name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a starting point only: the cycle goes on from nothing
+            self.log.warning(
+                "could not read %s to start stabilization from: %s", plan.aps_name, type(exc).__name__
+            )
+            return
+        now = self._ctx.wall_clock()
+        expired = current is not None and current.valid_until is not None and current.valid_until <= now
+        if current is None or not current.items or expired:
+            return
+        self._stabilizer.reset(now.timestamp(), current.items)
+        self.log.info("stabilization starts from the %d score(s) on the hub", len(current.items))
+
+    def _stabilize(
+        self, plan: ScorerPlan, now: float, items: list[ScoreItem]
+    ) -> tuple[list[ScoreItem], list[tuple[str, ItemState]]]:
+        """The items to publish under the plan's stabilization, and those held back (name, state).
+
+        Without stabilization the items are published as they are and nothing is remembered, so a
+        scorer that gains it later starts from its next values.
+        """
+        settings = plan.stabilization
+        if not settings.active:
+            self._stabilizer.clear()
+            self._seeded = False
+            self._ctx.metrics.set_stabilized(plan.score_name, {})
+            return items, []
+        self._stabilizer.update(settings)
+        states = self._stabilizer.apply(now, items)
+        self._ctx.metrics.set_stabilized(plan.score_name, states)
+        published = [ScoreItem(item.name, states[item.name].published) for item in items]
+        held = [(name, state) for name, state in states.items() if state.published != state.raw]
+        return published, held
 
     def _stated_default(self, plan: ScorerPlan, result: CycleResult) -> PublishRequest:
         """The summary's ``missingDataScore`` as this cycle's scores, with a condition saying why.

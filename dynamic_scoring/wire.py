@@ -451,6 +451,24 @@ class ScoreNormalization(_Wire):
         return self
 
 
+MAX_STABILIZATION_WINDOW_SECONDS = 86_400
+"""A day: a longer hold would outlive any realistic validity and is more likely a unit mistake."""
+
+
+class ScoreStabilization(_Wire):
+    """``stabilization``: when a score change is published (see ``agent.items.stabilization``).
+
+    Read like the HorizontalPodAutoscaler's ``behavior``: a higher score is published once it held
+    for ``riseWindowSeconds`` (a cluster must stay better before it attracts work), a lower one after
+    ``fallWindowSeconds`` (0 by default: a cluster that got worse loses work at once), and a change
+    smaller than ``tolerance`` points is not published at all.  All zero is no stabilization.
+    """
+
+    tolerance: int = Field(default=0, ge=0, le=100)
+    rise_window_seconds: int = Field(default=0, ge=0, le=MAX_STABILIZATION_WINDOW_SECONDS)
+    fall_window_seconds: int = Field(default=0, ge=0, le=MAX_STABILIZATION_WINDOW_SECONDS)
+
+
 class ScorerSummary(_Wire):
     """One scorer as the agent of one cluster must run it (an element of ``summaries``).
 
@@ -490,6 +508,7 @@ class ScorerSummary(_Wire):
     score_dimension_formats: list[str] | None = Field(
         default=None, min_length=1, max_length=MAX_DIMENSION_FORMATS
     )
+    stabilization: ScoreStabilization | None = None
 
     @field_validator("sources")
     @classmethod
@@ -719,6 +738,7 @@ __all__ = [
     "MAX_SOURCES",
     "MAX_SOURCE_QUERIES",
     "MAX_SOURCE_RANGE_SECONDS",
+    "MAX_STABILIZATION_WINDOW_SECONDS",
     "MAX_TIMEOUT_SECONDS",
     "MAX_URL_LENGTH",
     "MAX_VALID_FOR_SECONDS",
@@ -735,6 +755,7 @@ __all__ = [
     "OtelSpec",
     "ScoreNormalization",
     "ScoreResult",
+    "ScoreStabilization",
     "ScorerConfig",
     "ScorerSummary",
     "ScoringConfig",

@@ -48,7 +48,7 @@ from addon.registry.sources import resolve_sources, with_sources
 from dynamic_scoring.secret_binding import destination
 from dynamic_scoring.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, params_size
+from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, ScoreStabilization, params_size
 
 DEFAULT_INTERVAL = 30
 DEFAULT_RANGE = 3600
@@ -350,6 +350,8 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             scoring_params=scoring_params,
             missing_data_score=spec.missing_data.score if spec.missing_data else None,
             score_dimension_formats=spec.score_dimension_formats,
+            # all zero is no stabilization: leave it out, so the summary is what it was without it
+            stabilization=spec.stabilization if spec.stabilization != ScoreStabilization() else None,
         )
         if sources is not None:
             summary = with_sources(summary, sources, spec.on_source_error)

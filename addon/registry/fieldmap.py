@@ -45,6 +45,7 @@ SUMMARY_SOURCES: Final[dict[str, tuple[str, ...]]] = {
     "scoreDimensionFormats": ("scoreDimensionFormats",),
     "sources": ("sources",),
     "onSourceError": ("onSourceError",),
+    "stabilization": ("stabilization",),
 }
 """Summary JSON key -> the ``spec`` paths it comes from (``()``: from metadata or the config)."""
 

@@ -22,7 +22,14 @@ from addon.registry.spellings import normalise_config_spec, normalise_scorer_spe
 from dynamic_scoring.addresses import metadata_header
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import EndpointAuth, OtelSpec, ScoreNormalization, ScorerConfig, SecretKeyRef
+from dynamic_scoring.wire import (
+    EndpointAuth,
+    OtelSpec,
+    ScoreNormalization,
+    ScorerConfig,
+    ScoreStabilization,
+    SecretKeyRef,
+)
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
 VERSION = "v1alpha1"
@@ -214,6 +221,7 @@ class DynamicScorerSpec(_Spec):
     score_dimension_formats: list[str] | None = Field(default=None, min_length=1)
     cluster_selector: LabelSelector | None = None
     probe: ProbeSpec | None = None
+    stabilization: ScoreStabilization | None = None
 
 
 class DynamicScorerStatus(_Spec):

@@ -57,7 +57,7 @@ from typing import Any
 import msgspec
 
 from agent.errors import PublishError, ScoreNameTaken
-from agent.ports import PublishRequest
+from agent.ports import PublishedScores, PublishRequest, ScoreItem
 from dynamic_scoring.kube.api import (
     MERGE_PATCH,
     PARTIAL_METADATA,
@@ -230,6 +230,29 @@ class KubeScorePublisher:
         for item in items:  # selected by our labels: ours
             self._uids[str(item["metadata"]["name"])] = str(item["metadata"].get("uid") or "")
         return sorted(str(i["metadata"]["name"]) for i in items)
+
+    async def current(self, aps_name: str) -> PublishedScores | None:
+        """The items and validUntil of ``aps_name`` when it is ours; None otherwise or unreadable.
+
+        Items that are not a name and an integer are skipped: the object is ours, but this is a
+        starting point for stabilization, not something to fail a cycle over.
+        """
+        try:
+            known = await self._read(aps_name)
+        except KubeError as exc:
+            log.warning("AddOnPlacementScore %s/%s not readable (%s)", self.namespace, aps_name, exc)
+            return None
+        if not known.exists or not self._ours(known.labels):
+            return None
+        items = [
+            ScoreItem(str(entry["name"]), int(entry["value"]))
+            for entry in known.scores or []
+            if isinstance(entry, dict)
+            and isinstance(entry.get("name"), str)
+            and isinstance(entry.get("value"), int)
+            and not isinstance(entry.get("value"), bool)
+        ]
+        return PublishedScores(items, parse_time(known.valid_until))
 
     async def publish(self, result: PublishRequest) -> None:
         """Create the object if needed and write its status; skip writes that change nothing."""

@@ -112,9 +112,14 @@ def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: C
     # a restarted agent (new publisher) keeps writing the same object
     fresh = KubeScorePublisher(hub_api(control_plane), "cluster1", addon_name="dynamic-scoring")
     asyncio.run(fresh.publish(request([ScoreItem("a", 1)])))
-    assert api.request("GET", APS.format(ns="cluster1", name="my-score"))["status"]["scores"] == [
-        {"name": "a", "value": 1}
-    ]
+    stored = api.request("GET", APS.format(ns="cluster1", name="my-score"))["status"]
+    assert stored["scores"] == [{"name": "a", "value": 1}]
+    # what a restarted agent's stabilization starts from: the items and expiry the hub holds
+    again = KubeScorePublisher(hub_api(control_plane), "cluster1", addon_name="dynamic-scoring")
+    current = asyncio.run(again.current("my-score"))
+    assert current is not None and current.items == [ScoreItem("a", 1)]
+    assert current.valid_until == dt.datetime.fromisoformat(stored["validUntil"].replace("Z", "+00:00"))
+    assert asyncio.run(again.current("no-such-score")) is None
     asyncio.run(fresh.remove("my-score"))
     with pytest.raises(NotFound):
         api.request("GET", APS.format(ns="cluster1", name="my-score"))
@@ -603,6 +608,7 @@ def test_another_owners_score_of_the_same_name_is_never_written_relabelled_reown
                 with pytest.raises(ScoreNameTaken) as taken:
                     asyncio.run(pub.publish(request))
                 assert f"{ns}/{name}" in str(taken.value) and taken.value.reason == "ScoreNameTaken"
+                assert asyncio.run(pub.current(name)) is None  # never a starting point for stabilization
                 asyncio.run(pub.remove(name))
         after = {name: api.request("GET", APS.format(ns=ns, name=name)) for name in foreign}
         assert after == before

@@ -222,6 +222,24 @@ INVALID = [
         "min and max must differ",
     ),
     ("unknown", {"endpoint": "http://x"}, ".spec.endpoint", "field not declared in schema"),
+    (
+        "tolerance",
+        {"stabilization": {"tolerance": 101}},
+        "spec.stabilization.tolerance",
+        "less than or equal to 100",
+    ),
+    (
+        "window",
+        {"stabilization": {"riseWindowSeconds": -1}},
+        "spec.stabilization.riseWindowSeconds",
+        "greater than or equal to 0",
+    ),
+    (
+        "window-type",
+        {"stabilization": {"fallWindowSeconds": 1.5}},
+        "spec.stabilization.fallWindowSeconds",
+        "must be of type integer",
+    ),
 ]
 
 
@@ -496,4 +514,22 @@ def test_sources_get_their_defaults_and_resolve_to_the_summary_agents_get(hub: K
     assert wire["sources"][1]["auth"] == {
         "bearerTokenSecretRef": {"name": "edge-token", "key": "token"},
         "insecureSkipVerify": False,
+    }
+
+
+def test_stabilization_is_stored_as_written_and_reaches_the_summary(hub: Kubectl, ns: str) -> None:
+    stabilization = {"tolerance": 3, "riseWindowSeconds": 300}
+    spec = {"scoring": {"host": "http://s:8000"}, "stabilization": stabilization}
+    done = apply(hub, scorer_yaml("stable", spec), ns)
+    assert done.returncode == 0, done.stderr
+    stored = hub.get_json(f"dynamicscorers.{GROUP}", "stable", "-n", ns)
+    assert stored["spec"]["stabilization"] == stabilization  # no defaults written into it
+    scorer = parse_scorer(stored)
+    assert isinstance(scorer, DynamicScorer)
+    summary = resolve(scorer).summary
+    assert summary is not None
+    assert summary.to_wire()["stabilization"] == {
+        "tolerance": 3,
+        "riseWindowSeconds": 300,
+        "fallWindowSeconds": 0,
     }

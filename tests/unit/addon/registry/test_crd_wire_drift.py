@@ -163,6 +163,7 @@ FULL_SPEC: dict[str, Any] = {
     "maxScoreBytes": 2_000_000,
     "missingData": {"score": -100},
     "scoreDimensionFormats": ["${scoreName}", "${node}"],
+    "stabilization": {"tolerance": 3, "riseWindowSeconds": 300, "fallWindowSeconds": 30},
 }
 
 

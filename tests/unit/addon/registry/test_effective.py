@@ -461,3 +461,24 @@ def test_the_default_port_written_out_is_not_a_move() -> None:
     spec = {**AUTHED, "source": {**PROM, "host": "https://prom.example", "auth": SRC_AUTH}}
     res = resolve(scorer(spec, {"source": {"host": "HTTPS://Prom.Example:443/"}}))
     assert res.withheld == () and ok(res).source_endpoint_auth_name == "prom-token"
+
+
+def test_stabilization_reaches_the_summary_unchanged_and_all_zero_is_left_out() -> None:
+    stab = {"tolerance": 3, "riseWindowSeconds": 300, "fallWindowSeconds": 0}
+    summary = ok(resolve(scorer(dict(SPEC, configSyncMode="None", stabilization=stab))))
+    assert summary.to_wire()["stabilization"] == stab
+    # Full mode: /config cannot change it (it is the hub author's, like missingData)
+    summary = ok(resolve(scorer(dict(SPEC, configSyncMode="Full", stabilization=stab), SYNCED)))
+    assert summary.to_wire()["stabilization"] == stab
+    for spec in (SPEC, dict(SPEC, stabilization={}), dict(SPEC, stabilization=dict.fromkeys(stab, 0))):
+        assert "stabilization" not in ok(resolve(scorer(spec))).to_wire()
+
+
+def test_stabilization_out_of_range_is_a_field_problem_naming_the_field() -> None:
+    obj = {
+        "metadata": {"name": "s", "namespace": "hub", "generation": 1},
+        "spec": apply_defaults(SCHEMA["properties"]["spec"], dict(SPEC, stabilization={"tolerance": -1})),
+    }
+    parsed = parse_scorer(obj)
+    assert not isinstance(parsed, DynamicScorer)
+    assert "stabilization.tolerance" in parsed.message

@@ -1,0 +1,145 @@
+"""Score stabilization: the window rule against a literal reference, and its edges."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.items.stabilization import ItemState, Stabilization, Stabilizer
+
+pytestmark = pytest.mark.unit
+
+
+def reference(observations: list[tuple[float, int]], s: Stabilization) -> list[int]:
+    """The rule as the issue states it, recomputed from the whole history at every step.
+
+    A rise publishes the lowest value seen over the rise window when it is above the published
+    value; a fall the highest over the fall window when it is below; a change smaller than the
+    tolerance is not published.  The first value is published as it is.
+    """
+    tolerance = max(s.tolerance, 1)
+    published: list[int] = []
+    current = observations[0][1]
+    for i, (now, _) in enumerate(observations):
+        seen = observations[: i + 1]
+        low = min(v for t, v in seen if t >= now - s.rise_window_seconds)
+        high = max(v for t, v in seen if t >= now - s.fall_window_seconds)
+        if low > current and low - current >= tolerance:
+            current = low
+        elif high < current and current - high >= tolerance:
+            current = high
+        published.append(current)
+    return published
+
+
+def run(observations: list[tuple[float, int]], s: Stabilization) -> list[ItemState]:
+    stabilizer = Stabilizer(s)
+    return [stabilizer.apply(t, [("item", v)])["item"] for t, v in observations]
+
+
+settings_st = st.builds(
+    Stabilization,
+    tolerance=st.integers(0, 10),
+    rise_window_seconds=st.sampled_from([0.0, 5.0, 12.0, 30.0, 300.0]),
+    fall_window_seconds=st.sampled_from([0.0, 5.0, 12.0, 30.0]),
+)
+
+
+@st.composite
+def series(draw: st.DrawFn) -> list[tuple[float, int]]:
+    """Observations at increasing times (irregular gaps, as retries and overruns make them)."""
+    values = draw(st.lists(st.integers(-100, 100), min_size=1, max_size=60))
+    gaps = draw(
+        st.lists(st.sampled_from([1.0, 2.5, 5.0, 5.0, 5.0, 7.0]), min_size=len(values), max_size=len(values))
+    )
+    now = 1000.0
+    out = []
+    for value, gap in zip(values, gaps, strict=True):
+        now += gap
+        out.append((now, value))
+    return out
+
+
+@settings(max_examples=400)
+@given(series(), settings_st)
+def test_the_published_value_is_the_reference_rule(
+    observations: list[tuple[float, int]], s: Stabilization
+) -> None:
+    assert [state.published for state in run(observations, s)] == reference(observations, s)
+
+
+@given(series())
+def test_without_settings_every_raw_value_is_published_as_it_comes(
+    observations: list[tuple[float, int]],
+) -> None:
+    states = run(observations, Stabilization())
+    assert [s.published for s in states] == [v for _, v in observations]
+    assert all(s.trend == "steady" for s in states)
+    assert not Stabilization().active
+
+
+@given(series(), settings_st)
+def test_the_published_value_is_always_a_value_that_was_seen(
+    observations: list[tuple[float, int]], s: Stabilization
+) -> None:
+    seen = {v for _, v in observations}
+    assert all(state.published in seen for state in run(observations, s))
+
+
+def test_a_rise_is_published_only_after_it_held_for_the_window_and_a_fall_at_once() -> None:
+    s = Stabilization(tolerance=3, rise_window_seconds=30, fall_window_seconds=0)
+    stabilizer = Stabilizer(s)
+    assert stabilizer.apply(0, [("a", 50)])["a"].published == 50
+    # rising to 80 at t=10: held 0, 10, 20 s, published once it held 30 s (t=40)
+    states = [stabilizer.apply(t, [("a", 80)])["a"] for t in (10, 20, 30, 40)]
+    assert [x.published for x in states] == [50, 50, 50, 80]
+    assert states[1].explain() == "rising, held 10 of 30 s"
+    # one sample back at 60 resets the hold: the window's lowest value is 60, published at once
+    # only when the rise window has passed with every value at least 60
+    assert stabilizer.apply(50, [("a", 20)])["a"].published == 20  # a fall: immediate
+    assert stabilizer.apply(60, [("a", 22)])["a"].trend == "within-tolerance"
+    assert stabilizer.apply(60, [("a", 22)])["a"].published == 20
+
+
+def test_changes_within_the_tolerance_are_never_published() -> None:
+    stabilizer = Stabilizer(Stabilization(tolerance=3))
+    stabilizer.apply(0, [("a", 50)])
+    published = [
+        stabilizer.apply(t, [("a", v)])["a"].published for t, v in enumerate([52, 48, 51, 49, 53], 1)
+    ]
+    assert published == [50, 50, 50, 50, 53]
+
+
+def test_a_noisy_band_publishes_far_fewer_changes() -> None:
+    rng = random.Random(7)
+    observations = [(5.0 * i, 50 + rng.randint(-3, 3)) for i in range(720)]  # an hour at 5 s
+    raw_changes = sum(1 for a, b in itertools.pairwise(observations) if a[1] != b[1])
+    states = run(observations, Stabilization(tolerance=3, rise_window_seconds=300))
+    changes = sum(1 for a, b in itertools.pairwise(states) if a.published != b.published)
+    assert changes * 10 <= raw_changes, (changes, raw_changes)
+
+
+def test_new_and_withdrawn_items_are_not_held() -> None:
+    stabilizer = Stabilizer(Stabilization(tolerance=5, rise_window_seconds=300, fall_window_seconds=300))
+    stabilizer.apply(0, [("a", 10)])
+    states = stabilizer.apply(5, [("b", 90)])  # a withdrawn, b new
+    assert states == {"b": ItemState(90, 90, "steady")}
+    assert stabilizer.published() == {"b": 90}
+    assert stabilizer.apply(10, [("a", 70), ("b", 90)])["a"].published == 70  # a is new again
+
+
+def test_reset_starts_the_window_from_the_given_value() -> None:
+    """After a restart, the hub's value is where the window starts; a higher raw value waits."""
+    stabilizer = Stabilizer(Stabilization(rise_window_seconds=60))
+    stabilizer.reset(100, [("a", 40)])
+    assert stabilizer.apply(101, [("a", 90)])["a"].published == 40
+    assert stabilizer.apply(160, [("a", 90)])["a"].published == 40  # the reset value still in the window
+    assert stabilizer.apply(165, [("a", 90)])["a"].published == 90
+    stabilizer.reset(170, [("a", -100)])  # a missing-data score: published at once, whatever was held
+    assert stabilizer.published() == {"a": -100}
+    stabilizer.clear()
+    assert stabilizer.apply(171, [("a", 90)])["a"].published == 90
