@@ -1,0 +1,199 @@
+"""The incumbent margin on OCM's real placement controller: `Steady` beside the AddOn score.
+
+With the AddOn score at weight 10 and the built-in `Steady` prioritizer at weight 1, the clusters a
+Placement has chosen get 100 extra points, a margin of 10 points of the AddOn score.  A challenger
+better by less than that does not take over; one better by more does.  A Placement choosing 3 of 4
+clusters is guarded the same way at the boundary between the third and the fourth.
+
+The test shapes what the scheduler reads: four ManagedClusters of its own (no klusterlet behind
+them, so their NoSelect taints for an unknown availability are tolerated), a cluster set selecting
+them by label, and an AddOnPlacementScore in each cluster's namespace.  Twin Placements without
+`Steady` are the witnesses: when a score change moves a witness, the scheduler has seen that change,
+and the margin Placement, queued by the same change, must not have moved.  OCM records every decision
+change with a `ScoreUpdate` Event listing the scores it decided on, so the history of each Placement's
+moves is read from those Events, not from a wait that could miss a flap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from dynamic_scoring.jsontypes import JSON
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.ocm import label_selected_cluster_set
+from e2e.procs import wait_until
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
+CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
+CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+SUFFIX = uuid.uuid4().hex[:5]
+NS = f"margin-{SUFFIX}"
+SET = f"margin-{SUFFIX}"
+MEMBER = "margin.test/member"
+PAIR = "margin.test/pair"
+A, B, C, D = (f"margin-{SUFFIX}-{x}" for x in "abcd")
+SCORE = "margin-score"
+ADDON_WEIGHT, STEADY_WEIGHT = 10, 1
+MARGIN = 100 * STEADY_WEIGHT // ADDON_WEIGHT  # 10 points of the AddOn score
+TOLERATE = [
+    {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+    {"key": "cluster.open-cluster-management.io/unavailable", "operator": "Exists"},
+]
+
+
+def placement(number: int, *, steady: bool, pair_only: bool) -> JSON:
+    configurations: list[JSON] = [
+        {
+            "scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": SCORE, "scoreName": "s"}},
+            "weight": ADDON_WEIGHT,
+        }
+    ]
+    if steady:
+        configurations.append(
+            {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Steady"}, "weight": STEADY_WEIGHT}
+        )
+    spec: JSON = {
+        "clusterSets": [SET],
+        "numberOfClusters": number,
+        "tolerations": TOLERATE,
+        "prioritizerPolicy": {"mode": "Exact", "configurations": configurations},
+    }
+    if pair_only:
+        spec["predicates"] = [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {PAIR: "yes"}}}}]
+    return spec
+
+
+PLACEMENTS = {
+    "one": placement(1, steady=True, pair_only=True),
+    "one-witness": placement(1, steady=False, pair_only=True),
+    "three": placement(3, steady=True, pair_only=False),
+    "three-witness": placement(3, steady=False, pair_only=False),
+}
+
+
+def set_score(hub: Client, cluster: str, value: int) -> None:
+    obj = {
+        "apiVersion": APS_V1A1,
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": SCORE, "namespace": cluster},
+    }
+    hub.apply(obj)
+    until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    hub.patch_status(obj, {"validUntil": until, "scores": [{"name": "s", "value": value}]})
+
+
+def decided(hub: Client, name: str) -> list[str]:
+    pds = hub.items(
+        CLUSTER_V1B1,
+        "PlacementDecision",
+        NS,
+        label_selector=f"cluster.open-cluster-management.io/placement={name}",
+    )
+    return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
+
+
+def wait_decided(hub: Client, name: str, want: list[str]) -> None:
+    wait_until(lambda: decided(hub, name) == sorted(want), timeout=60, what=f"{name} decides {sorted(want)}")
+
+
+def score_updates(hub: Client, name: str) -> list[str]:
+    """The messages of the `ScoreUpdate` Events of one Placement: the scores of each decision change."""
+    events = [
+        e
+        for e in hub.items("v1", "Event", NS)
+        if e.get("reason") == "ScoreUpdate"
+        and (e.get("involvedObject") or e.get("regarding") or {}).get("name") == name
+    ]
+    return [str(e.get("message") or e.get("note") or "") for e in events]
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Iterator[Client]:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=15)
+    clusters = (A, B, C, D)
+    try:
+        for cluster in clusters:
+            labels = {MEMBER: "yes", **({PAIR: "yes"} if cluster in (A, B) else {})}
+            client.apply(
+                {
+                    "apiVersion": CLUSTER_V1,
+                    "kind": "ManagedCluster",
+                    "metadata": {"name": cluster, "labels": labels},
+                    "spec": {"hubAcceptsClient": False},
+                }
+            )
+            client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster}})
+        for cluster, value in zip(clusters, (60, 50, 40, 30), strict=True):
+            set_score(client, cluster, value)
+        client.apply(label_selected_cluster_set(SET, MEMBER))
+        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        client.apply(
+            {
+                "apiVersion": CLUSTER_V1B2,
+                "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": SET, "namespace": NS},
+                "spec": {"clusterSet": SET},
+            }
+        )
+        for name, spec in PLACEMENTS.items():
+            client.apply(
+                {
+                    "apiVersion": CLUSTER_V1B1,
+                    "kind": "Placement",
+                    "metadata": {"name": name, "namespace": NS},
+                    "spec": spec,
+                }
+            )
+        yield client
+    finally:
+        client.delete("v1", "Namespace", NS)
+        client.delete(CLUSTER_V1B2, "ManagedClusterSet", SET)
+        for cluster in clusters:
+            client.delete("v1", "Namespace", cluster)
+            client.delete(CLUSTER_V1, "ManagedCluster", cluster)
+
+
+def test_a_challenger_within_the_margin_does_not_take_over_and_one_beyond_it_does(hub: Client) -> None:
+    wait_decided(hub, "one", [A])
+    wait_decided(hub, "one-witness", [A])
+    # b is now 5 points better than the incumbent a: the witness moves, the margin Placement stays
+    set_score(hub, B, 60 + MARGIN // 2)
+    wait_decided(hub, "one-witness", [B])
+    assert decided(hub, "one") == [A]
+    # 15 points better: beyond the margin, b takes over
+    set_score(hub, B, 60 + MARGIN + MARGIN // 2)
+    wait_decided(hub, "one", [B])
+    wait_until(lambda: score_updates(hub, "one"), timeout=30, what="the ScoreUpdate Event of the move")
+    # every decision change of "one" is recorded with the scores it was made on: the only move was
+    # made on b's 75 (750) against a's 60 plus Steady (700), never on b's 65 (650)
+    moves = score_updates(hub, "one")
+    assert any(f"{B}:750" in m and f"{A}:700" in m for m in moves), moves
+    assert not any(f"{B}:650" in m for m in moves), moves
+
+
+def test_three_of_four_keep_the_third_until_the_fourth_is_better_by_the_margin(hub: Client) -> None:
+    wait_decided(hub, "three", [A, B, C])
+    wait_decided(hub, "three-witness", [A, B, C])
+    # d (30) climbs 5 points above the third, c (40): only the witness swaps c for d
+    set_score(hub, D, 40 + MARGIN // 2)
+    wait_decided(hub, "three-witness", [A, B, D])
+    assert decided(hub, "three") == [A, B, C]
+    set_score(hub, D, 40 + MARGIN + MARGIN // 2)
+    wait_decided(hub, "three", [A, B, D])
+    wait_until(
+        lambda: any(f"{D}:550" in m for m in score_updates(hub, "three")),
+        timeout=30,
+        what="the ScoreUpdate Event of the swap",
+    )
+    moves = score_updates(hub, "three")
+    assert any(f"{D}:550" in m and f"{C}:500" in m for m in moves), moves
+    assert not any(f"{D}:450" in m for m in moves), moves
