@@ -15,8 +15,11 @@ The rule, per item, at each cycle (``now``, the raw value, the value currently p
   when that value is below ``P``;
 * a change smaller than ``tolerance`` points is not published at all.
 
-"Seen over the window" means the observations made at times ``t`` with ``now - window <= t <= now``,
-the current one included; a window of 0 is the current value alone, so a zero window and zero
+"Seen over the window" means every value in effect at some moment of ``[now - window, now]``: the
+observations made inside it and the last one made at or before its start (the value that was in
+effect when it began).  So a new value counts as held only from its first observation, and a rise
+first seen at ``t`` is published at the first cycle at or after ``t + window``, never sooner,
+however the cycles fall.  A window of 0 is the current value alone, so a zero window and zero
 tolerance publish every raw value as it comes (the behaviour without stabilization).
 
 What the windows never delay: an item seen for the first time is published as it is (there is
@@ -79,7 +82,8 @@ class _Item:
 
     published: int
     seen: deque[tuple[float, int]] = field(default_factory=deque)
-    """(time, raw value), oldest first, pruned to the longer of the two windows."""
+    """(time, raw value), oldest first: those inside the longer of the two windows, and the last
+    one at or before its start."""
 
 
 class Stabilizer:
@@ -133,7 +137,8 @@ class Stabilizer:
                 states[name] = ItemState(value, value, "steady")
             else:
                 item.seen.append((now, value))
-                while item.seen and item.seen[0][0] < now - keep:
+                # keep the last observation at or before the start of the longest window
+                while len(item.seen) > 1 and item.seen[1][0] <= now - keep:
                     item.seen.popleft()
                 states[name] = _decide(item, now, value, settings)
             items[name] = item
@@ -146,14 +151,28 @@ def _decide(item: _Item, now: float, raw: int, settings: Stabilization) -> ItemS
     published = item.published
     tolerance = max(settings.tolerance, 1)  # a change of 0 points is no change
     if raw > published:
-        low = min(v for t, v in item.seen if t >= now - settings.rise_window_seconds)
+        low = min(_in_window(item.seen, now - settings.rise_window_seconds))
         if low > published and low - published >= tolerance:
             item.published = low
     elif raw < published:
-        high = max(v for t, v in item.seen if t >= now - settings.fall_window_seconds)
+        high = max(_in_window(item.seen, now - settings.fall_window_seconds))
         if high < published and published - high >= tolerance:
             item.published = high
     return _state(item, now, raw, settings)
+
+
+def _in_window(seen: deque[tuple[float, int]], start: float) -> list[int]:
+    """The values in effect over ``[start, now]``.
+
+    Those observed after ``start``, and the last one observed at or before it (the current
+    observation alone when the window is 0).
+    """
+    values: list[int] = []
+    for t, v in reversed(seen):
+        values.append(v)
+        if t <= start:
+            break
+    return values
 
 
 def _state(item: _Item, now: float, raw: int, settings: Stabilization) -> ItemState:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ import pytest
 from addon.config.spec_hash import spec_hash
 from dynamic_scoring.naming import aps_name
 from e2e.controlplane import ControlPlane
-from e2e.procs import Proc, free_port, wait_until, wait_value
+from e2e.procs import Proc, StartupError, free_port, wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
     ADDON,
     ADDON_V1A1,
@@ -321,6 +324,81 @@ def test_a_score_name_another_owner_holds_is_left_untouched_and_reported(
         untouched()  # still there, still as it was
     finally:
         hub.delete("v1", "ConfigMap", "resource-usage", "cluster1")  # its owner: the score goes with it
+
+
+STABLE = "e2e_stable"
+RISE_WINDOW = 8
+INTERVAL = 2
+
+
+def _respond(base: str, key: str, score: float) -> None:
+    body = json.dumps({"results": [{"metric": {}, "score": score}]}).encode()
+    request = urllib.request.Request(f"{base}/_respond/{key}", data=body, method="PUT")
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def test_a_stabilized_rise_waits_for_its_window_on_the_hub_and_a_fall_does_not(
+    registry: Env, scorer: str
+) -> None:
+    """The real agents, the real AddOnPlacementScore: a rise held for `riseWindowSeconds`, a fall at once.
+
+    Tolerant by construction: the rise must not show before the window has passed since the answer
+    changed (the first cycle that sees it comes later still), and the fall must show within one
+    interval plus 5 s plus the write and this test's polling.
+    """
+    env = registry
+    key = uuid.uuid4().hex
+    _respond(scorer, key, 50)
+    env.hub.apply(
+        {
+            "apiVersion": DS_V1A1,
+            "kind": "DynamicScorer",
+            "metadata": {"name": "e2e-stable", "namespace": MANAGER_NS},
+            "spec": {
+                "configSyncMode": "None",
+                "scoring": {
+                    "host": scorer,
+                    "path": f"/fixed/{key}/scoring",
+                    "params": {"name": STABLE, "interval": INTERVAL},
+                },
+                "stabilization": {"tolerance": 3, "riseWindowSeconds": RISE_WINDOW},
+            },
+        }
+    )
+
+    def published(cluster: str = "cluster2") -> tuple[int | None, str]:
+        status = (_aps(env, cluster, STABLE) or {}).get("status") or {}
+        scores = status.get("scores") or []
+        message = next((c.get("message", "") for c in status.get("conditions") or []), "")
+        return (scores[0]["value"] if scores else None), message
+
+    try:
+        try:
+            wait_value(published, lambda seen: seen[0] == 50, timeout=120, what=f"{STABLE} 50 on cluster2")
+        except StartupError as exc:  # name what the hub says about the scorer
+            status = env.hub.get(DS_V1A1, "DynamicScorer", "e2e-stable", MANAGER_NS).get("status")
+            raise StartupError(f"{exc}; DynamicScorer status: {json.dumps(status)}") from None
+        _respond(scorer, key, 80)
+        changed = time.monotonic()
+        held = wait_value(
+            published,
+            lambda seen: seen[0] != 50 or "rising, held" in seen[1],
+            timeout=30,
+            what="the agent holding the rise to 80",
+        )
+        assert held[0] == 50, held  # the agent saw 80 and still publishes 50, saying why
+        wait_value(published, lambda seen: seen[0] == 80, timeout=RISE_WINDOW + 30, what="the rise published")
+        assert time.monotonic() - changed >= RISE_WINDOW
+        _respond(scorer, key, 20)
+        changed = time.monotonic()
+        wait_value(
+            published, lambda seen: seen[0] == 20, timeout=INTERVAL + 5 + 10, what="the fall published"
+        )
+        fell = time.monotonic() - changed
+        assert fell <= INTERVAL + 5 + 5, fell
+    finally:
+        env.hub.delete(DS_V1A1, "DynamicScorer", "e2e-stable", MANAGER_NS)
 
 
 def test_deleting_the_config_stops_the_agents_and_removes_their_scores(registry: Env) -> None:

@@ -17,17 +17,23 @@ pytestmark = pytest.mark.unit
 def reference(observations: list[tuple[float, int]], s: Stabilization) -> list[int]:
     """The rule as the issue states it, recomputed from the whole history at every step.
 
-    A rise publishes the lowest value seen over the rise window when it is above the published
+    A rise publishes the lowest value in effect over the rise window when it is above the published
     value; a fall the highest over the fall window when it is below; a change smaller than the
-    tolerance is not published.  The first value is published as it is.
+    tolerance is not published.  The first value is published as it is.  "In effect over the
+    window": observed inside it, or the last observation at or before its start.
     """
+
+    def in_effect(seen: list[tuple[float, int]], start: float) -> list[int]:
+        before = [v for t, v in seen if t <= start]
+        return [v for t, v in seen if t > start] + before[-1:]
+
     tolerance = max(s.tolerance, 1)
     published: list[int] = []
     current = observations[0][1]
     for i, (now, _) in enumerate(observations):
         seen = observations[: i + 1]
-        low = min(v for t, v in seen if t >= now - s.rise_window_seconds)
-        high = max(v for t, v in seen if t >= now - s.fall_window_seconds)
+        low = min(in_effect(seen, now - s.rise_window_seconds))
+        high = max(in_effect(seen, now - s.fall_window_seconds))
         if low > current and low - current >= tolerance:
             current = low
         elif high < current and current - high >= tolerance:
@@ -143,3 +149,18 @@ def test_reset_starts_the_window_from_the_given_value() -> None:
     assert stabilizer.published() == {"a": -100}
     stabilizer.clear()
     assert stabilizer.apply(171, [("a", 90)])["a"].published == 90
+
+
+@given(series(), st.sampled_from([5.0, 12.0, 30.0]))
+def test_a_rise_is_never_published_before_it_was_first_seen_a_window_ago(
+    observations: list[tuple[float, int]], window: float
+) -> None:
+    """However the cycles fall, a published rise was first observed at least a window earlier."""
+    states = run(observations, Stabilization(rise_window_seconds=window))
+    for i in range(1, len(states)):
+        if states[i].published > states[i - 1].published:
+            now = observations[i][0]
+            # every observation of the last window (and the one in effect at its start) is at least it
+            start = max((t for t, _ in observations[: i + 1] if t <= now - window), default=None)
+            assert start is not None
+            assert all(v >= states[i].published for t, v in observations[: i + 1] if t >= start)
