@@ -58,6 +58,9 @@ logger = logging.getLogger("agent.worker")
 MESSAGE_LIMIT = 1024
 PARTIAL_REASON = "ScoredWithSourceErrors"
 """The condition reason of a cycle that scored without some sources (``ScoreWithAvailable``)."""
+STABILIZED_REASON = "Stabilized"
+"""The condition reason of a cycle that scored and published some items as held by ``stabilization``
+(the message names how many and why); a cycle without some sources says that instead."""
 
 
 class InternalError(AgentError):
@@ -319,7 +322,7 @@ class ScorerWorker:
             notes.append(
                 f"{len(held)} of {len(items)} score(s) held by stabilization, e.g. {item}: {state.explain()}"
             )
-        reason = "Scored"
+        reason = STABILIZED_REASON if held else "Scored"
         if result.failed_sources:
             reason = PARTIAL_REASON
             missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in result.failed_sources)

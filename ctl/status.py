@@ -33,6 +33,8 @@ from dynamic_scoring.timestamps import parse_time
 ADDON = "dynamic-scoring"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 SCORE_CONDITION = "ScoresUpToDate"
+STABILIZED_REASON = "Stabilized"
+"""The agent's reason for a cycle that published some values held back by stabilization."""
 # Conditions on the ManagedClusterAddOn that mean the addon is not working when they are False.
 MUST_BE_TRUE = ("Available", "RegistrationApplied", "ManifestApplied")
 MAX_ITEMS_SHOWN = 5
@@ -77,6 +79,28 @@ class Score:
     def expires_in(self, now: dt.datetime) -> float | None:
         """Seconds until `validUntil` (negative once passed); None for a score that never expires."""
         return None if self.valid_until is None else (self.valid_until - now).total_seconds()
+
+    @property
+    def verdict(self) -> str:
+        """The SCORER cell: ``ok``, ``held`` or the failing reason.
+
+        ``held``: the scorer answered and some published values are held back by stabilization.
+        """
+        if self.condition is None:
+            return "-"
+        if self.condition.status != "True":
+            return self.condition.reason
+        return "held" if self.condition.reason == STABILIZED_REASON else "ok"
+
+    def held(self) -> str | None:
+        """Why some values are held back by stabilization (the agent's message), or None."""
+        if (
+            self.condition is not None
+            and self.condition.status == "True"
+            and self.condition.reason == STABILIZED_REASON
+        ):
+            return f"score {self.name}: {self.condition.message}"
+        return None
 
     def problems(self, now: dt.datetime) -> list[str]:
         """What is wrong with this score now."""
@@ -236,9 +260,7 @@ def _rows(c: ClusterStatus, now: dt.datetime) -> list[list[str]]:
         items = s.items[:MAX_ITEMS_SHOWN] or [("(no items)", 0)]
         for i, (item, value) in enumerate(items):
             written = "-" if s.written is None else f"{secs((now - s.written).total_seconds())} ago"
-            cond = (
-                "-" if s.condition is None else ("ok" if s.condition.status == "True" else s.condition.reason)
-            )
+            cond = "-" if s.condition is None else s.verdict
             show_value = "-" if not s.items else str(value)
             rows.append(
                 [*first, item, show_value, written, secs(s.expires_in(now)), cond]
@@ -268,6 +290,10 @@ def render(fleet: Fleet, now: dt.datetime, extra: Sequence[str] = ()) -> str:
     summary = f"{len(fleet.clusters)} cluster(s), addon enabled on {enabled}   {now:%H:%M:%S}Z"
     problems = fleet.problems(now)
     tail = [f"  {terminal_safe(cluster)}: {terminal_safe(problem)}" for cluster, problem in problems]
+    held = [(c.name, line) for c in fleet.clusters for s in c.scores if (line := s.held()) is not None]
+    if held:  # not problems: the published values are what stabilization decided, on purpose
+        extra = [*extra, "held by stabilization (published values lag the raw ones on purpose):"]
+        extra += [f"  {cluster}: {line}" for cluster, line in held]
     extra = [terminal_safe(line) for line in extra]
     verdict = "healthy: every enabled cluster available, no score expired or failing"
     if problems:

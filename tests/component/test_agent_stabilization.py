@@ -58,6 +58,7 @@ async def test_a_rise_waits_for_its_window_a_fall_is_published_at_once_and_noise
     assert len(held) >= 2, [r.condition.message for r in during]
     assert all(value(r) == 50 for r in during)
     assert "rising, held" in held[-1].condition.message
+    assert (held[-1].condition.status, held[-1].condition.reason) == ("True", "Stabilized")
     answer(20)
     seen = publisher.requests_for("steady").index(rise) + 1
     fall = await eventually(
@@ -66,7 +67,7 @@ async def test_a_rise_waits_for_its_window_a_fall_is_published_at_once_and_noise
         timeout=20,
     )
     assert value(fall) == 20  # the first cycle that saw 20 published it
-    assert "held by stabilization" not in fall.condition.message
+    assert "held by stabilization" not in fall.condition.message and fall.condition.reason == "Scored"
 
     answer(22)  # inside the tolerance of 3: never published
     seen = len(publisher.requests_for("steady"))

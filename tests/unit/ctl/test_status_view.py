@@ -177,3 +177,21 @@ def test_echo_lines_spells_out_escapes_line_by_line(capsys: pytest.CaptureFixtur
 
     echo_lines("placement p\x1b[2J\ncluster c1\x07")
     assert capsys.readouterr().out == "placement p\\x1b[2J\ncluster c1\\x07\n"
+
+
+def test_a_score_held_by_stabilization_shows_held_and_why_but_is_no_problem() -> None:
+    message = "scorer cpu produced 1 score(s); 1 of 1 score(s) held by stabilization, e.g. cpu: " + (
+        "rising, held 120 of 300 s"
+    )
+    fleet = st.build_fleet(
+        [mc("c1")],
+        [mca("c1", AVAILABLE)],
+        [aps("c1", "cpu", 25, -5, ("True", "Stabilized", message), cpu=40)],
+    )
+    assert fleet.problems(NOW) == []
+    text = st.render(fleet, NOW)
+    row = next(line for line in text.splitlines() if line.startswith("c1"))
+    assert row.split()[-1] == "held"
+    assert "held by stabilization (published values lag the raw ones on purpose):" in text
+    assert "  c1: score cpu: " + message in text
+    assert "healthy" in text
