@@ -470,8 +470,16 @@ def addon_score(aps: JSON | None, coordinate: Coordinate, now: dt.datetime) -> t
             value = int(item.get("value", 0))
     if value is None:
         return 0, f"no score item {coordinate.score} in {coordinate.resource}: counts 0"
+    held = any(
+        c.get("type") == "ScoresUpToDate" and c.get("status") == "True" and c.get("reason") == "Stabilized"
+        for c in status.get("conditions") or []
+    )
     return value, f"{coordinate.resource}/{coordinate.score} = {value}" + (
         f", valid until {status.get('validUntil')}" if until else ", no validUntil"
+    ) + (
+        ", some published values held back by stabilization (the score's condition says which)"
+        if held
+        else ""
     )
 
 

@@ -116,6 +116,17 @@ def test_addon_score_missing_expired_missing_item_and_present_each_say_which() -
     assert pm.addon_score(aps("c", "load", None, cpu=7), coord, NOW)[0] == 7  # no validUntil: never expires
 
 
+def test_addon_score_says_when_the_agent_holds_values_back_by_stabilization() -> None:
+    coord = pm.Coordinate(resource="load", score="cpu")
+    stabilized = aps("c", "load", ts(60), cpu=40)
+    stabilized["status"]["conditions"] = [
+        {"type": "ScoresUpToDate", "status": "True", "reason": "Stabilized", "message": "1 of 1 held"}
+    ]
+    value, note = pm.addon_score(stabilized, coord, NOW)
+    assert value == 40 and note.endswith("held back by stabilization (the score's condition says which)")
+    assert "stabilization" not in pm.addon_score(aps("c", "load", ts(60), cpu=40), coord, NOW)[1]
+
+
 def test_addon_score_at_exactly_valid_until_still_counts() -> None:
     """OCM drops a score only when now is *after* validUntil."""
     coord = pm.Coordinate(resource="load", score="cpu")
