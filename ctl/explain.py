@@ -24,6 +24,7 @@ from addon.registry.effective import resolve
 from addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
 from addon.registry.probe import fetch_config
 from addon.registry.provenance import provenance
+from agent.items.stabilization import ItemState, Stabilizer
 from agent.kube.secrets import KubeSecretReader
 from agent.ports import CONDITION_TYPE, SecretReader
 from ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
@@ -99,19 +100,40 @@ def _current_aps(api: KubeAPI, cluster: str, name: str) -> tuple[dict[str, Any] 
         return None, f"could not read AddOnPlacementScore {cluster}/{name}: {exc}"
 
 
-def _diff(trace: Trace, current: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _diff(trace: Trace, current: dict[str, Any] | None, expired: bool) -> list[dict[str, Any]]:
     now_scores = {
         s.get("name"): s.get("value") for s in ((current or {}).get("status") or {}).get("scores") or []
     }
     would = dict(trace.published)
+    held = _stabilized(trace, now_scores, expired)
     rows = []
     for name in sorted(set(now_scores) | set(would)):
         before, after = now_scores.get(name), would.get(name)
+        row: dict[str, Any] = {"name": name, "hub": before}
+        state = held.get(name)
+        if state is not None and state.published != state.raw:
+            after = state.published
+            row["raw"] = state.raw
+            row["stabilization"] = state.explain()
         change = (
             "new" if before is None else "gone" if after is None else "same" if before == after else "changed"
         )
-        rows.append({"name": name, "hub": before, "wouldWrite": after, "change": change})
+        rows.append({**row, "wouldWrite": after, "change": change})
     return rows
+
+
+def _stabilized(trace: Trace, hub: dict[Any, Any], expired: bool) -> dict[str, ItemState]:
+    """What the agent's stabilization makes of this cycle's values, starting from the hub's.
+
+    One cycle has no history, so this is what an agent that starts now would do: the hub's
+    values are where its windows start (a rise is held, a fall within a zero window is not).
+    Nothing is held against expired scores, as in the agent.
+    """
+    if trace.plan is None or trace.outcome != "Scored" or not trace.plan.stabilization.active or expired:
+        return {}
+    stabilizer = Stabilizer(trace.plan.stabilization)
+    stabilizer.reset(0.0, [(str(n), int(v)) for n, v in hub.items() if isinstance(v, int)])
+    return stabilizer.apply(0.0, trace.published)
 
 
 def _document(
@@ -189,7 +211,7 @@ def _document(
             "hubRead": read_hub,
             "hubValidUntil": hub_until,
             "hubExpired": expired,
-            "items": _diff(trace, current)
+            "items": _diff(trace, current, expired)
             if read_hub
             else [{"name": n, "wouldWrite": v} for n, v in trace.published],
         }
@@ -294,6 +316,8 @@ def _print_text(doc: dict[str, Any]) -> None:
                 hub = "-" if row["hub"] is None else row["hub"]
                 new = "-" if row["wouldWrite"] is None else row["wouldWrite"]
                 echo(f"   {row['name']:<50} hub {hub!s:>5}  would write {new!s:>5}  {row['change']}")
+                if "stabilization" in row:
+                    echo(f"   {'':<50} (raw {row['raw']}: {row['stabilization']}, by stabilization)")
         else:
             echo(f"   (hub not read: {doc.get('hubError') or 'no kubeconfig'})")
             for row in a["items"]:

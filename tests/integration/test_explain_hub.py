@@ -182,3 +182,69 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
         hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
         for name in (ns, cluster):
             hub.delete("v1", "Namespace", name)
+
+
+def test_explain_shows_what_stabilization_would_publish_from_the_scores_on_the_hub(
+    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess
+) -> None:
+    """One cycle has no history: explain starts the windows from the hub's values, as a starting agent.
+
+    The static scorer answers app01-all 80, app02-all 80, app01-3g.48gb 60, app02-3g.48gb 55.
+    """
+    assert control_plane.hub is not None
+    tag = uuid.uuid4().hex[:6]
+    ns, cluster = f"ex-{tag}-ds", f"ex-{tag}-c1"
+    for name in (ns, cluster):
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        hub.apply(
+            {
+                "apiVersion": DS_V1A1,
+                "kind": "DynamicScorer",
+                "metadata": {"name": "gpu", "namespace": ns},
+                "spec": {
+                    "configSyncMode": "None",
+                    "scoreDimensionFormat": "${app}-${device}",
+                    "scoring": {
+                        "host": static_scorer.base,
+                        "path": "/static/scoring",
+                        "params": {"name": "gpu_fit"},
+                    },
+                    "stabilization": {"tolerance": 3, "riseWindowSeconds": 300},
+                },
+            }
+        )
+        aps = hub.apply(
+            {
+                "apiVersion": APS_V1A1,
+                "kind": "AddOnPlacementScore",
+                "metadata": {"name": "gpu-fit", "namespace": cluster},
+            }
+        )
+        valid = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        scores = {"app01-all": 70, "app02-all": 90, "app01-3g.48gb": 59}
+        hub.patch_status(
+            aps, {"validUntil": valid, "scores": [{"name": k, "value": v} for k, v in scores.items()]}
+        )
+        kubeconfig = str(control_plane.hub.admin_kubeconfig)
+        args = ["explain", "gpu", "-n", ns, "--cluster", cluster, "--kubeconfig", kubeconfig]
+        result = CliRunner().invoke(main, [*args, "-o", "json"])
+        assert result.exit_code == 0, result.output
+        rows = {r["name"]: r for r in json.loads(result.output)["addOnPlacementScore"]["items"]}
+        # a rise is held for its window: the hub's 70 stays, the raw 80 is said
+        assert (rows["app01-all"]["wouldWrite"], rows["app01-all"]["raw"]) == (70, 80)
+        assert rows["app01-all"]["stabilization"] == "rising, held 0 of 300 s"
+        # a fall goes out at once (fallWindowSeconds 0)
+        assert rows["app02-all"]["wouldWrite"] == 80 and "stabilization" not in rows["app02-all"]
+        # inside the tolerance: not published
+        assert (rows["app01-3g.48gb"]["wouldWrite"], rows["app01-3g.48gb"]["change"]) == (59, "same")
+        assert rows["app01-3g.48gb"]["stabilization"] == "within tolerance (raw 60, published 59)"
+        # a new item is published as it is
+        assert rows["app02-3g.48gb"]["wouldWrite"] == 55 and "stabilization" not in rows["app02-3g.48gb"]
+        text = CliRunner().invoke(main, args)
+        assert "(raw 80: rising, held 0 of 300 s, by stabilization)" in text.output, text.output
+    finally:
+        hub.delete(DS_V1A1, "DynamicScorer", "gpu", ns)
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
+        for name in (ns, cluster):
+            hub.delete("v1", "Namespace", name)
