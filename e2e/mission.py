@@ -86,6 +86,21 @@ def sample_documents(path: Path) -> list[JSON]:
 
 
 @functools.cache
+def sample_margin() -> float:
+    """The sample Placement's incumbent margin in points of the demo's score (headroom).
+
+    `Steady` gives the chosen cluster 100 at its weight; the headroom score counts at its own
+    weight, so a challenger takes over only when its headroom leads by more than this.
+    """
+    (placement,) = [d for d in sample_documents(SAMPLE_PLACEMENT) if d.get("kind") == "Placement"]
+    weights: dict[str, int] = {}
+    for c in placement["spec"]["prioritizerPolicy"]["configurations"]:
+        coordinate = c["scoreCoordinate"]
+        weights[coordinate.get("builtIn") or coordinate["addOn"]["scoreName"]] = int(c["weight"])
+    return 100.0 * weights.get("Steady", 0) / weights[SCORE]
+
+
+@functools.cache
 def helm_binary() -> Path:
     """The pinned helm, built from the Go module proxy on first use (e2e/build-tools.sh helm)."""
     proc = subprocess.run([str(BUILD_SCRIPT), "helm"], capture_output=True, text=True, check=False)
@@ -525,10 +540,12 @@ class Mission:
         self.set_load(to, LIGHT)
         crossed: float | None = None
         deadline = start + timeout
+        margin = sample_margin()
         while time.monotonic() < deadline:
             if crossed is None:
                 a, b = self.score(to), self.score(other)
-                if a is not None and b is not None and a > b:
+                # the sample Placement keeps its choice until a challenger leads by the margin
+                if a is not None and b is not None and a > b + margin:
                     crossed = time.monotonic()
             if self.decision() == [to]:
                 decided = time.monotonic()

@@ -77,12 +77,20 @@ def test_the_scorer_crs_name_the_scorers_scores() -> None:
 
 def test_the_placement_points_at_the_scorers_addonplacementscores() -> None:
     placement = one("placement/placement.yaml", "Placement")
+    configurations = placement["spec"]["prioritizerPolicy"]["configurations"]
     coordinates = {
         c["scoreCoordinate"]["addOn"]["scoreName"]: c["scoreCoordinate"]["addOn"]["resourceName"]
-        for c in placement["spec"]["prioritizerPolicy"]["configurations"]
+        for c in configurations
+        if c["scoreCoordinate"]["type"] == "AddOn"
     }
     # With "${scoreName}" the item is the score name; the APS is the sanitised score name.
     assert coordinates == {name: aps_name(name) for name in (cpu.DEFAULTS.name, predict.DEFAULTS.name)}
+    # The incumbent margin: Steady beside the AddOn scores, 20 points of headroom, 10 of forecast
+    weights = {
+        c["scoreCoordinate"].get("builtIn") or c["scoreCoordinate"]["addOn"]["scoreName"]: c["weight"]
+        for c in configurations
+    }
+    assert weights == {predict.DEFAULTS.name: 10, cpu.DEFAULTS.name: 5, "Steady": 1}
     assert placement["spec"]["prioritizerPolicy"]["mode"] in ("Additive", "Exact")
     binding = one("placement/placement.yaml", "ManagedClusterSetBinding")
     assert binding["metadata"]["namespace"] == placement["metadata"]["namespace"]
