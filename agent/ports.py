@@ -169,9 +169,13 @@ class ScorePublisher(Protocol):
 
 CONDITION_TYPE = "ScoresUpToDate"
 """The condition type the agent reports on every AddOnPlacementScore."""
+STABILIZED_REASON = "Stabilized"
+"""The condition's reason (status ``True``) for a cycle that scored and published some values held
+back by the scorer's ``stabilization``; the message says how many and why."""
 
 __all__ = [
     "CONDITION_TYPE",
+    "STABILIZED_REASON",
     "CycleCondition",
     "PublishRequest",
     "PublishedScores",

@@ -48,7 +48,14 @@ from agent.http import escape_control
 from agent.items.stabilization import ItemState, Stabilizer
 from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, SourcePlan
-from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScoreItem, ScorePublisher
+from agent.ports import (
+    CONDITION_TYPE,
+    STABILIZED_REASON,
+    CycleCondition,
+    PublishRequest,
+    ScoreItem,
+    ScorePublisher,
+)
 from agent.retry import retrying
 
 T = TypeVar("T")
@@ -58,9 +65,6 @@ logger = logging.getLogger("agent.worker")
 MESSAGE_LIMIT = 1024
 PARTIAL_REASON = "ScoredWithSourceErrors"
 """The condition reason of a cycle that scored without some sources (``ScoreWithAvailable``)."""
-STABILIZED_REASON = "Stabilized"
-"""The condition reason of a cycle that scored and published some items as held by ``stabilization``
-(the message names how many and why); a cycle without some sources says that instead."""
 
 
 class InternalError(AgentError):
@@ -294,7 +298,6 @@ class ScorerWorker:
         if result.kind != "Scored":
             # the stated default is published at once, whatever the windows hold, and they start
             # over from it
-            self._stabilizer.clear()
             self._stabilizer.reset(now.timestamp(), result.items)
             ctx.metrics.set_stabilized(name, {})
             return self._stated_default(plan, result)
@@ -322,7 +325,7 @@ class ScorerWorker:
             notes.append(
                 f"{len(held)} of {len(items)} score(s) held by stabilization, e.g. {item}: {state.explain()}"
             )
-        reason = STABILIZED_REASON if held else "Scored"
+        reason = STABILIZED_REASON if held else "Scored"  # a cycle without some sources says that instead
         if result.failed_sources:
             reason = PARTIAL_REASON
             missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in result.failed_sources)
@@ -371,7 +374,7 @@ class ScorerWorker:
         """The items to publish under the plan's stabilization, and those held back (name, state).
 
         Without stabilization the items are published as they are and nothing is remembered, so a
-        scorer that gains it later starts from its next values.
+        scorer that gains it later starts its windows from the hub's scores again (`_seed`).
         """
         settings = plan.stabilization
         if not settings.active:

@@ -34,6 +34,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from agent.ports import CONDITION_TYPE, STABILIZED_REASON
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.timestamps import parse_time
 
@@ -471,7 +472,7 @@ def addon_score(aps: JSON | None, coordinate: Coordinate, now: dt.datetime) -> t
     if value is None:
         return 0, f"no score item {coordinate.score} in {coordinate.resource}: counts 0"
     held = any(
-        c.get("type") == "ScoresUpToDate" and c.get("status") == "True" and c.get("reason") == "Stabilized"
+        c.get("type") == CONDITION_TYPE and c.get("status") == "True" and c.get("reason") == STABILIZED_REASON
         for c in status.get("conditions") or []
     )
     return value, f"{coordinate.resource}/{coordinate.score} = {value}" + (

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from agent.ports import STABILIZED_REASON
 from ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
 from ctl.output import ExitCode, emit_json, output_option, terminal_safe
 from ctl.stopping import sigterm_interrupts
@@ -33,8 +34,6 @@ from dynamic_scoring.timestamps import parse_time
 ADDON = "dynamic-scoring"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 SCORE_CONDITION = "ScoresUpToDate"
-STABILIZED_REASON = "Stabilized"
-"""The agent's reason for a cycle that published some values held back by stabilization."""
 # Conditions on the ManagedClusterAddOn that mean the addon is not working when they are False.
 MUST_BE_TRUE = ("Available", "RegistrationApplied", "ManifestApplied")
 MAX_ITEMS_SHOWN = 5

@@ -300,6 +300,17 @@ def forget_issued_addon_csrs(hub: Client) -> list[str]:
     return gone
 
 
+def decided_clusters(hub: Client, namespace: str, placement: str) -> list[str]:
+    """The clusters the Placement's PlacementDecisions name now, sorted (every decision page)."""
+    pds = hub.items(
+        "cluster.open-cluster-management.io/v1beta1",
+        "PlacementDecision",
+        namespace,
+        label_selector=f"cluster.open-cluster-management.io/placement={placement}",
+    )
+    return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
+
+
 def label_selected_cluster_set(name: str, label_key: str, value: str = "yes") -> dict[str, Any]:
     """A ManagedClusterSet of the clusters labelled ``label_key=value``.
 

@@ -103,14 +103,13 @@ class Stabilizer:
         self.settings = settings
 
     def reset(self, now: float, values: Iterable[tuple[str, int]]) -> None:
-        """Start the given items over from these values, as published at ``now``.
+        """Start over from these items and values, as published at ``now``; other items are forgotten.
 
-        For the value found on the hub after a restart, and for a value that must be published
-        whatever the windows say (the missing-data score): it becomes the published value and the
+        For the values found on the hub after a restart, and for values that must be published
+        whatever the windows say (the missing-data score): each becomes the published value and the
         only observation, so later rises and falls are held against it.
         """
-        for name, value in values:
-            self._items[name] = _Item(value, deque([(now, value)]))
+        self._items = {name: _Item(value, deque([(now, value)])) for name, value in values}
 
     def clear(self) -> None:
         """Forget every item (the scorer's scores expired or were removed from the hub)."""

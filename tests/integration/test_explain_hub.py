@@ -58,6 +58,18 @@ def hub(control_plane: ControlPlane) -> Client:
 
 
 @pytest.fixture
+def spaces(hub: Client) -> Iterator[tuple[str, str]]:
+    """A namespace for the DynamicScorer and one standing in for the cluster's, removed afterwards."""
+    tag = uuid.uuid4().hex[:6]
+    ns, cluster = f"ex-{tag}-ds", f"ex-{tag}-c1"
+    for name in (ns, cluster):
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield ns, cluster
+    for name in (ns, cluster):
+        hub.delete("v1", "Namespace", name)
+
+
+@pytest.fixture
 def static_scorer(tmp_path: Path) -> Iterator[ScorerProcess]:
     proc = ScorerProcess("explain-scorer", tmp_path).start()
     yield proc
@@ -65,13 +77,10 @@ def static_scorer(tmp_path: Path) -> Iterator[ScorerProcess]:
 
 
 def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
-    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess
+    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess, spaces: tuple[str, str]
 ) -> None:
     assert control_plane.hub is not None
-    tag = uuid.uuid4().hex[:6]
-    ns, cluster = f"ex-{tag}-ds", f"ex-{tag}-c1"
-    for name in (ns, cluster):
-        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    ns, cluster = spaces
     try:
         spec: dict[str, Any] = {
             "configSyncMode": "None",
@@ -180,22 +189,17 @@ def test_explain_by_name_compares_with_the_score_on_the_hub_and_writes_nothing(
         hub.delete(DS_V1A1, "DynamicScorer", "gpu", ns)
         hub.delete(DS_V1A1, "DynamicScorer", "authd", ns)
         hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
-        for name in (ns, cluster):
-            hub.delete("v1", "Namespace", name)
 
 
 def test_explain_shows_what_stabilization_would_publish_from_the_scores_on_the_hub(
-    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess
+    control_plane: ControlPlane, hub: Client, static_scorer: ScorerProcess, spaces: tuple[str, str]
 ) -> None:
     """One cycle has no history: explain starts the windows from the hub's values, as a starting agent.
 
     The static scorer answers app01-all 80, app02-all 80, app01-3g.48gb 60, app02-3g.48gb 55.
     """
     assert control_plane.hub is not None
-    tag = uuid.uuid4().hex[:6]
-    ns, cluster = f"ex-{tag}-ds", f"ex-{tag}-c1"
-    for name in (ns, cluster):
-        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    ns, cluster = spaces
     try:
         hub.apply(
             {
@@ -246,5 +250,3 @@ def test_explain_shows_what_stabilization_would_publish_from_the_scores_on_the_h
     finally:
         hub.delete(DS_V1A1, "DynamicScorer", "gpu", ns)
         hub.delete(APS_V1A1, "AddOnPlacementScore", "gpu-fit", cluster)
-        for name in (ns, cluster):
-            hub.delete("v1", "Namespace", name)

@@ -25,7 +25,7 @@ import pytest
 from dynamic_scoring.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
-from e2e.ocm import label_selected_cluster_set
+from e2e.ocm import apply_namespaces, decided_clusters, label_selected_cluster_set
 from e2e.procs import wait_until
 
 pytestmark = pytest.mark.integration
@@ -91,13 +91,7 @@ def set_score(hub: Client, cluster: str, value: int) -> None:
 
 
 def decided(hub: Client, name: str) -> list[str]:
-    pds = hub.items(
-        CLUSTER_V1B1,
-        "PlacementDecision",
-        NS,
-        label_selector=f"cluster.open-cluster-management.io/placement={name}",
-    )
-    return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
+    return decided_clusters(hub, NS, name)
 
 
 def wait_decided(hub: Client, name: str, want: list[str]) -> None:
@@ -131,11 +125,10 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
                     "spec": {"hubAcceptsClient": False},
                 }
             )
-            client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster}})
+        apply_namespaces(client, *clusters, NS)
         for cluster, value in zip(clusters, (60, 50, 40, 30), strict=True):
             set_score(client, cluster, value)
         client.apply(label_selected_cluster_set(SET, MEMBER))
-        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         client.apply(
             {
                 "apiVersion": CLUSTER_V1B2,

@@ -26,7 +26,7 @@ from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
-from e2e.ocm import label_selected_cluster_set
+from e2e.ocm import decided_clusters, label_selected_cluster_set
 from e2e.procs import wait_until
 
 NS = "why-test"
@@ -214,13 +214,7 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
 
 
 def decided(hub: Client, placement: str) -> list[str]:
-    pds = hub.items(
-        CLUSTER_V1B1,
-        "PlacementDecision",
-        NS,
-        label_selector=f"cluster.open-cluster-management.io/placement={placement}",
-    )
-    return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
+    return decided_clusters(hub, NS, placement)
 
 
 def why(control_plane: ControlPlane, placement: str, *extra: str) -> tuple[int, str]:
