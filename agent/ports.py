@@ -169,12 +169,22 @@ class ScorePublisher(Protocol):
 
 CONDITION_TYPE = "ScoresUpToDate"
 """The condition type the agent reports on every AddOnPlacementScore."""
+SCORED_REASON = "Scored"
+"""The condition's reason (status ``True``) for a cycle that scored and published every value as
+the scorer returned it."""
 STABILIZED_REASON = "Stabilized"
 """The condition's reason (status ``True``) for a cycle that scored and published some values held
-back by the scorer's ``stabilization``; the message says how many and why."""
+back by the scorer's ``stabilization``; the message says how many and why.  Its wording changes
+with every raw value, so a publisher need not write it on its own (see ``QUIET_REASONS``)."""
+QUIET_REASONS = frozenset({SCORED_REASON, STABILIZED_REASON})
+"""Reasons whose difference alone (with the same published scores, type and status) is not worth a
+hub write: under noise a stabilized scorer switches between them, and rewrites the held-back
+message, every cycle while publishing nothing new.  The next write carries the newest wording."""
 
 __all__ = [
     "CONDITION_TYPE",
+    "QUIET_REASONS",
+    "SCORED_REASON",
     "STABILIZED_REASON",
     "CycleCondition",
     "PublishRequest",

@@ -50,6 +50,7 @@ from agent.metrics import AgentMetrics
 from agent.plan import ScorerPlan, SourcePlan
 from agent.ports import (
     CONDITION_TYPE,
+    SCORED_REASON,
     STABILIZED_REASON,
     CycleCondition,
     PublishRequest,
@@ -325,7 +326,8 @@ class ScorerWorker:
             notes.append(
                 f"{len(held)} of {len(items)} score(s) held by stabilization, e.g. {item}: {state.explain()}"
             )
-        reason = STABILIZED_REASON if held else "Scored"  # a cycle without some sources says that instead
+        # a cycle without some sources says that instead
+        reason = STABILIZED_REASON if held else SCORED_REASON
         if result.failed_sources:
             reason = PARTIAL_REASON
             missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in result.failed_sources)

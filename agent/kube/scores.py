@@ -57,7 +57,7 @@ from typing import Any
 import msgspec
 
 from agent.errors import PublishError, ScoreNameTaken
-from agent.ports import PublishedScores, PublishRequest, ScoreItem
+from agent.ports import QUIET_REASONS, STABILIZED_REASON, PublishedScores, PublishRequest, ScoreItem
 from dynamic_scoring.kube.api import (
     MERGE_PATCH,
     PARTIAL_METADATA,
@@ -107,7 +107,19 @@ class _Written:
 
 
 def _same_condition(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
-    return a is not None and all(a.get(k) == b.get(k) for k in ("type", "status", "reason", "message"))
+    """Whether writing condition ``b`` over ``a`` would tell a reader nothing new.
+
+    The same type, status, reason and message; or, when either says ``Stabilized``, the same type and
+    status with both reasons quiet (``Scored``/``Stabilized``): the held-back message names raw
+    values and seconds held, which change every cycle, and writing them would cost a hub write a
+    cycle for scores that did not change, which is what stabilization is there to save.
+    """
+    if a is None or any(a.get(k) != b.get(k) for k in ("type", "status")):
+        return False
+    reasons = {a.get("reason"), b.get("reason")}
+    if STABILIZED_REASON in reasons and reasons <= QUIET_REASONS:
+        return True
+    return all(a.get(k) == b.get(k) for k in ("reason", "message"))
 
 
 class KubeScorePublisher:

@@ -126,6 +126,43 @@ def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: C
     asyncio.run(fresh.remove("my-score"))  # already gone: fine
 
 
+def test_a_stabilized_condition_alone_does_not_cost_a_write(control_plane: ControlPlane) -> None:
+    """Under noise a stabilized scorer says something new every cycle while publishing nothing new.
+
+    Switching between ``Scored`` and ``Stabilized``, or a new held-back message, with the same scores
+    and far from expiry, is not written; new scores, a failure or another reason are, at once, and
+    carry the newest wording.
+    """
+    api = hub_api(control_plane)
+    pub = KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring")
+    items = [ScoreItem("a", 50)]
+
+    def cycle(items: list[ScoreItem] | None, reason: str, message: str, status: str = "True") -> str:
+        until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90) if items is not None else None
+        cond = CycleCondition("ScoresUpToDate", status, reason, message)  # type: ignore[arg-type]
+        asyncio.run(pub.publish(PublishRequest("quiet_score", "quiet-score", items, until, cond, 30)))
+        obj = api.request("GET", APS.format(ns="cluster1", name="quiet-score"))
+        return str(obj["metadata"]["resourceVersion"])
+
+    try:
+        first = cycle(items, "Scored", "scorer q produced 1 score(s)")
+        held = "scorer q produced 1 score(s); 1 of 1 score(s) held by stabilization, e.g. a: "
+        assert cycle(items, "Stabilized", held + "within tolerance (raw 52, published 50)") == first
+        assert cycle(items, "Stabilized", held + "rising, held 5 of 50 s") == first
+        assert cycle(items, "Scored", "scorer q produced 1 score(s)") == first
+        # new scores are written with the newest wording
+        moved = cycle([ScoreItem("a", 44)], "Stabilized", held + "rising, held 10 of 50 s")
+        assert moved != first
+        cond = api.request("GET", APS.format(ns="cluster1", name="quiet-score"))["status"]["conditions"][0]
+        assert (cond["reason"], cond["message"]) == ("Stabilized", held + "rising, held 10 of 50 s")
+        # another reason, or a failure, is news
+        partial = cycle([ScoreItem("a", 44)], "ScoredWithSourceErrors", "without source(s) b")
+        assert partial != moved
+        assert cycle(None, "ScorerTimeout", "scorer q timed out", status="False") != partial
+    finally:
+        asyncio.run(pub.remove("quiet-score"))
+
+
 def test_apiserver_rejects_out_of_range_values(control_plane: ControlPlane) -> None:
     """Why the agent clamps: one value outside [-100, 100] fails the whole status write."""
     pub = KubeScorePublisher(hub_api(control_plane), "cluster1", addon_name="dynamic-scoring")
