@@ -15,6 +15,7 @@ MODULES = [
     "bench.hostile",
     "bench.hub",
     "bench.hub_probe",
+    "bench.placement_stability",
     "bench.registry",
     "bench.scorer_library",
     "bench.scores",
