@@ -84,7 +84,8 @@ e2e-down: $(STAMP) ## stop everything e2e-up started
 e2e-status: $(STAMP) ## say what the local control plane runs
 	$(BIN)/python -m e2e.cli status
 
-bench: $(STAMP) deps ## run the benchmarks under bench/ (prints numbers)
+bench: $(STAMP) deps ## run the benchmarks under bench/ (prints numbers; the bench extra adds matplotlib for plots)
+	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 clean: ## remove the venv and caches in the repo (not the tools cache)
