@@ -18,7 +18,7 @@ value every 3-7 s), and the observer polls the hub four times a second: every Pl
 AddOnPlacementScore's value and resourceVersion.  Scenarios, in this order:
 
     noise   both clusters at the same mean; decisions and writes counted over the run
-    step    the chosen cluster falls by 30 points, 20 below the other: how soon each policy moves away
+    step    the chosen cluster, 5 points above the other, falls by 30: how soon each policy moves away
     rise    the other cluster rises from 30 below to 40 above the chosen one: how soon each policy moves
     drift   the two clusters' means cross slowly: how many moves, and when, around the crossing
 
@@ -31,6 +31,7 @@ load, published scores and decisions is written as a PNG (``--workdir`` keeps th
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import threading
 import time
@@ -127,11 +128,11 @@ def _drift(
 
 SCENARIOS = (
     Scenario("noise", 600, _constant(50, 50)),
-    # chosen at 80, the incumbent falls to 60, then by 30 to 30: the challenger (50) leads by 20
+    # chosen at 80, the incumbent comes down to 55, 5 above the challenger, then falls by 30 to 25
     Scenario(
         "step",
         80,
-        _step((60, 50), (30, 50), 20),
+        _step((55, 50), (25, 50), 20),
         onset=20,
         target=("cluster2",),
         start_from=("cluster1",),
@@ -460,6 +461,8 @@ def placement_stability(workdir: Path) -> list[Row]:
             for row in found:
                 _say(f"  {row.metric}: {row.value} {row.target} {row.verdict}")
     finally:
+        # a second Ctrl-C (or `timeout` passing one on) must not cut the teardown short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if observer is not None:
             observer.stop()
         if driver is not None:
@@ -469,6 +472,7 @@ def placement_stability(workdir: Path) -> list[Row]:
         left = cp.down()
         if left:
             _say("teardown left: " + "; ".join(left))
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return rows
 
 
