@@ -35,16 +35,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench import Row, benchmark, verdict
 from bench.churn import Sample, decision_changes, per_hour, reaction, spread, writes
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.naming import aps_name
+
+if TYPE_CHECKING:  # the harness is imported when the benchmark runs, not when `python -m bench` lists it
+    from e2e.kube import Client
 
 INTERVAL = 5
 """The scoring interval of the run, in seconds."""
@@ -204,7 +207,7 @@ class LoadDriver:
 class Observer:
     """Polls the hub: every Placement's decision and every bench score's value and version."""
 
-    def __init__(self, hub: Any, driver: LoadDriver, period: float = 0.25) -> None:
+    def __init__(self, hub: Client, driver: LoadDriver, period: float = 0.25) -> None:
         self.hub = hub
         self.driver = driver
         self.period = period
@@ -497,6 +500,3 @@ def scorer(sample: JSON, score: str) -> JSON:
     if SCORERS[score]:
         spec["stabilization"] = dict(SCORERS[score])
     return {**sample, "metadata": {**sample["metadata"], "name": score.replace("_", "-")}, "spec": spec}
-
-
-__all__: Sequence[str] = ["placement_stability"]

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.churn import Sample
+from bench.placement_stability import CLUSTERS, POLICIES, RAW, STABLE
 
-CLUSTERS = ("cluster1", "cluster2")
 COLOURS = {"cluster1": "tab:blue", "cluster2": "tab:orange"}
-POLICIES = ("raw", "stabilization", "margin", "both", "stabilization-tol6", "both-tol6")
 
 
 def plot(samples: Sequence[Sample], title: str, out: Path) -> Path:
@@ -35,8 +34,8 @@ def plot(samples: Sequence[Sample], title: str, out: Path) -> Path:
     )
     for c in CLUSTERS:
         load.plot(t, [s.loads.get(c) for s in samples], color=COLOURS[c], label=c)
-        raw = [s.scores.get(("bench_raw", c)) for s in samples]
-        stable = [s.scores.get(("bench_stable", c)) for s in samples]  # tolerance 3 (the -tol6 not drawn)
+        raw = [s.scores.get((RAW, c)) for s in samples]
+        stable = [s.scores.get((STABLE, c)) for s in samples]  # tolerance 3 (the -tol6 not drawn)
         scores.step(t, raw, where="post", color=COLOURS[c], alpha=0.35, linewidth=1, label=f"{c} raw")
         scores.step(t, stable, where="post", color=COLOURS[c], linewidth=2, label=f"{c} stabilized")
     load.set_ylabel("true headroom\n(mean, points)")
