@@ -32,14 +32,15 @@ deps: ## install system packages the tests need (Debian prometheus/promtool)
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; } \
 	  || { echo "could not install prometheus; install Debian's 'prometheus' package and retry" >&2; exit 1; }; }
 
-lint: lint-python lint-workflows ## ruff, mypy --strict, import layering, dead code (vulture), actionlint on .github/workflows (built by `make tools`)
+lint: lint-python lint-workflows ## ruff, mypy --strict, import layering, dead code (vulture), the docs check (e2e/doclint.py), actionlint on .github/workflows (built by `make tools`)
 
-lint-python: $(STAMP) ## the Python part of lint: ruff, mypy --strict, import layering, vulture
+lint-python: $(STAMP) ## the Python part of lint: ruff, mypy --strict, import layering, vulture, and the docs check (README.md and docs/ render: fences close and name a language, relative links and anchors resolve)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
+	$(BIN)/python -m e2e.doclint
 
 lint-workflows: $(STAMP) ## actionlint on .github/workflows (built by `make tools`)
 	@actionlint=$$($(BIN)/python -m e2e.tools path actionlint) && $$actionlint -no-color .github/workflows/*.yaml
