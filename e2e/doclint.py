@@ -206,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("Checks that fences close and name a language, and that relative links and anchors resolve.")
         return 0
     paths = [Path(a) for a in args] or default_paths()
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: no such Markdown file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     problems = check(paths)
     for problem in problems:
         print(problem)

@@ -53,6 +53,7 @@ BASE_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", 
 WHEEL_SOURCES = (
     "pyproject.toml",
     "README.md",
+    "LICENSE",
     "dynamic_scoring",
     "addon",
     "agent",

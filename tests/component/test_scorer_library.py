@@ -1,6 +1,6 @@
 """The scorer library over real HTTP on loopback: its stdlib server, the pytest helper, the README scorer.
 
-The README's "Writing a scorer" code is read out of README.md and run through the conformance
+The README's "Write a scorer" code is read out of README.md and run through the conformance
 check, so the documented scorer cannot stop working without this failing.
 """
 
@@ -47,7 +47,7 @@ BODY = json.dumps({"data": [{"metric": {"pod": "p"}, "values": [[T0, "1"], [T0 +
 
 
 def readme_scorer() -> str:
-    section = ROOT.joinpath("README.md").read_text().split("## Writing a scorer", 1)[1].split("\n## ", 1)[0]
+    section = ROOT.joinpath("README.md").read_text().split("## Write a scorer", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
     return str(code)
 
