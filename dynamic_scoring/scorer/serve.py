@@ -21,6 +21,7 @@ A silent client is dropped after ``CLIENT_TIMEOUT`` seconds of silence.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -215,19 +216,58 @@ class ScorerServer:
         return thread
 
 
+CONTAINER_MARKERS: tuple[str, ...] = ("/run/.containerenv", "/.dockerenv")
+"""Files container engines create in every container (podman, Docker)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def in_container(markers: tuple[str, ...] | None = None) -> str | None:
+    """Why this process runs in a pod or container (the evidence), or None on a plain host.
+
+    A pod is known by ``KUBERNETES_SERVICE_HOST``, which the kubelet sets in every container.
+    """
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "in a Kubernetes pod (KUBERNETES_SERVICE_HOST is set)"
+    found = next((m for m in (CONTAINER_MARKERS if markers is None else markers) if os.path.exists(m)), None)
+    return f"in a container ({found} exists)" if found else None
+
+
+def default_host(markers: tuple[str, ...] | None = None) -> str:
+    """Where ``serve`` listens when not told: every interface in a container, else loopback.
+
+    In a pod, loopback is reachable from nothing but the pod itself, so neither the agents nor the hub
+    could call the scorer; on a developer's machine every interface would expose an unauthenticated
+    scorer to the network, so loopback stays the default there.
+    """
+    return "0.0.0.0" if in_container(markers) else "127.0.0.1"
+
+
 def serve(
     app: ScorerApp,
-    host: str = "127.0.0.1",
+    host: str | None = None,
     port: int = 8000,
     *,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
 ) -> None:
-    """Serve ``app`` until SIGTERM or Ctrl-C; loopback unless told otherwise (``0.0.0.0`` in a pod).
+    """Serve ``app`` until SIGTERM or Ctrl-C.
 
-    ``max_concurrent`` caps the requests handled at once; the next one is answered 503.
+    ``host`` defaults to every interface in a pod or container and to loopback elsewhere
+    (``default_host``); a loopback host given explicitly inside a container logs a warning, because
+    the agents could not reach it. ``max_concurrent`` caps the requests handled at once; the next one
+    is answered 503.
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    where = in_container()
+    if host is None:
+        host = default_host()
+    elif host in LOOPBACK_HOSTS and where:
+        log.warning(
+            "listening on %s %s: nothing outside this container can reach the scorer, so agents and the "
+            "hub cannot call it; serve on host='0.0.0.0' (or leave host unset)",
+            host,
+            where,
+        )
     server = ScorerServer(app, host, port, max_concurrent=max_concurrent)
 
     def stop(signum: int, frame: object) -> None:
@@ -243,10 +283,13 @@ def serve(
 
 __all__ = [
     "CLIENT_TIMEOUT",
+    "CONTAINER_MARKERS",
     "DEFAULT_MAX_CONCURRENT",
     "LINGER_BYTES",
     "LINGER_SECONDS",
     "RETRY_AFTER_SECONDS",
     "ScorerServer",
+    "default_host",
+    "in_container",
     "serve",
 ]
