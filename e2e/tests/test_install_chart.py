@@ -11,6 +11,10 @@ test_mission.py.  What the chart deliberately does differently, and nothing else
   and the label `app.kubernetes.io/managed-by: Helm` to every templated object when it installs
   them (not when it renders them);
 * CRDs come from `crds/`: installed before the templates, never upgraded or deleted by Helm.
+
+The values themselves (every one reaching its object, the schema, another release namespace) are
+rendered by tests/packaging/test_chart_values.py; here `installStrategy: Placements` is installed
+for real and OCM enables the addon on the cluster a Placement selects, without clusteradm.
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ from e2e import chartgen
 from e2e.controlplane import ControlPlane
 from e2e.inventory import Key, snapshot
 from e2e.kube import Kubectl
-from e2e.mission import CHART, CRD_NAMES, NAMESPACE, RELEASE, Mission, helm_binary, install_command
+from e2e.mission import (
+    ADDON,
+    ADDON_V1A1,
+    CHART,
+    CRD_NAMES,
+    NAMESPACE,
+    RELEASE,
+    Mission,
+    helm_binary,
+    install_command,
+)
+from e2e.ocm import decided_clusters
 from e2e.procs import StartupError, wait_until
 from e2e.tools import locate
 
@@ -99,18 +114,6 @@ def test_the_generated_chart_files_are_current_with_manifests() -> None:
     assert chartgen.main(["--check", "--kubectl", str(kubectl_binary())]) == 0, "run `make chart`"
 
 
-def test_the_chart_refuses_a_namespace_its_objects_do_not_live_in() -> None:
-    proc = subprocess.run(
-        [str(helm_binary()), "template", RELEASE, str(CHART), "--namespace", "somewhere-else"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert proc.returncode != 0
-    assert "install this chart into the namespace dynamic-scoring" in proc.stderr, proc.stderr
-
-
 def test_the_chart_crds_are_the_ones_the_uninstall_removes() -> None:
     names = {o["metadata"]["name"] for o in helm_template() if o["kind"] == "CustomResourceDefinition"}
     assert names == set(CRD_NAMES)
@@ -170,3 +173,112 @@ def test_helm_install_creates_what_kubectl_apply_k_creates_and_uninstall_takes_i
     # the CRD policy (docs/install.md): helm keeps them; removing them is a separate, explicit step
     for name in CRD_NAMES:
         assert m.hub.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) is not None
+
+
+# ------------------------------------------------------------------------ installStrategy: Placements
+PLACEMENT_NS = "chart-placements-e2e"
+PLACEMENT = "chart-e2e"
+MEMBER_KEY = "chart-placements.test/member"
+CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
+
+
+def label_cluster(m: Mission, cluster: str, value: str | None) -> None:
+    m.hub.api.request(
+        "PATCH",
+        f"/apis/{CLUSTER_V1}/managedclusters/{cluster}",
+        body={"metadata": {"labels": {MEMBER_KEY: value}}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def mca_condition(m: Mission, cluster: str, kind: str) -> str:
+    mca = m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, cluster) or {}
+    conditions = (mca.get("status") or {}).get("conditions") or []
+    return next((str(c.get("status")) for c in conditions if c.get("type") == kind), "")
+
+
+def test_install_strategy_placements_enables_the_addon_where_the_placement_decides(mission: Mission) -> None:
+    """`--set installStrategy.type=Placements`: OCM creates cluster1's MCA, and only cluster1's."""
+    m = mission
+    assert m.hub.find("v1", "Namespace", NAMESPACE) is None, "a previous install was left"
+    label_cluster(m, "cluster1", "yes")
+    try:
+        m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PLACEMENT_NS}})
+        m.hub.apply(
+            {
+                "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+                "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": "default", "namespace": PLACEMENT_NS},
+                "spec": {"clusterSet": "default"},
+            }
+        )
+        m.hub.apply(
+            {
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "Placement",
+                "metadata": {"name": PLACEMENT, "namespace": PLACEMENT_NS},
+                "spec": {
+                    "clusterSets": ["default"],
+                    "predicates": [
+                        {"requiredClusterSelector": {"labelSelector": {"matchLabels": {MEMBER_KEY: "yes"}}}}
+                    ],
+                },
+            }
+        )
+        wait_until(
+            lambda: decided_clusters(m.hub, PLACEMENT_NS, PLACEMENT) == ["cluster1"],
+            timeout=60,
+            what="the Placement deciding cluster1 only",
+        )
+        m.install(
+            "--set",
+            "installStrategy.type=Placements",
+            "--set",
+            f"installStrategy.placements[0].name={PLACEMENT}",
+            "--set",
+            f"installStrategy.placements[0].namespace={PLACEMENT_NS}",
+            # the optional objects the real apiserver can take here (no ServiceMonitor CRD)
+            "--set",
+            "podDisruptionBudget.enabled=true",
+            "--set",
+            "metrics.service.enabled=true",
+            "--set",
+            "manager.logLevel=debug",
+        )
+        cma = m.hub.find(ADDON_V1A1, "ClusterManagementAddOn", ADDON)
+        assert cma is not None
+        assert cma["spec"]["installStrategy"]["type"] == "Placements"
+        assert cma["spec"]["installStrategy"]["placements"][0]["name"] == PLACEMENT
+        assert m.hub.find("policy/v1", "PodDisruptionBudget", "dynamic-scoring-addon-manager", NAMESPACE)
+        assert m.hub.find("v1", "Service", "dynamic-scoring-addon-manager-metrics", NAMESPACE)
+
+        # no `clusteradm addon enable`: OCM's addon manager creates the MCA from the strategy,
+        # and ours renders the agent for it
+        wait_until(
+            lambda: m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, "cluster1"),
+            timeout=120,
+            what="OCM creating cluster1's ManagedClusterAddOn from installStrategy",
+        )
+        wait_until(
+            lambda: mca_condition(m, "cluster1", "ManifestApplied") == "True",
+            timeout=180,
+            what="cluster1's agent ManifestWork applied",
+        )
+        assert m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, "cluster2") is None, (
+            "cluster2 is not selected by the Placement, yet has the addon"
+        )
+    finally:
+        if m.hub.find("v1", "Namespace", NAMESPACE) is not None:
+            m.run_helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found")
+            m.hub.delete("v1", "Namespace", NAMESPACE)
+        m.hub.delete("v1", "Namespace", PLACEMENT_NS)
+        label_cluster(m, "cluster1", None)
+        wait_until(
+            lambda: (
+                m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, "cluster1") is None
+                and m.hub.find("v1", "Namespace", NAMESPACE) is None
+                and m.hub.find("v1", "Namespace", PLACEMENT_NS) is None
+            ),
+            timeout=120,
+            what="the addon, its namespace and the Placement's namespace gone after the uninstall",
+        )

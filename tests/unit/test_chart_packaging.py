@@ -149,7 +149,79 @@ def test_generator_refuses_what_helm_would_misread() -> None:
 def test_every_generated_file_in_the_chart_is_listed_and_hand_written_files_are_not_touched() -> None:
     generated = chartgen.generated_paths()
     assert {p for p in generated if p.startswith("crds/")}, "no generated CRDs in the chart"
-    hand_written = {"templates/_helpers.tpl", "templates/guard.yaml", "templates/NOTES.txt"}
+    hand_written = {
+        "values.schema.json",
+        "templates/_helpers.tpl",
+        "templates/NOTES.txt",
+        "templates/poddisruptionbudget.yaml",
+        "templates/service-metrics.yaml",
+        "templates/servicemonitor.yaml",
+    }
     assert not hand_written & generated
     for p in hand_written:
         assert (CHART / p).is_file()
+    assert not (CHART / "templates/guard.yaml").exists(), "the chart follows the release namespace now"
+
+
+def manager_deployment(**spec: Any) -> dict[str, Any]:
+    """The manager Deployment's shape, as chartgen expects it from manifests/."""
+    labels = {"app.kubernetes.io/name": chartgen.MANAGER, "app.kubernetes.io/part-of": "dynamic-scoring"}
+    container = {
+        "name": "manager",
+        "image": "i:1",
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["manager", "--log-level=info"],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
+        },
+    }
+    pod = {"serviceAccountName": chartgen.MANAGER, "containers": [container]}
+    return obj(
+        "Deployment",
+        chartgen.MANAGER,
+        spec={"replicas": 2, "template": {"metadata": {"labels": labels}, "spec": pod}, **spec},
+    )
+
+
+def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_manifests() -> None:
+    ns = obj("Namespace", "dynamic-scoring")
+    dep = manager_deployment()
+    dep["metadata"]["namespace"] = "dynamic-scoring"
+    text = chartgen.render_files([ns, dep], "i:1")[f"templates/deployment-{chartgen.MANAGER}.yaml"]
+    for template in (
+        "replicas: {{ .Values.manager.replicas }}",
+        "- --log-level={{ .Values.manager.logLevel }}",
+        "imagePullPolicy: {{ .Values.manager.imagePullPolicy }}",
+        "{{- toYaml .Values.manager.resources | nindent 10 }}",
+        "namespace: {{ .Release.Namespace }}",
+        "{{- with .Values.manager.tolerations }}",
+        "priorityClassName: {{ . | quote }}",
+    ):
+        assert template in text, template
+    assert "HELMTOKEN" not in text
+    assert "dynamic-scoring\n" not in text.replace("part-of: dynamic-scoring\n", "")
+
+
+def test_generator_refuses_a_values_default_that_differs_from_the_manifests() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values["manager"]["replicas"] = 3
+    with pytest.raises(chartgen.ChartGenError, match=r"manager.replicas is 3 but manifests/ have 2"):
+        chartgen.render_files([manager_deployment()], "i:1", values)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values["installStrategy"]["type"] = "Placements"
+    cma = obj("ClusterManagementAddOn", chartgen.ADDON, spec={"installStrategy": {"type": "Manual"}})
+    with pytest.raises(chartgen.ChartGenError, match="installStrategy"):
+        chartgen.render_files([cma], "i:1", values)
+
+
+def test_generator_refuses_a_manager_field_it_would_template_over() -> None:
+    dep = manager_deployment()
+    dep["spec"]["template"]["spec"]["nodeSelector"] = {"a": "b"}
+    with pytest.raises(chartgen.ChartGenError, match="nodeSelector"):
+        chartgen.render_files([dep], "i:1")
+
+
+def test_values_yaml_keeps_the_one_repository_line_the_release_workflow_rewrites() -> None:
+    text = (CHART / "values.yaml").read_text()
+    assert len(re.findall(r"(?m)^  repository: ", text)) == 1
