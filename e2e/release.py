@@ -9,8 +9,11 @@ default `image.repository` so the pushed chart installs the pushed image.
 
     python -m e2e.release check --tag v0.1.0 --image-repository ghcr.io/me/dynamic-scoring --owner me
     python -m e2e.release set-chart-repository ghcr.io/me/dynamic-scoring
+    python -m e2e.release notes --version 0.1.0
 
-`check` prints `key=value` lines for `$GITHUB_OUTPUT` and exits 1 naming every mismatch.
+`check` prints `key=value` lines for `$GITHUB_OUTPUT` and exits 1 naming every mismatch, including a
+CHANGELOG.md without a section for the version; `notes` prints that section, the GitHub release's
+notes.
 """
 
 from __future__ import annotations
@@ -103,6 +106,10 @@ def check(tag: str, image_repository: str, owner: str, repo: Path = REPO) -> Rel
         check_repository(image_repository, owner)
     except ReleaseError as err:
         problems.append(str(err))
+    try:
+        notes(declared, repo)
+    except ReleaseError as err:
+        problems.append(str(err))
     if problems:
         raise ReleaseError("; ".join(problems))
     namespace = image_repository.rpartition("/")[0]
@@ -112,6 +119,23 @@ def check(tag: str, image_repository: str, owner: str, repo: Path = REPO) -> Rel
         registry=image_repository.partition("/")[0],
         chart_repository=f"oci://{namespace}/charts",
     )
+
+
+def notes(version: str, repo: Path = REPO) -> str:
+    """The CHANGELOG.md section of ``version`` (``## <version>`` to the next ``## ``), without its heading.
+
+    A release without its own section would publish notes that say nothing, so its absence, or an
+    empty section, is an error.
+    """
+    path = repo / "CHANGELOG.md"
+    if not path.is_file():
+        raise ReleaseError(f"{path.name} is missing: add a section '## {version}'")
+    match = re.search(
+        rf"(?ms)^## {re.escape(version)}[ \t]*(?:\(.*?\))?[ \t]*\n(.*?)(?=^## |\Z)", path.read_text()
+    )
+    if match is None or not match.group(1).strip():
+        raise ReleaseError(f"{path.name} has no section '## {version}' saying what the release changes")
+    return match.group(1).strip() + "\n"
 
 
 def set_chart_repository(image_repository: str, chart: Path = CHART) -> bool:
@@ -141,10 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--owner", required=True, help="the GitHub repository owner (github.repository_owner)")
     setrepo = sub.add_parser("set-chart-repository", help="rewrite the chart's default image.repository")
     setrepo.add_argument("image_repository")
+    notes_cmd = sub.add_parser("notes", help="print the CHANGELOG.md section of a version")
+    notes_cmd.add_argument("--version", required=True, help="e.g. 0.1.0 (no leading v)")
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
             sys.stdout.write(check(args.tag, args.image_repository, args.owner).outputs())
+        elif args.command == "notes":
+            sys.stdout.write(notes(args.version))
         else:
             changed = set_chart_repository(args.image_repository)
             print(

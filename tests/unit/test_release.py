@@ -26,19 +26,19 @@ def workflow() -> dict[Any, Any]:
     return dict(yaml.safe_load(WORKFLOW.read_text()))
 
 
-def steps() -> list[dict[str, Any]]:
-    (job,) = workflow()["jobs"].values()
-    return list(job["steps"])
+def steps(job: str = "release") -> list[dict[str, Any]]:
+    return list(workflow()["jobs"][job]["steps"])
 
 
-def step_using(action: str) -> dict[str, Any]:
-    (found,) = [s for s in steps() if s.get("uses", "").startswith(f"{action}@")]
+def step_using(action: str, job: str = "release") -> dict[str, Any]:
+    (found,) = [s for s in steps(job) if s.get("uses", "").startswith(f"{action}@")]
     return found
 
 
 def fake_repo(tmp_path: Path, project: str, chart: str, app: str) -> Path:
     (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "{project}"\n')
     shutil.copytree(REPO / "charts/dynamic-scoring", tmp_path / "charts/dynamic-scoring")
+    (tmp_path / "CHANGELOG.md").write_text(f"# Changelog\n\n## {project}\n\nWhat changed.\n")
     meta = tmp_path / "charts/dynamic-scoring/Chart.yaml"
     text = re.sub(r"(?m)^version: .*$", f"version: {chart}", meta.read_text())
     meta.write_text(re.sub(r"(?m)^appVersion: .*$", f'appVersion: "{app}"', text))
@@ -51,8 +51,8 @@ def test_the_workflow_runs_on_version_tags_only() -> None:
 
 
 def test_every_action_is_pinned_to_a_commit() -> None:
-    uses = [s["uses"] for s in steps() if "uses" in s]
-    assert uses
+    uses = [s["uses"] for job in workflow()["jobs"] for s in steps(job) if "uses" in s]
+    assert len(workflow()["jobs"]) == 4 and uses
     assert [u for u in uses if not re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u)] == []
 
 
@@ -74,10 +74,53 @@ def test_the_check_runs_before_anything_is_pushed() -> None:
     assert "e2e.release check" in steps()[names.index("release")]["run"]
 
 
-def test_the_job_may_write_packages_and_nothing_else() -> None:
-    (job,) = workflow()["jobs"].values()
-    assert job["permissions"] == {"contents": "read", "packages": "write"}
+def test_each_job_may_write_what_it_publishes_and_nothing_else() -> None:
+    jobs = workflow()["jobs"]
     assert workflow()["permissions"] == {"contents": "read"}
+    assert jobs["release"]["permissions"] == {"contents": "read", "packages": "write"}
+    assert jobs["python"]["permissions"] == {"contents": "read"}
+    assert jobs["github-release"]["permissions"] == {"contents": "write"}
+    # trusted publishing: the OIDC token only where it is exchanged, and no password anywhere
+    assert jobs["pypi"]["permissions"] == {"id-token": "write"}
+    assert jobs["pypi"]["environment"]["name"] == "pypi"
+    assert "password" not in step_using("pypa/gh-action-pypi-publish", "pypi")["with"]
+
+
+def test_the_python_distributions_are_checked_then_published_after_the_image_and_chart() -> None:
+    runs = [s.get("run", "") for s in steps("python")]
+    order = [
+        next(i for i, r in enumerate(runs) if needle in r)
+        for needle in ("e2e.release check", "python -m build", "twine check --strict")
+    ]
+    assert order == sorted(order)
+    upload = steps("python").index(step_using("actions/upload-artifact", "python"))
+    assert order[-1] < upload
+    jobs = workflow()["jobs"]
+    for job in ("github-release", "pypi"):
+        assert set(jobs[job]["needs"]) == {"release", "python"}
+        fetched = step_using("actions/download-artifact", job)["with"]
+        assert fetched["name"] == step_using("actions/upload-artifact", "python")["with"]["name"]
+    assert jobs["pypi"]["if"] == "vars.PYPI_PUBLISH == 'true'"
+    [create] = [s["run"] for s in steps("github-release") if "gh release create" in s.get("run", "")]
+    assert "e2e.release notes" in create and "--verify-tag" in create and "dist/python/*" in create
+
+
+def test_release_notes_are_the_versions_changelog_section(tmp_path: Path) -> None:
+    (tmp_path / "CHANGELOG.md").write_text(
+        "# Changelog\n\n## Unreleased\n\n- next\n\n## 0.2.0\n\n- two\n- more\n\n## 0.1.0\n\n- one\n"
+    )
+    assert release.notes("0.2.0", tmp_path) == "- two\n- more\n"
+    assert release.notes("0.1.0", tmp_path) == "- one\n"
+    with pytest.raises(release.ReleaseError, match=re.escape("no section '## 0.3.0'")):
+        release.notes("0.3.0", tmp_path)
+    assert release.notes(release.project_version()) != ""  # this checkout's version has its section
+
+
+def test_a_release_without_a_changelog_section_is_refused(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path, "0.2.0", "0.2.0", "0.2.0")
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## 0.1.0\n\n- one\n")
+    with pytest.raises(release.ReleaseError, match=re.escape("no section '## 0.2.0'")):
+        release.check("v0.2.0", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring", tmp_path)
 
 
 def test_the_current_versions_agree() -> None:
