@@ -18,10 +18,11 @@ the time left in slots (source ``i`` of ``n`` must be done by ``start + half * (
 hanging source costs only its own slot and the scoring call keeps the other half.
 
 Outcome.  ``run`` returns a ``CycleResult``: ``Scored`` with the items built from the scorer's
-answer, or a stated default (``NoData``: the sources returned no series and the summary states a
-``missingDataScore``, so the scorer is not called; ``Masked``: the hub masked this scorer on this
-cluster, nothing is queried).  A failure raises the ``AgentError`` with its stage set; ``stage``
-says where an unexpected exception happened.
+answer (when two results render to one item name the cycle fails with ``ItemNameCollision``
+instead, since neither is that item's value), or a stated default (``NoData``: the sources
+returned no series and the summary states a ``missingDataScore``, so the scorer is not called;
+``Masked``: the hub masked this scorer on this cluster, nothing is queried).  A failure raises the
+``AgentError`` with its stage set; ``stage`` says where an unexpected exception happened.
 """
 
 from __future__ import annotations
@@ -38,9 +39,15 @@ from typing import Any, Literal, Protocol, TypeVar
 import msgspec
 
 from agent.auth import resolve_credentials
-from agent.errors import AgentError, PrometheusRequestInvalid, PrometheusResponseError, Stage
+from agent.errors import (
+    AgentError,
+    ItemNameCollision,
+    PrometheusRequestInvalid,
+    PrometheusResponseError,
+    Stage,
+)
 from agent.http import ClientPool
-from agent.items.dimensions import ItemsOutcome, build_items, default_item_names
+from agent.items.dimensions import ItemsOutcome, build_items, default_item_names, describe_collisions
 from agent.items.maths import valid_until
 from agent.plan import ScorerPlan, SourcePlan, scoring_secret
 from agent.ports import ScoreItem, SecretReader
@@ -211,7 +218,12 @@ class ScoringCycle:
             normalization=plan.summary.score_normalization,
         )
         self._observer.items_built(built)
-        if plan.publish:  # scores that cannot be stored fail the cycle before the write
+        if plan.publish:  # items that collide or cannot be stored fail the cycle before the write
+            if built.collisions:
+                several = len(plan.summary.dimension_formats) > 1
+                raise ItemNameCollision(
+                    describe_collisions(built.collisions, answer.results, several_formats=several)
+                )
             check_scores_fit(built.items, plan.max_score_bytes)
         return CycleResult(
             "Scored",

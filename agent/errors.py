@@ -23,7 +23,8 @@ never contains a credential.
     │   ├── ScorerAddressRefused        the host is an address the agent's policy refuses (not connected)
     │   ├── ScorerResponseInvalid       not JSON, wrong shape, NaN or infinite scores, undecodable
     │   ├── ScorerResponseTooLarge      the body exceeded the configured limit
-    │   └── ScorerTooManyResults        more results than the per-scorer item limit
+    │   ├── ScorerTooManyResults        more results than the per-scorer item limit
+    │   └── ItemNameCollision           several results render to one item name (scoreDimensionFormat)
     ├── AuthError                       credentials could not be built (stage of the endpoint)
     │   ├── SecretNotFound              the Secret or its key does not exist
     │   ├── SecretNotBound              the Secret's owner did not bind it to the request's host
@@ -203,6 +204,15 @@ class ScorerTooManyResults(ScorerError):  # noqa: N818 - names of the agent's pu
     """
 
 
+class ItemNameCollision(ScorerError):  # noqa: N818 - names of the agent's public contract
+    """Two or more results of one answer render to the same item name under ``scoreDimensionFormat``.
+
+    No one of them is the item's value, so nothing is published: the last good scores stay until
+    they expire.  The message names the item, the format, the labels the results differ in and a
+    format that would tell them apart (``agent.items.dimensions.describe_collisions``).
+    """
+
+
 class AuthError(AgentError):
     """Credentials or TLS material for an endpoint could not be prepared."""
 
@@ -247,6 +257,7 @@ __all__ = [
     "AddressRefused",
     "AgentError",
     "AuthError",
+    "ItemNameCollision",
     "PrometheusAddressRefused",
     "PrometheusQueryError",
     "PrometheusRequestInvalid",

@@ -314,7 +314,7 @@ class ScorerWorker:
             notes.append(f"{count} result(s) rejected, e.g. result {first.index}: item name {first.reason}")
             self.log.warning("%s", notes[-1])
         if built.duplicates:
-            notes.append(f"{built.duplicates} duplicate item name(s), the last result won")
+            notes.append(f"{built.duplicates} item name(s) rendered again by another format, written once")
         if built.clamped:
             notes.append(f"{built.clamped} score(s) clamped to [-100, 100]")
         if result.label_collisions:

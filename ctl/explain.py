@@ -284,7 +284,8 @@ def _print_text(doc: dict[str, Any]) -> None:
             if "problem" in i:
                 echo(f"         rejected: {i['problem']}")
         for name, results in items["collisions"].items():
-            echo(f"   collision: {name!r} from results {results} (the last one wins)")
+            why = "the agent fails the cycle: ItemNameCollision"
+            echo(f"   collision: {name!r} from results {results} ({why})")
         for line in items["rejected"]:
             echo(f"   rejected: {line}")
         if items["clamped"]:
@@ -452,7 +453,10 @@ def explain(
         try:
             fallback = KubeSecretReader(KubeAPI(cluster_kubeconfig, timeout=15), secret_namespace)
         except Exception as exc:  # the kubernetes loader raises many unrelated types for a bad file
-            fail(f"--cluster-kubeconfig {cluster_kubeconfig} is not usable: {type(exc).__name__}: {exc}")
+            fail(
+                f"--cluster-kubeconfig {cluster_kubeconfig} is not usable: {type(exc).__name__}: {exc}",
+                code=ExitCode.USAGE,
+            )
     trace = asyncio.run(
         run_cycle(
             resolution.summary,
@@ -478,6 +482,8 @@ def explain(
     if trace.failure is not None:
         raise SystemExit(int(ExitCode.UNREACHABLE if trace.failure.unreachable else ExitCode.FINDINGS))
     if hub_error:
+        if output == "json":  # the document above already carries hubError: one document only
+            raise SystemExit(int(ExitCode.UNREACHABLE))
         fail(
             hub_error, hint="check that the hub is up and the kubeconfig's user may read AddOnPlacementScores"
         )

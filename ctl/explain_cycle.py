@@ -53,6 +53,8 @@ HINTS: dict[str, str] = {
     "ScorerResponseInvalid": 'answer {"results": [{"metric": {...}, "score": n}]}',
     "ScorerResponseTooLarge": "return fewer or smaller results",
     "ScorerTooManyResults": "aggregate, shorten item names or narrow the query; or raise maxScoreBytes",
+    "ItemNameCollision": "set scoreDimensionFormat as the message suggests (or publish it in /config), "
+    "or aggregate the results in the scorer",
     "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
     "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names; "
     "for a --token-file value, list where it may go with --token-allowed-hosts (the annotation's syntax)",

@@ -1,8 +1,9 @@
 """Hub access for the operator CLI: one kubeconfig rule and one clear error for every subcommand.
 
 `--kubeconfig` defaults to `$KUBECONFIG` (its first entry) and then `~/.kube/config`, as kubectl
-does.  A path that is missing or does not load ends the command with exit 3 and a hint, instead of
-a traceback from the `kubernetes` package or, worse, a silent fall-back to in-cluster credentials.
+does.  A path that is missing or does not load ends the command with a hint, instead of a
+traceback from the `kubernetes` package or, worse, a silent fall-back to in-cluster credentials:
+exit 2 (bad arguments) for a path given with `--kubeconfig`, exit 3 (could not ask) for the default.
 """
 
 from __future__ import annotations
@@ -44,15 +45,25 @@ def kubeconfig_option(func: Any) -> Any:
 
 
 def hub_api(kubeconfig: Path | None) -> KubeAPI:
-    """A `KubeAPI` on the hub, or exit 3 with what is wrong and what to do."""
+    """A `KubeAPI` on the hub, or exit with what is wrong and what to do.
+
+    Exit 2 when the `--kubeconfig` given does not exist or does not load (the argument is wrong),
+    3 when the default one (`$KUBECONFIG`, `~/.kube/config`) is missing or unusable.
+    """
+    given = kubeconfig is not None
     path = kubeconfig if kubeconfig is not None else default_kubeconfig()
-    hint = "pass --kubeconfig PATH or set KUBECONFIG to the hub's kubeconfig"
+    code = ExitCode.USAGE if given else ExitCode.UNREACHABLE
+    hint = (
+        "give --kubeconfig the path of the hub's kubeconfig"
+        if given
+        else "pass --kubeconfig PATH or set KUBECONFIG to the hub's kubeconfig"
+    )
     if not path.is_file():
-        fail(f"kubeconfig {path} does not exist", hint=hint, code=ExitCode.UNREACHABLE)
+        fail(f"kubeconfig {path} does not exist", hint=hint, code=code)
     try:
         return KubeAPI(path, timeout=15)
     except Exception as exc:  # the kubernetes loader raises many unrelated types for a bad file
-        fail(f"kubeconfig {path} is not usable: {type(exc).__name__}: {exc}", hint=hint)
+        fail(f"kubeconfig {path} is not usable: {type(exc).__name__}: {exc}", hint=hint, code=code)
 
 
 def list_all(

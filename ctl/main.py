@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ctl.explain import explain
+from ctl.output import Group
 from ctl.record import record
 from ctl.replay import replay
 from ctl.scorer import scorer
@@ -12,13 +13,14 @@ from ctl.status import status
 from ctl.why import why
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dynamic-scoring")
 def main() -> None:
     """Tools for people who write scorers and run placements with the dynamic-scoring addon.
 
-    Exit codes: 0 ok, 1 findings (the thing checked is wrong), 2 bad arguments, 3 could not reach
-    the hub, Prometheus or the scorer.
+    Exit codes: 0 ok, 1 findings (the thing checked is wrong), 2 bad arguments (a --kubeconfig that
+    does not exist included), 3 could not ask: the hub, Prometheus or the scorer unreachable, or the
+    default kubeconfig missing or unusable.  With -o json every error is one JSON document on stdout.
     """
 
 

@@ -2,7 +2,7 @@
 
 ``validate`` is thin on purpose: the checks are the scorer library's
 (``dynamic_scoring.scorer.conformance``), so an author's pytest run and an operator's command line
-judge a scorer by the same rules.
+judge a scorer by the same rules.  ``lint`` (``ctl.lint``) checks DynamicScorer files offline.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from pathlib import Path
 
 import click
 
+from ctl.lint import lint_command
 from ctl.output import ExitCode, emit_json, fail, output_option
-from dynamic_scoring.scorer.conformance import ERROR, Checker, Report, UnreachableError
+from dynamic_scoring.scorer.conformance import Checker, UnreachableError
 
 
 @click.group()
 def scorer() -> None:
-    """Check scoring APIs against the contract the agent and the hub rely on."""
+    """Check scoring APIs against the contract, and DynamicScorer files against the hub's rules."""
 
 
 def _read_token(path: Path) -> str:
@@ -29,23 +30,6 @@ def _read_token(path: Path) -> str:
     if not token or not token.isascii() or not token.isprintable() or " " in token:
         fail(f"the token file {path} is empty or not printable ASCII without spaces", code=ExitCode.USAGE)
     return token
-
-
-def _text(report: Report) -> None:
-    click.echo(f"scorer {report.url}")
-    click.echo(f"checks: {', '.join(report.checks)}")
-    if report.latency:
-        click.echo("latency (seconds):")
-        click.echo(f"  {'input':<11} {'series':>7} {'requests':>8} {'p50':>8} {'max':>8}")
-        for lat in report.latency:
-            click.echo(f"  {lat.input:<11} {lat.series:>7} {lat.requests:>8} {lat.p50:>8.3f} {lat.max:>8.3f}")
-    for f in report.findings:
-        click.echo(f"{f.severity.upper():<7} [{f.check}] {f.seen}")
-        click.echo(f"        fix: {f.fix}")
-    errors = sum(f.severity == ERROR for f in report.findings)
-    warnings = len(report.findings) - errors
-    verdict = "conforms" if report.ok else "does not conform"
-    click.echo(f"{verdict}: {errors} error(s), {warnings} warning(s)")
 
 
 @scorer.command()
@@ -65,6 +49,12 @@ def _text(report: Report) -> None:
     "--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per request."
 )
 @click.option("--no-large", is_flag=True, help="Skip the 10,000-series input (it takes seconds).")
+@click.option(
+    "--dimension-format",
+    metavar="FORMAT",
+    help="The DynamicScorer's scoreDimensionFormat, to check that results get item names apart "
+    "(default: the agent's default ${scoreName}).",
+)
 @output_option
 def validate(
     url: str,
@@ -73,13 +63,15 @@ def validate(
     scoring_path: str | None,
     timeout: float,
     no_large: bool,
+    dimension_format: str | None,
     output: str,
 ) -> None:
     """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
 
     Checks /healthz, the /config schema, the scoring path with empty, small, non-finite and large
-    (10,000-series) inputs, the answers' schema, scores and labels, latency, and the token.
-    Exit 0 when nothing is an error, 1 on any error finding, 3 when nothing answers at URL.
+    (10,000-series) inputs, the answers' schema, scores and labels (every bad result is listed),
+    item names under --dimension-format, latency, and the token.  Exit 0 when nothing is an error
+    (warnings allowed), 1 on any error finding, 2 for bad arguments, 3 when nothing answers at URL.
     """
     token = _read_token(token_file) if token_file is not None else None
     try:
@@ -90,6 +82,7 @@ def validate(
             timeout=timeout,
             large=not no_large,
             ca_file=str(ca_file) if ca_file else None,
+            dimension_format=dimension_format,
         )
     except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
         fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)
@@ -100,8 +93,10 @@ def validate(
     if output == "json":
         emit_json(report.to_json())
     else:
-        _text(report)
+        click.echo(report.text())
     raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.FINDINGS))
 
+
+scorer.add_command(lint_command)
 
 __all__ = ["scorer", "validate"]

@@ -302,6 +302,8 @@ RESERVED_SCORING_PARAMS = frozenset({"name", "interval"})
 """Keys of ``scoring.params`` that configure the agent and are never sent to the scorer."""
 MAX_DIMENSION_FORMATS = 16
 """Entries of ``scoreDimensionFormats``: each result yields one item per format."""
+MAX_DIMENSION_FORMAT_LENGTH = 1024
+"""One item-name format (``scoreDimensionFormat``, each entry of ``scoreDimensionFormats``)."""
 
 
 def params_size(params: Mapping[str, Any]) -> int:
@@ -692,11 +694,29 @@ class SourceConfig(_Wire):
     params: SourceParams = Field(default_factory=SourceParams)
 
 
+def _dimension_format(value: str) -> str:
+    # The DynamicScorer's spec.scoreDimensionFormat rule (CRD maxLength); empty means "not set".
+    if len(value) > MAX_DIMENSION_FORMAT_LENGTH:
+        raise ValueError(f"a format must be at most {MAX_DIMENSION_FORMAT_LENGTH} characters")
+    return value
+
+
+def _dimension_formats(value: list[str]) -> list[str]:
+    # The spec.scoreDimensionFormats rule: 1-16 entries, each 1-1024 characters.
+    if any(not f or len(f) > MAX_DIMENSION_FORMAT_LENGTH for f in value):
+        raise ValueError(f"each format must be 1 to {MAX_DIMENSION_FORMAT_LENGTH} characters")
+    return value
+
+
 class ScoringParams(_Wire):
     """``scoring.params`` of the ``/config`` document.
 
-    Keys other than ``name`` and ``interval`` are the scorer's own parameters (the blog's ``model``
-    and ``horizon``); they are kept, in ``extra_params``, so that the hub can send them back to the
+    ``name`` and ``interval`` (upstream's) and ``scoreDimensionFormat`` / ``scoreDimensionFormats``
+    (ours, optional) configure the hub and the agent, like the DynamicScorer fields of those names.
+    The formats live here rather than beside ``scoring`` because this is the one part of
+    ``status.lastSyncedConfig`` whose CRD schema keeps keys it does not list, so an existing CRD
+    stores them.  Every other key is the scorer's own parameter (the blog's ``model`` and
+    ``horizon``); they are kept, in ``extra_params``, so that the hub can send them back to the
     scorer in every scoring request.
     """
 
@@ -704,11 +724,31 @@ class ScoringParams(_Wire):
 
     name: str = ""
     interval: int = 0
+    score_dimension_format: Annotated[str, AfterValidator(_dimension_format)] | None = None
+    score_dimension_formats: (
+        Annotated[
+            list[str],
+            Field(min_length=1, max_length=MAX_DIMENSION_FORMATS),
+            AfterValidator(_dimension_formats),
+        ]
+        | None
+    ) = None
 
     @property
     def extra_params(self) -> dict[str, Any]:
-        """The keys other than ``name`` and ``interval``, as published."""
+        """The scorer's own keys (every key but ``name``, ``interval`` and the formats), as published."""
         return dict(self.model_extra or {})
+
+    @property
+    def dimension_formats(self) -> tuple[str, ...]:
+        """The item-name formats published: the list when set, else the one format; ``()`` when neither.
+
+        The spec's rule: ``scoreDimensionFormats`` replaces ``scoreDimensionFormat``, and an empty
+        format is no format.
+        """
+        if self.score_dimension_formats:
+            return tuple(self.score_dimension_formats)
+        return (self.score_dimension_format,) if self.score_dimension_format else ()
 
 
 class ScoringConfig(_Wire):
@@ -731,6 +771,7 @@ class ScorerConfig(_Wire):
 __all__ = [
     "MATCH_OPS",
     "MAX_DIMENSION_FORMATS",
+    "MAX_DIMENSION_FORMAT_LENGTH",
     "MAX_INTERVAL_SECONDS",
     "MAX_NAME_LENGTH",
     "MAX_OTEL_SELECTORS",

@@ -10,8 +10,11 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   ``scoring.host``, never from ``source.host``.
 * ``configSyncMode: None`` — only the spec and the defaults.  A ``lastSyncedConfig`` left from an
   earlier Full period is ignored (upstream let it override the spec), and the controller clears it.
-* Fields ``/config`` cannot carry (auth, location, destination, dimension format, the extensions) come
-  from the spec only.
+* The item-name formats, as one field: ``scoring.params.scoreDimensionFormats`` (else
+  ``...scoreDimensionFormat``) of the synced document when non-empty (Full mode), else the spec's
+  ``scoreDimensionFormats`` (else ``scoreDimensionFormat``), else ``${scoreName}``.
+* Fields ``/config`` cannot carry (auth, location, destination, the extensions) come from the spec
+  only.
 * Credentials stay with the host they were written for.  The spec's auth for an endpoint was written
   for the spec's host (``source.host``; ``scoring.host``, else the origin of ``configURL``).  When the
   synced document moves that endpoint to another scheme, host or port, the scorer's operator (who
@@ -43,12 +46,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from addon.errors import FieldProblem
-from addon.registry.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, SpecAuth
+from addon.registry.models import DEFAULT_DIMENSION_FORMAT, DynamicScorer, DynamicScorerSpec, SpecAuth
 from addon.registry.sources import resolve_sources, with_sources
 from dynamic_scoring.secret_binding import destination
 from dynamic_scoring.urls import has_path, join_url, origin, url_problem
 from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerSummary, ScoreStabilization, params_size
+from dynamic_scoring.wire import (
+    MAX_SCORING_PARAMS_BYTES,
+    ScorerSummary,
+    ScoreStabilization,
+    ScoringParams,
+    params_size,
+)
 
 DEFAULT_INTERVAL = 30
 DEFAULT_RANGE = 3600
@@ -152,6 +161,32 @@ def dimension_format_notes(fmt: str, where: str = "spec.scoreDimensionFormat") -
         return []
     names = ", ".join("${" + u + "}" for u in unknown)
     return [f"{where}: {names} is not a placeholder and stays literal in every item name"]
+
+
+def _dimension_formats(
+    spec: DynamicScorerSpec, synced: ScoringParams | None
+) -> tuple[list[str], list[str] | None, list[str]]:
+    """The item-name formats, the list to send as ``scoreDimensionFormats`` (or None), and notes.
+
+    The formats are one field for the precedence: the synced ``/config``'s (its list, else its
+    string) when it publishes a non-empty one (Full mode), else the spec's (list, else string),
+    else ``${scoreName}``.  They are never mixed: a spec list does not survive a ``/config`` string.
+    """
+    if synced is not None and synced.dimension_formats:
+        plural = bool(synced.score_dimension_formats)
+        where = "status.lastSyncedConfig.scoring.params.scoreDimensionFormat"
+        formats = list(synced.dimension_formats)
+    else:
+        plural = bool(spec.score_dimension_formats)
+        where = "spec.scoreDimensionFormat"
+        formats = spec.score_dimension_formats or [spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT]
+    notes: list[str] = []
+    if plural:
+        for i, fmt in enumerate(formats):
+            notes.extend(dimension_format_notes(fmt, f"{where}s[{i}]"))
+    else:
+        notes.extend(dimension_format_notes(formats[0], where))
+    return formats, (formats if plural else None), notes
 
 
 def _scorer_params(
@@ -290,12 +325,8 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             scoring_endpoint = join_url(sc_host, sc_path)
 
     # With a list, the upstream key carries its first entry, so an upstream agent writes those items.
-    formats = spec.score_dimension_formats or [spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT]
-    if spec.score_dimension_formats:
-        for i, fmt in enumerate(formats):
-            notes.extend(dimension_format_notes(fmt, f"spec.scoreDimensionFormats[{i}]"))
-    else:
-        notes.extend(dimension_format_notes(spec.score_dimension_format))
+    formats, format_list, format_notes = _dimension_formats(spec, s_sc.params if s_sc else None)
+    notes.extend(format_notes)
     if problems:
         return Resolution(None, tuple(problems), tuple(notes))
 
@@ -349,7 +380,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             max_score_bytes=spec.max_score_bytes,
             scoring_params=scoring_params,
             missing_data_score=spec.missing_data.score if spec.missing_data else None,
-            score_dimension_formats=spec.score_dimension_formats,
+            score_dimension_formats=format_list,
             # all zero is no stabilization: leave it out, so the summary is what it was without it
             stabilization=spec.stabilization if spec.stabilization != ScoreStabilization() else None,
         )

@@ -3,7 +3,8 @@
 ``resolve`` (``addon.registry.effective``) answers *what* the agents are told; a person debugging a
 score also needs *why*: a query that is not the one in the spec usually means ``configSyncMode:
 Full`` and a scorer whose ``/config`` says otherwise.  This module restates resolve's precedence,
-field by field, for the fields ``/config`` can carry; everything else is the spec's or a default.
+field by field, for the fields ``/config`` can carry (the item-name formats among them); everything
+else is the spec's or a default.
 ``tests/unit/addon/test_provenance.py`` checks it against ``resolve`` so the two cannot drift.
 
 Origins: ``/config`` (``status.lastSyncedConfig``, Full mode only), ``spec``, ``spec.configURL``
@@ -70,6 +71,12 @@ def provenance(scorer: DynamicScorer) -> dict[str, str]:
     if host == DEFAULT and spec.config_url:
         host = "spec.configURL"
     out["scoringEndpoint"] = host
+    synced_formats = s_sc.params.dimension_formats if s_sc else ()
+    spec_formats = spec.score_dimension_formats or spec.score_dimension_format
+    out["scoreDimensionFormat"] = _pick(synced_formats or None, spec_formats or None)
+    from_config = out["scoreDimensionFormat"] == CONFIG
+    if (s_sc and s_sc.params.score_dimension_formats) if from_config else spec.score_dimension_formats:
+        out["scoreDimensionFormats"] = out["scoreDimensionFormat"]  # the list travels with the string
     return out
 
 

@@ -31,7 +31,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +126,11 @@ class ScorerApp:
 
     Attributes mirror the ``/config`` document: ``name`` is the score name (``scoring.params.name``),
     ``query``/``range``/``step`` the Prometheus query and window, ``interval`` the seconds between
-    cycles, ``params`` extra ``scoring.params`` keys.  ``scoring.host`` is ``advertise_url``, and empty
+    cycles, ``params`` extra ``scoring.params`` keys.  ``dimension_format`` (or ``dimension_formats``,
+    several) is the item-name template for the results' labels, e.g. ``"${scoreName}-${node}"`` for
+    one result per node: published as ``scoring.params.scoreDimensionFormat`` (``...Formats``), which a
+    hub in ``configSyncMode: Full`` uses instead of the DynamicScorer's ``scoreDimensionFormat``; unset,
+    nothing is published and the spec's format applies.  ``scoring.host`` is ``advertise_url``, and empty
     when that is: the hub then sends the series to the origin of the DynamicScorer's ``configURL``
     (or its ``spec.scoring.host``), which is where this server answered.  The address the server is
     bound to is not published: it is often ``0.0.0.0`` or a pod address no hub can use, and the
@@ -147,6 +151,8 @@ class ScorerApp:
     scoring_path: str = "/scoring"
     advertise_url: str = ""
     params: Mapping[str, Any] = field(default_factory=dict)
+    dimension_format: str = ""
+    dimension_formats: Sequence[str] = ()
     token: BearerToken | None = None
     max_body_bytes: int = MAX_BODY_BYTES
 
@@ -159,6 +165,8 @@ class ScorerApp:
             raise ValueError("a Prometheus source needs a query, range >= 1 and 1 <= step <= range")
         if self.interval < 1:
             raise ValueError("interval must be at least 1 second")
+        if self.dimension_format and self.dimension_formats:
+            raise ValueError("set dimension_format or dimension_formats, not both")
         self.config()  # fail at start, not at the first /config request
 
     def config(self) -> ScorerConfig:
@@ -175,9 +183,18 @@ class ScorerApp:
             scoring=ScoringConfig(
                 host=self.advertise_url,
                 path=self.scoring_path,
-                params=ScoringParams(name=self.name, interval=self.interval, **dict(self.params)),
+                params=ScoringParams(name=self.name, interval=self.interval, **self._scoring_params()),
             ),
         )
+
+    def _scoring_params(self) -> dict[str, Any]:
+        """``params`` and the item-name format(s), when set, as ``scoring.params`` keys."""
+        out = dict(self.params)
+        if self.dimension_format:
+            out["scoreDimensionFormat"] = self.dimension_format
+        if self.dimension_formats:
+            out["scoreDimensionFormats"] = list(self.dimension_formats)
+        return out
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
         """Answer one request; ``headers`` keys are lower-case.  Never raises."""

@@ -11,7 +11,10 @@ the hard way, and reports each problem as a ``Finding``: its severity, what was 
   ``"NaN"``/``"+Inf"`` strings) and large (10,000 series of 60 points, about 16 MB, the agent's
   design load) inputs: a 2xx within the deadline, the agent's response schema, finite scores,
   string labels, results whose AddOnPlacementScore fits the agent's default limit (estimated from
-  their dimension labels), and dimension labels that name items apart.
+  their dimension labels), and dimension labels that name items apart, under the DynamicScorer's
+  ``scoreDimensionFormat`` when given (else the default ``${scoreName}``).  Every bad result of an
+  answer is reported (index, labels, what is wrong; up to ``MAX_LISTED_RESULTS``), and a failing
+  HTTP answer with its status, an excerpt of its body and a hint that fits the status.
 * Latency: p50 and max per input size.
 * The token: with one, a request without it or with a wrong one must be refused (401/403); without
   one, a scorer that refuses is reported so the operator knows to configure a token.
@@ -28,7 +31,7 @@ import math
 import ssl
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +43,7 @@ from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, es
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.urls import url_problem
 from dynamic_scoring.validation import describe_validation, validation_issues
-from dynamic_scoring.wire import ScorerConfig, ScoringResponse, escape_control
+from dynamic_scoring.wire import ScorerConfig, ScoreResult, ScoringResponse, escape_control
 
 ERROR = "error"
 WARNING = "warning"
@@ -51,6 +54,14 @@ LARGE_SERIES = 10_000
 LARGE_POINTS = 60
 T0 = 1_800_000_000
 
+DEFAULT_DIMENSION_FORMAT = "${scoreName}"
+"""The agent's item-name format when a DynamicScorer sets none: every result gets the same name."""
+BODY_EXCERPT_CHARS = 200
+"""How much of a failing answer's body a finding quotes (one line, control characters escaped)."""
+MAX_LISTED_RESULTS = 50
+"""Bad results listed one by one per answer; the rest are counted in one more finding."""
+_LABELS_CHARS = 120
+
 
 class UnreachableError(Exception):
     """Nothing answered at the URL (connection refused, DNS, TLS): there is nothing to check."""
@@ -58,12 +69,34 @@ class UnreachableError(Exception):
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem: which check, how bad, what was seen and what to do about it."""
+    """One problem: which check, how bad, what was seen and what to do about it.
+
+    ``index`` and ``labels`` name the result of a scoring answer the finding is about, when it is
+    about one.
+    """
 
     check: str
     severity: str
     seen: str
     fix: str
+    index: int | None = None
+    labels: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class RaisedError:
+    """An exception the score function raised while a check ran (``testing.check_app`` fills these).
+
+    ``type`` is the exception's qualified class name, ``traceback`` the last frames, as text.
+    """
+
+    check: str
+    type: str
+    message: str
+    traceback: str = ""
+
+    def __str__(self) -> str:
+        return f"[{self.check}] {self.type}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +119,8 @@ class Report:
     latency: list[Latency] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     config: dict[str, Any] | None = None
+    exceptions: list[RaisedError] = field(default_factory=list)
+    """What the score function raised, when the app ran in this process (``testing.check_app``)."""
 
     @property
     def ok(self) -> bool:
@@ -106,7 +141,36 @@ class Report:
             "findings": [asdict(f) for f in self.findings],
             "latency": [asdict(lat) for lat in self.latency],
             "config": self.config,
+            "exceptions": [asdict(e) for e in self.exceptions],
         }
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """The warning findings."""
+        return [f for f in self.findings if f.severity == WARNING]
+
+    def text(self) -> str:
+        """The report for people: checks, latency, each finding with its fix, exceptions, verdict."""
+        lines = [f"scorer {self.url}", f"checks: {', '.join(self.checks)}"]
+        if self.latency:
+            lines.append("latency (seconds):")
+            lines.append(f"  {'input':<11} {'series':>7} {'requests':>8} {'p50':>8} {'max':>8}")
+            lines.extend(
+                f"  {lat.input:<11} {lat.series:>7} {lat.requests:>8} {lat.p50:>8.3f} {lat.max:>8.3f}"
+                for lat in self.latency
+            )
+        for f in self.findings:
+            lines.append(f"{f.severity.upper():<7} [{f.check}] {f.seen}")
+            lines.append(f"        fix: {f.fix}")
+        for e in self.exceptions:
+            lines.append(f"RAISED  [{e.check}] {e.type}: {e.message}")
+            lines.extend(f"        {line}" for line in e.traceback.splitlines())
+        verdict = "conforms" if self.ok else "does not conform"
+        lines.append(f"{verdict}: {len(self.errors)} error(s), {len(self.warnings)} warning(s)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 def _labels(i: int) -> dict[str, str]:
@@ -146,6 +210,56 @@ def non_finite_matrix() -> list[dict[str, Any]]:
     return data
 
 
+def _excerpt(body: bytes, secret: str | None) -> str:
+    """At most ``BODY_EXCERPT_CHARS`` of a body, on one line, escaped, the token (if echoed) hidden."""
+    text = " ".join(body.decode("utf-8", "replace").split())
+    if secret:
+        text = text.replace(secret, "***")
+    if len(text) > BODY_EXCERPT_CHARS:
+        text = text[:BODY_EXCERPT_CHARS] + "…"
+    return escape_control(text)
+
+
+def _shown_labels(labels: Mapping[str, Any]) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in labels.items())
+    if len(text) > _LABELS_CHARS:
+        text = text[: _LABELS_CHARS - 1] + "…"
+    return "{" + escape_control(text) + "}"
+
+
+def status_hint(status: int, method: str, path: str, case: str = "") -> str:
+    """What to do about ``method path`` answering HTTP ``status`` (not 2xx) on input ``case``."""
+    if status in (401, 403):
+        return (
+            "the scorer refused the credentials: give the token the agent sends (--token-file); "
+            "/healthz and /config must stay public (the hub probes them without a token by default)"
+        )
+    if status == 404:
+        return (
+            f"nothing answers {method} {path}: check the base URL and the path "
+            "(--scoring-path, or scoring.path in /config)"
+        )
+    if status == 405:
+        return f"the scorer does not take {method} at {path}: serve {method} there"
+    if status == 413:
+        return "the body was refused as too large: accept the agent's requests (up to 64 MiB of series)"
+    if status >= 500:
+        hint = f"the scorer failed on its own: see its logs for the error behind HTTP {status}"
+        extra = {
+            "non-finite": '; this input carries Prometheus\' "NaN", "+Inf", "-Inf" strings, '
+            "which it must score (or skip)",
+            "empty": "; an empty data list must give an empty results list",
+            "large": "; this input is 10,000 series (about 14 MB): check its memory and time limits",
+        }
+        return hint + extra.get(case, "")
+    if 400 <= status < 500:
+        return (
+            "the scorer refused a well-formed request: accept the agent's body "
+            "(Prometheus sends NaN/Inf as strings, empty data as [])"
+        )
+    return "answer 2xx"
+
+
 @dataclass
 class _Call:
     status: int | None
@@ -170,6 +284,7 @@ class Checker:
         repeats: int = 5,
         client: httpx.Client | None = None,
         ca_file: str | None = None,
+        dimension_format: str | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -180,6 +295,9 @@ class Checker:
         self.timeout = timeout
         self.large = large
         self.repeats = repeats
+        self.dimension_format = dimension_format
+        self._published_formats: tuple[str, ...] = ()
+        self._format_warned = False
         # TLS is always verified: against ``ca_file`` (a private CA) when given, else the system's CAs.
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self._client = client or httpx.Client(timeout=timeout, follow_redirects=False, verify=verify)
@@ -188,10 +306,23 @@ class Checker:
 
     # -- plumbing -----------------------------------------------------------------------------------
 
-    def _find(self, check: str, severity: str, seen: str, fix: str) -> None:
-        finding = Finding(check, severity, seen, fix)
+    def _find(
+        self,
+        check: str,
+        severity: str,
+        seen: str,
+        fix: str,
+        index: int | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        finding = Finding(check, severity, seen, fix, index, labels)
         if finding not in self.report.findings:  # a repeated request repeats its findings
             self.report.findings.append(finding)
+
+    def _answered(self, call: _Call) -> str:
+        """``HTTP <status>`` and an excerpt of the body (never the headers)."""
+        excerpt = _excerpt(call.body, self.token)
+        return f"HTTP {call.status}: {excerpt}" if excerpt else f"HTTP {call.status} (empty body)"
 
     def _request(self, method: str, path: str, body: bytes | None = None, token: str | None = None) -> _Call:
         headers = {"Accept": "application/json"}
@@ -236,12 +367,12 @@ class Checker:
                 "healthz", ERROR, f"GET /healthz: {call.error}", "answer /healthz quickly, without work"
             )
         elif not 200 <= call.status < 300:
-            self._find(
-                "healthz",
-                ERROR,
-                f"GET /healthz answered HTTP {call.status}",
-                "answer 2xx while the scorer can score; the hub marks it Inactive otherwise",
+            hint = (
+                status_hint(call.status, "GET", "/healthz")
+                if call.status in (401, 403, 404, 405)
+                else "answer 2xx while the scorer can score; the hub marks it Inactive otherwise"
             )
+            self._find("healthz", ERROR, f"GET /healthz answered {self._answered(call)}", hint)
 
     def _config(self) -> str:
         """Check ``/config``; returns the scoring path to use."""
@@ -249,12 +380,15 @@ class Checker:
         fallback = self.scoring_path or "/scoring"
         call = self._request("GET", "/config")
         if call.status is None or not 200 <= call.status < 300:
-            seen = call.error or f"HTTP {call.status}"
+            if call.status is None:
+                seen, hint = call.error, "answer /config quickly"
+            else:
+                seen, hint = f"answered {self._answered(call)}", status_hint(call.status, "GET", "/config")
             self._find(
                 "config",
                 ERROR,
-                f"GET /config: {seen}",
-                "serve the ScorerConfig document at /config (needed for configSyncMode Full)",
+                f"GET /config {seen}" if call.status is not None else f"GET /config: {seen}",
+                f"{hint}; serve the ScorerConfig document at /config (needed for configSyncMode Full)",
             )
             return fallback
         try:
@@ -277,6 +411,8 @@ class Checker:
                 )
             return fallback
         self.report.config = doc.model_dump(mode="json")
+        # scoring.params.scoreDimensionFormat(s): what a hub in configSyncMode Full uses
+        self._published_formats = tuple(getattr(doc.scoring.params, "dimension_formats", ()) or ())
         self._config_rules(doc)
         path = self.scoring_path or doc.scoring.path or "/scoring"
         if not path.startswith("/"):
@@ -407,14 +543,11 @@ class Checker:
             )
             return False
         if not 200 <= call.status < 300:
-            refused = call.status in (401, 403)
             self._find(
                 check,
                 ERROR,
-                f"POST {path} with {size} answered HTTP {call.status}",
-                "the scorer refused the token given: check --token-file against the scorer's"
-                if refused
-                else "score every well-formed request: Prometheus sends NaN/Inf as strings, empty data as []",
+                f"POST {path} with {size} answered {self._answered(call)}",
+                status_hint(call.status, "POST", path, case),
             )
             return False
         if len(call.body) > MAX_RESPONSE_BYTES:
@@ -446,68 +579,94 @@ class Checker:
         return self._results(check, size, results, case)
 
     def _results(self, check: str, size: str, results: list[Any], case: str) -> bool:
-        ok = True
+        """Check every result; each bad one is a finding of its own (up to ``MAX_LISTED_RESULTS``)."""
+        bad: list[tuple[int, dict[str, str] | None, str, str]] = []  # index, labels, what, fix
+        missing: list[int] = []
+        clamped: list[int] = []
         coerced: set[str] = set()
         for i, item in enumerate(results):
             if not isinstance(item, dict):
-                self._find(
-                    check, ERROR, f"{size}: results[{i}] is not an object", "send {metric, score} objects"
+                bad.append(
+                    (
+                        i,
+                        None,
+                        f"is a JSON {type(item).__name__}, not an object",
+                        "send {metric, score} objects",
+                    )
                 )
-                return False
+                continue
+            metric = item.get("metric")
+            labels = (
+                {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metric.items()}
+                if isinstance(metric, dict)
+                else None
+            )
             score = item.get("score")
             if "score" not in item:
-                self._find(
-                    check, WARNING, f"{size}: results[{i}] has no score", "send a score (missing means 0)"
-                )
+                missing.append(i)
             elif isinstance(score, bool) or not isinstance(score, int | float):
-                self._find(
-                    check, ERROR, f"{size}: results[{i}].score is a {type(score).__name__}", "send a number"
-                )
-                return False
+                bad.append((i, labels, f"score is a {type(score).__name__}", "send a number"))
             elif not math.isfinite(score):
-                self._find(
-                    check,
-                    ERROR,
-                    f"{size}: results[{i}].score is {score}",
-                    "send finite scores: one NaN or Infinity makes the agent reject the whole answer",
-                )
-                return False
-            elif not -100 <= score <= 100:
-                self._find(
-                    check,
-                    WARNING,
-                    f"{size}: results[{i}].score is {score:g}",
-                    "scores are clamped to [-100, 100]",
-                )
-            metric = item.get("metric")
-            if metric is not None and not isinstance(metric, dict):
-                self._find(
-                    check, ERROR, f"{size}: results[{i}].metric is not an object", "send labels as an object"
-                )
-                return False
-            for label, value in (metric or {}).items():
-                if isinstance(value, dict | list):
-                    self._find(
-                        check,
-                        ERROR,
-                        f"{size}: results[{i}].metric.{escape_control(label)} is a {type(value).__name__}",
-                        "label values must be strings",
+                bad.append(
+                    (
+                        i,
+                        labels,
+                        f"score is {score}",
+                        "send finite scores: one NaN or Infinity makes the agent reject the whole answer",
                     )
-                    return False
-                if not isinstance(value, str):
+                )
+            elif not -100 <= score <= 100:
+                clamped.append(i)
+            if metric is not None and not isinstance(metric, dict):
+                bad.append((i, None, f"metric is a {type(metric).__name__}", "send labels as an object"))
+            for label, value in (metric or {}).items() if isinstance(metric, dict) else ():
+                if isinstance(value, dict | list):
+                    bad.append(
+                        (
+                            i,
+                            labels,
+                            f"metric.{escape_control(label)} is a {type(value).__name__}",
+                            "label values must be strings",
+                        )
+                    )
+                elif not isinstance(value, str):
                     coerced.add(label)
+        for i, labels, what, fix in bad[:MAX_LISTED_RESULTS]:
+            shown = f" {_shown_labels(labels)}" if labels else ""
+            self._find(check, ERROR, f"{size}: results[{i}]{shown} {what}", fix, i, labels)
+        if len(bad) > MAX_LISTED_RESULTS:
+            rest = bad[MAX_LISTED_RESULTS:]
+            self._find(
+                check,
+                ERROR,
+                f"{size}: {len(rest)} more problem(s) in {len({b[0] for b in rest})} more result(s)",
+                "fix the ones listed first: the rest are likely the same mistake",
+            )
+        if missing:
+            self._find(
+                check,
+                WARNING,
+                f"{size}: {_indices(missing)} no score",
+                "send a score (missing means 0)",
+            )
+        if clamped:
+            self._find(
+                check,
+                WARNING,
+                f"{size}: {_indices(clamped)} a score outside [-100, 100]",
+                "scores are clamped to [-100, 100]",
+            )
         if coerced:
-            ok = True
             self._find(
                 check,
                 WARNING,
                 f"{size}: label(s) {', '.join(sorted(escape_control(c) for c in coerced))} are not strings",
                 "send label values as strings; this agent coerces them, upstream's rejected the answer",
             )
+        if bad:
+            return False
         try:
-            response = ScoringResponse.model_validate(
-                {"results": [r for r in results if isinstance(r, dict)]}
-            )
+            response = ScoringResponse.model_validate({"results": results})
         except ValidationError as exc:
             self._find(
                 check,
@@ -517,7 +676,7 @@ class Checker:
             )
             return False
         self._dimensions(check, size, response, case)
-        return ok
+        return True
 
     def _dimensions(self, check: str, size: str, response: ScoringResponse, case: str) -> None:
         results = response.results
@@ -540,15 +699,78 @@ class Checker:
                 f"{size}: {len(results)} results with the same dimension labels "
                 f"({', '.join(DIMENSION_LABELS)})",
                 "set the dimension labels that tell results apart (result(..., pod=...)), and name them in "
-                "scoreDimensionFormat; otherwise only one item survives",
+                "scoreDimensionFormat; otherwise the agent fails the cycle (ItemNameCollision)",
             )
         elif len(keys) < len(results) and case != "large":
             self._find(
                 check,
                 WARNING,
                 f"{size}: {len(results) - len(keys)} results repeat another's dimension labels",
-                "results that render to the same item name overwrite each other (the last one wins)",
+                "results that render to the same item name make the agent fail the cycle (ItemNameCollision)",
             )
+        if len(keys) > 1:
+            self._format_collisions(check, size, results)
+
+    def _format_collisions(self, check: str, size: str, results: list[ScoreResult]) -> None:
+        """Warn (once per run) when results the dimension labels tell apart get one item name.
+
+        The agent names items by ``scoreDimensionFormat``, substituting only the dimension labels it
+        names (``${cluster}`` and ``${scoreName}`` are the same for every result of an answer), so
+        results that differ only in labels the format leaves out overwrite each other.
+        """
+        if self._format_warned:
+            return
+        formats: tuple[str, ...]
+        if self.dimension_format:
+            formats, origin = (self.dimension_format,), ""
+        elif self._published_formats:
+            formats, origin = self._published_formats, " (published in /config)"
+        else:
+            formats, origin = (DEFAULT_DIMENSION_FORMAT,), " (the default)"
+        for fmt in formats:
+            named = [d for d in DIMENSION_LABELS if "${" + d + "}" in fmt]
+            groups: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+            for r in results:
+                name = tuple(r.metric.get(d, "") for d in named)
+                groups.setdefault(name, set()).add(tuple(r.metric.get(d, "") for d in DIMENSION_LABELS))
+            colliding = [g for g in groups.values() if len(g) > 1]
+            if colliding:
+                self._warn_collisions(check, size, fmt, origin, named, colliding)
+                return
+
+    def _warn_collisions(
+        self,
+        check: str,
+        size: str,
+        fmt: str,
+        origin: str,
+        named: list[str],
+        colliding: list[set[tuple[str, ...]]],
+    ) -> None:
+        ignored = [
+            d
+            for i, d in enumerate(DIMENSION_LABELS)
+            if d not in named and any(len({key[i] for key in g}) > 1 for g in colliding)
+        ]
+        self._format_warned = True
+        suggestion = fmt + "-${" + ignored[0] + "}"
+        self._find(
+            check,
+            WARNING,
+            f"{size}: results with different labels render to {len(colliding)} item name(s) under "
+            f"scoreDimensionFormat {escape_control(fmt)!r}{origin}; it ignores {', '.join(ignored)}",
+            "name the labels that tell the results apart, e.g. scoreDimensionFormat: "
+            f'"{escape_control(suggestion)}" (check yours with --dimension-format); '
+            "otherwise only the last result per name survives",
+        )
+
+
+def _indices(indices: list[int]) -> str:
+    """``results[3]`` has, ``results[1, 4, 9 and 12 more]`` have."""
+    shown = ", ".join(str(i) for i in indices[:10])
+    if len(indices) > 10:
+        shown += f" and {len(indices) - 10} more"
+    return f"results[{shown}] {'has' if len(indices) == 1 else 'have'}"
 
 
 def check(url: str, **options: Any) -> Report:
@@ -557,16 +779,21 @@ def check(url: str, **options: Any) -> Report:
 
 
 __all__ = [
+    "BODY_EXCERPT_CHARS",
+    "DEFAULT_DIMENSION_FORMAT",
     "ERROR",
     "LARGE_SERIES",
+    "MAX_LISTED_RESULTS",
     "WARNING",
     "Checker",
     "Finding",
     "Latency",
+    "RaisedError",
     "Report",
     "UnreachableError",
     "check",
     "matrix",
     "matrix_body",
     "non_finite_matrix",
+    "status_hint",
 ]

@@ -4,25 +4,63 @@
 check of ``dynamic_scoring.scorer.conformance`` against it over real HTTP, stops it, and fails
 with every error finding listed.  It needs no pytest import (a failing check raises
 ``AssertionError``, which pytest reports), so the library keeps its two dependencies.
+
+Because the app runs in this process, ``check_app`` also sees what the score function raised (the
+scorer answers only ``500 {"error": "scoring failed: ZeroDivisionError"}``): the report's
+``exceptions`` carry each exception's type, message and last frames, under the check that caused it.
 """
 
 from __future__ import annotations
 
+import logging
+import traceback
 from typing import Any
 
 from dynamic_scoring.scorer.app import ScorerApp
-from dynamic_scoring.scorer.conformance import Report, check
+from dynamic_scoring.scorer.app import log as app_log
+from dynamic_scoring.scorer.conformance import Checker, RaisedError, Report, check
 from dynamic_scoring.scorer.serve import ScorerServer
+
+TRACEBACK_FRAMES = 3
+"""Frames of a raised exception's traceback kept in the report (the innermost ones)."""
+
+
+class _Raised(logging.Handler):
+    """Collects the exceptions the app logs (``log.exception``) while a check runs."""
+
+    def __init__(self, checker: Checker) -> None:
+        super().__init__(logging.ERROR)
+        self.checker = checker
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info is None or record.exc_info[1] is None:
+            return
+        exc = record.exc_info[1]
+        frames = traceback.format_tb(exc.__traceback__, limit=-TRACEBACK_FRAMES)
+        kind = type(exc)
+        name = (
+            kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        checks = self.checker.report.checks
+        self.checker.report.exceptions.append(
+            RaisedError(checks[-1] if checks else "", name, str(exc), "".join(frames).rstrip())
+        )
 
 
 def check_app(app: ScorerApp, **options: Any) -> Report:
-    """The conformance report of ``app`` served on loopback; options as for ``conformance.check``."""
+    """The conformance report of ``app`` served on loopback; options as for ``conformance.check``.
+
+    The report's ``exceptions`` list what the score function raised (type, message, traceback).
+    """
     server = ScorerServer(app, "127.0.0.1", 0)
     thread = server.start_in_thread()
+    checker = Checker(server.base_url, **options)
+    raised = _Raised(checker)
+    app_log.addHandler(raised)
     try:
-        token = options.pop("token", None)
-        return check(server.base_url, token=token, **options)
+        return checker.run()
     finally:
+        app_log.removeHandler(raised)
         server.shutdown()
         thread.join(timeout=10)
 
@@ -36,6 +74,7 @@ def assert_conformant(target: ScorerApp | str, **options: Any) -> Report:
     report = check_app(target, **options) if isinstance(target, ScorerApp) else check(target, **options)
     if not report.ok:
         lines = [f"  [{f.check}] {f.seen} -> {f.fix}" for f in report.errors]
+        lines.extend(f"  raised {e}" for e in report.exceptions)
         raise AssertionError("the scorer does not conform:\n" + "\n".join(lines))
     return report
 

@@ -106,7 +106,7 @@ async def test_a_masked_pair_writes_its_default_without_querying_or_scoring(
     assert [r for r in scorer.requests("/mean/scoring") if r["query"] == f"run={key}"] == []
 
 
-async def test_several_formats_yield_one_item_each_and_report_a_collision(
+async def test_several_formats_yield_one_item_each(
     supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
 ) -> None:
     key = run_key()
@@ -118,22 +118,45 @@ async def test_several_formats_yield_one_item_each_and_report_a_collision(
         sourceQuery=GAUGE,
         sourceRange=600,
         sourceStep=60,
-        scoreDimensionFormats=["${pod}", "${namespace}"],
+        scoreDimensionFormats=["${pod}", "${namespace}/${pod}"],
         scoreNormalization=NORMALISE,
     )
     await supervisor.apply([s])
     first = (await published(publisher, "cpu_formats"))[0]
-    by_pod = {"web-1": 25, "web-2": 75, "db-1": 50}
-    sent = next(r for r in scorer.requests("/mean/scoring") if r["query"] == key)["series"]
-    last_team_a = [m["pod"] for m in sent if m["namespace"] == "team-a"][-1]
     assert first.items == [
         ScoreItem("db-1", 50),
-        ScoreItem("team-a", by_pod[last_team_a]),  # two pods render team-a: the later result wins
-        ScoreItem("team-b", 50),
+        ScoreItem("team-a/web-1", 25),
+        ScoreItem("team-a/web-2", 75),
+        ScoreItem("team-b/db-1", 50),
         ScoreItem("web-1", 25),
         ScoreItem("web-2", 75),
     ]
-    assert "1 duplicate item name(s)" in first.condition.message
+    assert first.condition.reason == "Scored", first.condition
+
+
+async def test_a_format_two_results_render_alike_fails_the_cycle_naming_it(
+    supervisor: Supervisor, publisher: MemoryPublisher, prometheus: PromFixture, scorer: ScorerProcess
+) -> None:
+    key = run_key()
+    s = summary(
+        "cpu_formats_clash",
+        scorer.url(f"/mean/scoring?{key}"),
+        sourceType="Prometheus",
+        sourceEndpoint=prometheus.query_range_url,
+        sourceQuery=GAUGE,
+        sourceRange=600,
+        sourceStep=60,
+        scoreDimensionFormats=["${pod}", "${namespace}"],
+        scoreNormalization=NORMALISE,
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "cpu_formats_clash"))[0]
+    # two pods render team-a: neither is that item's value, so nothing is published
+    assert first.items is None
+    assert (first.condition.status, first.condition.reason) == ("False", "ItemNameCollision")
+    message = first.condition.message
+    assert '2 results render to item "team-a" under format "${namespace}": they differ in pod=web-' in message
+    assert 'change "${namespace}" in scoreDimensionFormats, e.g. to "${namespace}-${pod}"' in message
 
 
 @pytest.fixture(scope="module")

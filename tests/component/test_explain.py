@@ -97,9 +97,12 @@ def test_clamping_rounding_and_name_collisions_are_shown(scorer: ScorerProcess, 
         {"scoring": {"host": scorer.base, "path": "/outofrange/scoring", "params": {"name": "oor"}}},
     )
     result = run(tmp_path, path, "-o", "json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the agent would fail this cycle: nothing is written
     doc = json.loads(result.output)
     assert doc["fetch"]["queries"] == []
+    assert (doc["failed"]["stage"], doc["failed"]["reason"]) == ("score", "ItemNameCollision")
+    assert 'render to item "oor" under format "${scoreName}"' in doc["failed"]["message"]
+    assert "scoreDimensionFormat" in doc["failed"]["hint"]
     items = doc["items"]
     assert [(i["raw"], i["clamped"], i["value"]) for i in items["perResult"]] == [
         (250.0, 100.0, 100),
@@ -108,8 +111,9 @@ def test_clamping_rounding_and_name_collisions_are_shown(scorer: ScorerProcess, 
     ]
     assert items["collisions"] == {"oor": [0, 1, 2]}
     assert items["clamped"] == 2
-    assert doc["addOnPlacementScore"]["items"] == [{"name": "oor", "wouldWrite": 43}]
-    assert "collision: 'oor' from results [0, 1, 2] (the last one wins)" in run(tmp_path, path).output
+    assert doc["addOnPlacementScore"]["conditionOnly"]["reason"] == "ItemNameCollision"
+    text = run(tmp_path, path).output
+    assert "collision: 'oor' from results [0, 1, 2] (the agent fails the cycle: ItemNameCollision)" in text
 
 
 def test_a_failing_query_stops_at_fetch_with_prometheus_own_error(
@@ -237,9 +241,9 @@ def test_full_mode_from_a_file_fetches_config_as_the_hub_does_and_says_so(
     proc.start()
     try:
         wait_until(lambda: _healthy(f"http://127.0.0.1:{port}/healthz"), timeout=30, what="sample scorer up")
-        path = scorer_file(
-            tmp_path, {"configSyncMode": "Full", "configURL": f"http://127.0.0.1:{port}/config"}
-        )
+        # the sample scorer keeps each series' labels: three series need three item names
+        spec = {"configSyncMode": "Full", "configURL": f"http://127.0.0.1:{port}/config"}
+        path = scorer_file(tmp_path, {**spec, "scoreDimensionFormat": "${node};${namespace};${pod}"})
         result = run(tmp_path, path, "-o", "json")
     finally:
         proc.stop()
@@ -278,8 +282,9 @@ def test_named_sources_and_the_cluster_placeholder_are_shown_as_sent(
         },
     )
     result = run(tmp_path, path, "-o", "json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # ${pod} alone names both sources' series alike
     doc = json.loads(result.output)
+    assert doc["failed"]["reason"] == "ItemNameCollision"
     sent = [(q["source"], q["query"], q["series"]) for q in doc["fetch"]["queries"]]
     assert sent == [("a", f'{GAUGE}{{namespace="team-a"}}', 2), ("b", f'{GAUGE}{{pod!="cluster1"}}', 3)]
     assert {r["metric"].get("source") for r in doc["score"]["answer"]} == {"a", "b"}
@@ -301,7 +306,13 @@ def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProc
             }
         )
     )
-    path = scorer_file(tmp_path, {"scoring": {"host": scorer.base, "path": "/static/scoring"}})
+    path = scorer_file(
+        tmp_path,
+        {
+            "scoreDimensionFormat": "${app};${device}",
+            "scoring": {"host": scorer.base, "path": "/static/scoring"},
+        },
+    )
     result = run(tmp_path, path, "--kubeconfig", str(kubeconfig))
     assert result.exit_code == 3, result.output
     assert (

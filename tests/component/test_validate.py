@@ -23,7 +23,13 @@ import pytest
 from click.testing import CliRunner
 
 from ctl.main import main
-from dynamic_scoring.scorer.conformance import Checker, Report
+from dynamic_scoring.scorer.conformance import (
+    BODY_EXCERPT_CHARS,
+    MAX_LISTED_RESULTS,
+    Checker,
+    Finding,
+    Report,
+)
 from e2e.procs import Proc, free_port, wait_until
 from tests.component.harness import ScorerPKI
 
@@ -114,8 +120,12 @@ class FakeScorer:
         self.thread.join(timeout=10)
 
 
+POD_FORMAT = "${scoreName}-${pod}"
+"""The fakes answer one result per series; the inputs' series differ by pod."""
+
+
 def run(behaviour: Behaviour, **options: Any) -> Report:
-    options = {"large": False, "repeats": 1, "timeout": 5.0, **options}
+    options = {"large": False, "repeats": 1, "timeout": 5.0, "dimension_format": POD_FORMAT, **options}
     with FakeScorer(behaviour) as fake:
         return Checker(fake.url, **options).run()
 
@@ -149,7 +159,7 @@ def needs_token(data: list[dict[str, Any]], auth: str | None) -> Answer:
 
 
 BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
-    "healthz 503": (Behaviour(healthz=503), {}, ("healthz", "error", "GET /healthz answered HTTP 503")),
+    "healthz 503": (Behaviour(healthz=503), {}, ("healthz", "error", "GET /healthz answered HTTP 503: ok")),
     "config types": (
         Behaviour(
             config=json.dumps({**GOOD_CONFIG, "scoring": {"params": {"name": 7, "interval": "30"}}}).encode()
@@ -170,7 +180,7 @@ BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
     "nan score": (
         Behaviour(score=lambda d, a: (200, b'{"results": [{"metric": {"pod": "p"}, "score": NaN}]}')),
         {},
-        ("scoring:empty", "error", "empty input (0 series): results[0].score is nan"),
+        ("scoring:empty", "error", "empty input (0 series): results[0] {pod=p} score is nan"),
     ),
     "non-json": (
         Behaviour(score=lambda d, a: (200, b"<html>oops</html>")),
@@ -180,7 +190,11 @@ BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
     "label object": (
         Behaviour(score=lambda d, a: answer([{"metric": {"pod": {"name": "p"}}, "score": 1}])),
         {},
-        ("scoring:empty", "error", "empty input (0 series): results[0].metric.pod is a dict"),
+        (
+            "scoring:empty",
+            "error",
+            'empty input (0 series): results[0] {pod={"name": "p"}} metric.pod is a dict',
+        ),
     ),
     "label numbers": (
         Behaviour(score=lambda d, a: answer([{"metric": {"pod": i}, "score": 1} for i in range(len(d))])),
@@ -214,7 +228,11 @@ BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
     "non-finite input": (
         Behaviour(score=lambda d, a: rejects_non_finite(d)),
         {},
-        ("scoring:non-finite", "error", "POST /scoring with non-finite input (3 series) answered HTTP 500"),
+        (
+            "scoring:non-finite",
+            "error",
+            "POST /scoring with non-finite input (3 series) answered HTTP 500: ValueError: math domain error",
+        ),
     ),
     "slow": (
         Behaviour(score=slow),
@@ -234,7 +252,11 @@ BROKEN: dict[str, tuple[Behaviour, dict[str, Any], tuple[str, str, str]]] = {
     "500 on large input": (
         Behaviour(max_body=1 << 20),
         {"large": True},
-        ("scoring:large", "error", "POST /scoring with large input (10000 series) answered HTTP 500"),
+        (
+            "scoring:large",
+            "error",
+            "POST /scoring with large input (10000 series) answered HTTP 500: out of memory",
+        ),
     ),
 }
 
@@ -246,6 +268,135 @@ def test_each_broken_scorer_gets_its_finding(case: str) -> None:
     assert expected in findings(report), findings(report)
     assert report.ok == (expected[1] == "warning")
     assert all(f.fix for f in report.findings)
+
+
+def by_check(report: Report, check: str) -> list[Finding]:
+    return [f for f in report.findings if f.check == check]
+
+
+def test_every_bad_result_of_an_answer_is_listed_with_its_index_and_labels() -> None:
+    def mixed(data: list[dict[str, Any]], auth: str | None) -> Answer:
+        body = (
+            '{"results": [{"metric": {"pod": "a"}, "score": 1}, {"metric": {"pod": "b"}, "score": NaN},'
+            ' {"metric": {"pod": "c"}, "score": 2}, {"metric": {"pod": "d"}, "score": "7"},'
+            ' {"metric": {"pod": "e", "node": ["n"]}, "score": 3}, 5]}'
+        )
+        return 200, body.encode()
+
+    errors = [(f.index, f.labels, f.seen) for f in by_check(run(Behaviour(score=mixed)), "scoring:empty")]
+    size = "empty input (0 series)"
+    assert errors == [
+        (1, {"pod": "b"}, f"{size}: results[1] {{pod=b}} score is nan"),
+        (3, {"pod": "d"}, f"{size}: results[3] {{pod=d}} score is a str"),
+        (4, {"pod": "e", "node": '["n"]'}, f'{size}: results[4] {{pod=e, node=["n"]}} metric.node is a list'),
+        (5, None, f"{size}: results[5] is a JSON int, not an object"),
+    ]
+
+
+def test_bad_results_past_the_limit_are_counted_in_one_finding() -> None:
+    def all_nan(data: list[dict[str, Any]], auth: str | None) -> Answer:
+        rows = ", ".join(
+            f'{{"metric": {{"pod": "p{i}"}}, "score": NaN}}' for i in range(MAX_LISTED_RESULTS + 7)
+        )
+        return 200, f'{{"results": [{rows}]}}'.encode()
+
+    found = by_check(run(Behaviour(score=all_nan)), "scoring:empty")
+    assert [f.index for f in found] == [*range(MAX_LISTED_RESULTS), None]
+    assert found[-1].seen == "empty input (0 series): 7 more problem(s) in 7 more result(s)"
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (404, "nothing answers POST /scoring: check the base URL and the path (--scoring-path"),
+        (405, "the scorer does not take POST at /scoring"),
+        (500, "the scorer failed on its own: see its logs for the error behind HTTP 500; an empty data list"),
+        (503, "the scorer failed on its own: see its logs for the error behind HTTP 503"),
+        (401, "the scorer refused the credentials: give the token the agent sends (--token-file)"),
+        (400, "the scorer refused a well-formed request"),
+    ],
+)
+def test_a_failing_answer_shows_its_status_a_bounded_body_and_a_hint_for_that_status(
+    status: int, hint: str
+) -> None:
+    body = "Traceback: boom tok-secret " + "x" * 300  # the token echoed back is not shown
+    report = run(
+        Behaviour(score=lambda d, a: (status, body.encode()) if a == "Bearer tok-secret" else (401, b"")),
+        token="tok-secret",
+    )
+    (finding,) = by_check(report, "scoring:empty")
+    prefix = f"POST /scoring with empty input (0 series) answered HTTP {status}: Traceback: boom *** x"
+    assert finding.seen.startswith(prefix) and finding.seen.endswith("x…")
+    assert len(finding.seen) == len(prefix) - len("Traceback: boom *** x") + BODY_EXCERPT_CHARS + 1
+    assert "tok-secret" not in finding.seen
+    assert finding.fix.startswith(hint)
+    if status in (401, 404, 405):  # not the NaN/Inf hint it used to be for every status
+        assert "NaN" not in finding.fix
+
+
+def test_a_500_on_the_non_finite_input_names_prometheus_non_finite_strings() -> None:
+    (finding,) = by_check(run(Behaviour(score=lambda d, a: rejects_non_finite(d))), "scoring:non-finite")
+    assert "see its logs" in finding.fix and '"NaN", "+Inf", "-Inf" strings' in finding.fix
+
+
+def test_results_one_item_name_would_merge_get_a_warning_naming_the_ignored_labels() -> None:
+    report = run(Behaviour(), dimension_format=None)
+    assert report.ok
+    (warning,) = report.warnings
+    assert warning.seen == (
+        "small input (3 series): results with different labels render to 1 item name(s) under "
+        "scoreDimensionFormat '${scoreName}' (the default); it ignores node, namespace, pod"
+    )
+    assert 'scoreDimensionFormat: "${scoreName}-${node}"' in warning.fix
+    # a format that names a label the results differ in: no warning; one that does not: warned again
+    assert run(Behaviour(), dimension_format="${scoreName}-${node}").warnings == []
+    (still,) = run(Behaviour(), dimension_format="${container}").warnings
+    assert "under scoreDimensionFormat '${container}'; it ignores node, namespace, pod" in still.seen
+
+
+def test_the_format_published_in_config_is_the_one_checked() -> None:
+    params = {"name": "broken", "interval": 30, "scoreDimensionFormat": "${scoreName}-${pod}"}
+    config = json.dumps({**GOOD_CONFIG, "scoring": {"path": "/scoring", "params": params}}).encode()
+    assert run(Behaviour(config=config), dimension_format=None).findings == []
+    params["scoreDimensionFormat"] = "${scoreName}"
+    config = json.dumps({**GOOD_CONFIG, "scoring": {"path": "/scoring", "params": params}}).encode()
+    (warning,) = run(Behaviour(config=config), dimension_format=None).warnings
+    assert "'${scoreName}' (published in /config)" in warning.seen
+
+
+def test_validate_shows_warnings_and_every_bad_result_in_text_and_json() -> None:
+    def two_nan(data: list[dict[str, Any]], auth: str | None) -> Answer:
+        if not data:
+            return answer([])
+        return (
+            200,
+            b'{"results": [{"metric": {"pod": "a"}, "score": NaN}, {"metric": {"pod": "b"}, "score": NaN}]}',
+        )
+
+    runner = CliRunner()
+    with FakeScorer(Behaviour()) as fake:
+        text = runner.invoke(main, ["scorer", "validate", fake.url, "--no-large"])
+        assert text.exit_code == 0, text.output  # a warning is not a failure
+        assert "WARNING [scoring:small] small input (3 series): results with different labels" in text.output
+        assert "conforms: 0 error(s), 1 warning(s)" in text.output
+        doc = json.loads(
+            runner.invoke(main, ["scorer", "validate", fake.url, "--no-large", "-o", "json"]).stdout
+        )
+        assert doc["ok"] and [f["severity"] for f in doc["findings"]] == ["warning"]
+        named = runner.invoke(
+            main, ["scorer", "validate", fake.url, "--no-large", "--dimension-format", "${scoreName}-${pod}"]
+        )
+        assert named.exit_code == 0 and "conforms: 0 error(s), 0 warning(s)" in named.output
+    with FakeScorer(Behaviour(score=two_nan)) as fake:
+        bad = runner.invoke(main, ["scorer", "validate", fake.url, "--no-large", "-o", "json"])
+        assert bad.exit_code == 1
+        found = json.loads(bad.stdout)["findings"]
+        assert [(f["check"], f["index"], f["labels"]) for f in found if f["severity"] == "error"] == [
+            ("scoring:small", 0, {"pod": "a"}),
+            ("scoring:small", 1, {"pod": "b"}),
+            ("scoring:non-finite", 0, {"pod": "a"}),
+            ("scoring:non-finite", 1, {"pod": "b"}),
+        ]
 
 
 def test_a_token_the_scorer_checks_passes() -> None:
@@ -291,8 +442,11 @@ def test_validate_passes_the_cpu_sample_with_the_large_input(samples: dict[str, 
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["ok"] and report["config"]["name"] == "cpu_headroom"
-    # 10,000 per-series results fit in one AddOnPlacementScore (they were over the old 4,096 count)
-    assert report["findings"] == []
+    # 10,000 per-series results fit in one AddOnPlacementScore (they were over the old 4,096 count).
+    # The sample passes each series' labels through: validate's per-pod inputs get one item name
+    # under the default format, which is said (its real query gives one series per cluster).
+    (warning,) = report["findings"]
+    assert warning["severity"] == "warning" and "'${scoreName}' (the default)" in warning["seen"]
     sizes = {lat["input"]: lat for lat in report["latency"]}
     assert sizes["large"]["series"] == 10_000 and sizes["small"]["requests"] == 5
     assert all(lat["p50"] <= lat["max"] for lat in report["latency"])
@@ -301,7 +455,11 @@ def test_validate_passes_the_cpu_sample_with_the_large_input(samples: dict[str, 
 def test_validate_checks_the_predict_samples_token(samples: dict[str, str], component_dir: Path) -> None:
     token = component_dir / "validate-token"
     ok = CliRunner().invoke(
-        main, ["scorer", "validate", samples["predict"], "--token-file", str(token), "--no-large"]
+        main,
+        [
+            *("scorer", "validate", samples["predict"], "--token-file", str(token), "--no-large"),
+            *("--dimension-format", POD_FORMAT),
+        ],
     )
     assert ok.exit_code == 0, ok.output
     assert "conforms: 0 error(s), 0 warning(s)" in ok.output and "latency (seconds):" in ok.output
@@ -339,7 +497,11 @@ def test_an_https_scorer_is_verified_against_the_given_ca_only(pki: ScorerPKI) -
         )
         assert stranger.exit_code == 3
         trusted = runner.invoke(
-            main, ["scorer", "validate", fake.url, "--no-large", "--ca-file", str(pki.ca.cert_path)]
+            main,
+            [
+                *("scorer", "validate", fake.url, "--no-large", "--ca-file", str(pki.ca.cert_path)),
+                *("--dimension-format", POD_FORMAT),
+            ],
         )
         assert trusted.exit_code == 0, trusted.output
         assert "conforms: 0 error(s), 0 warning(s)" in trusted.output

@@ -16,6 +16,7 @@ import jinja2
 import pytest
 import yaml
 
+from addon.registry.reports import cluster_reports
 from addon.render.agent import render_agent
 from agent.errors import PublishError, ScoreNameTaken, SecretNotFound
 from agent.kube.lease import LeaseRenewer
@@ -28,8 +29,13 @@ from agent.settings import AgentSettings
 from agent.supervisor import Supervisor
 from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
+from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import score_labels, score_selector
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
+from dynamic_scoring.scorer.app import ScorerApp
+from dynamic_scoring.scorer.matrix import ScoringRequest
+from dynamic_scoring.scorer.serve import ScorerServer
+from dynamic_scoring.wire import ScoreResult, ScorerSummary
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
@@ -730,5 +736,76 @@ def test_a_status_write_that_meets_a_newer_version_reads_again_and_succeeds(
         assert status["scores"] == [{"name": "a", "value": 2}]
         assert status["conditions"][0]["reason"] == "ScorerTimeout"
     finally:
+        with contextlib.suppress(NotFound):
+            api.request("DELETE", path)
+
+
+def test_results_that_collide_on_one_item_name_fail_on_the_aps_and_in_the_hub_report(
+    control_plane: ControlPlane,
+) -> None:
+    # A scorer built with the library answers one result per node; the summary keeps the default
+    # format, so a second node makes both results name the same item.  The agent must keep the last
+    # good score, say why on the AddOnPlacementScore, and the hub's report must carry that reason.
+    api = hub_api(control_plane)
+    nodes: list[tuple[str, float]] = [("n1", 80.0)]
+
+    def per_node(request: ScoringRequest) -> list[ScoreResult]:
+        del request
+        return [ScoreResult(metric={"node": n}, score=s) for n, s in list(nodes)]
+
+    server = ScorerServer(ScorerApp(score=per_node, name="collide", source_type="None"), "127.0.0.1", 0)
+    server.start_in_thread()
+    score = f"it_collide_{uuid.uuid4().hex[:6]}"
+    path = APS.format(ns="cluster1", name=aps_name(score))
+    summary = ScorerSummary.model_validate(
+        {**_summary(score), "scoringEndpoint": f"{server.base_url}/scoring", "scoringInterval": 1}
+    )
+
+    def status() -> dict[str, Any]:
+        with contextlib.suppress(NotFound):
+            found: dict[str, Any] = api.request("GET", path).get("status") or {}
+            return found
+        return {}
+
+    async def until(check: Any, what: str) -> dict[str, Any]:
+        for _ in range(300):
+            current = await asyncio.to_thread(status)
+            if check(current):
+                return current
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}: {status()}")
+
+    def reason(s: dict[str, Any]) -> str:
+        return str((s.get("conditions") or [{}])[0].get("reason", ""))
+
+    async def scenario() -> dict[str, Any]:
+        supervisor = Supervisor(
+            cluster_name="cluster1",
+            secrets=MemorySecrets(),
+            publisher=KubeScorePublisher(api, "cluster1", addon_name="dynamic-scoring"),
+            settings=AgentSettings(address_policy=LOOPBACK),
+        )
+        try:
+            await supervisor.apply([summary])
+            good = await until(lambda s: s.get("scores") == [{"name": score, "value": 80}], "the first score")
+            nodes.append(("n2", -20.0))
+            bad = await until(lambda s: reason(s) == "ItemNameCollision", "the collision on the APS")
+            assert bad["scores"] == good["scores"] and bad["validUntil"] == good["validUntil"]
+            return bad
+        finally:
+            await supervisor.close()
+
+    try:
+        bad = asyncio.run(scenario())
+        (condition,) = bad["conditions"]
+        assert condition["status"] == "False"
+        assert f'2 results render to item "{score}" under format "${{scoreName}}"' in condition["message"]
+        assert "they differ in node=n1, node=n2 (labels the format does not use)" in condition["message"]
+        obj = api.request("GET", path)
+        (report,) = cluster_reports(score, ["cluster1"], {"cluster1": obj}, dt.datetime.now(dt.UTC))
+        assert (report.status, report.reason) == ("False", "ItemNameCollision")
+        assert "node=n1, node=n2" in report.message
+    finally:
+        server.shutdown()
         with contextlib.suppress(NotFound):
             api.request("DELETE", path)

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.items.dimensions import build_items, item_name_problem, render_name
+from agent.items.dimensions import (
+    ItemCollision,
+    build_items,
+    describe_collisions,
+    item_name_problem,
+    render_name,
+)
 from agent.items.maths import score_value
 from agent.ports import ScoreItem
 from dynamic_scoring.wire import ScoreNormalization, ScoreResult
@@ -34,11 +40,61 @@ def test_label_values_are_not_expanded_again() -> None:
     )
 
 
-def test_last_duplicate_wins_and_items_are_sorted() -> None:
+def test_results_rendering_one_name_are_a_collision_and_items_are_sorted() -> None:
     results = [r(10, pod="b"), r(20, pod="a"), r(30, pod="b"), r(5, node="x")]
     out = build_items(results, fmt="${pod}", cluster="c", score_name="s")
-    assert out.items == [ScoreItem("a", 20), ScoreItem("b", 30)]
-    assert out.duplicates == 1 and out.skipped_empty == 1
+    assert out.items == [ScoreItem("a", 20), ScoreItem("b", 30)]  # what explain shows; not published
+    assert out.collisions == [ItemCollision("b", [0, 2], ["${pod}"])]
+    assert out.duplicates == 0 and out.skipped_empty == 1
+
+
+def test_no_collision_when_every_result_has_a_name_of_its_own() -> None:
+    out = build_items(
+        [r(1, node="n1"), r(2, node="n2")], fmt="${scoreName}-${node}", cluster="c", score_name="s"
+    )
+    assert out.collisions == [] and [i.name for i in out.items] == ["s-n1", "s-n2"]
+
+
+def test_the_collision_message_names_format_labels_and_a_format_that_separates_them() -> None:
+    results = [r(1, node="n1"), r(2, node="n2")]
+    out = build_items(results, fmt="", cluster="c", score_name="cpu_headroom")
+    assert describe_collisions(out.collisions, results) == (
+        '2 results render to item "cpu_headroom" under format "${scoreName}": they differ in '
+        "node=n1, node=n2 (labels the format does not use); set scoreDimensionFormat, "
+        'e.g. "${scoreName}-${node}"'
+    )
+
+
+def test_labels_no_placeholder_can_use_ask_the_scorer_to_aggregate() -> None:
+    results = [r(1, pod="p", source="a"), r(2, pod="p", source="b")]
+    out = build_items(results, fmt="${pod}", cluster="c", score_name="s")
+    text = describe_collisions(out.collisions, results)
+    assert text.startswith(
+        '2 results render to item "p" under format "${pod}": they differ in source=a, source=b'
+    )
+    assert "no placeholder can tell them apart (source cannot be part of an item name)" in text
+
+
+def test_identical_series_and_names_that_render_alike_are_told_apart() -> None:
+    twice = [r(1, pod="p"), r(2, pod="p")]
+    out = build_items(twice, fmt="${pod}", cluster="c", score_name="s")
+    assert "they have the same labels" in describe_collisions(out.collisions, twice)
+    glued = [r(1, node="a", pod="bc"), r(2, node="ab", pod="c")]
+    out = build_items(glued, fmt="${node}${pod}", cluster="c", score_name="s")
+    assert "separators between placeholders" in describe_collisions(out.collisions, glued)
+
+
+def test_the_collision_message_is_bounded_and_counts_the_rest() -> None:
+    results = [r(i, node=f"n{i}" * 50, pod=f"p{i}", app=str(i), meta=str(i)) for i in range(500)]
+    results += [r(1, node="x", pod="dup"), r(2, node="y", pod="dup")]
+    out = build_items(results, fmt=["${scoreName}", "${pod}"], cluster="c", score_name="s")
+    text = describe_collisions(out.collisions, results, several_formats=True)
+    assert len(text) < 700, text
+    assert text.startswith('502 results render to item "s" under format "${scoreName}": they differ in ')
+    assert "node=" + ("n0" * 50)[:39] + "…, " in text and "499 more" in text
+    assert "1 more label(s) differ" in text
+    assert 'change "${scoreName}" in scoreDimensionFormats' in text
+    assert text.endswith("; 1 more item name(s) collide")
 
 
 def test_invalid_names_are_rejected_with_a_reason() -> None:
@@ -71,13 +127,17 @@ def test_clamping_is_counted() -> None:
 
 
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(-500, 500)), max_size=20))
-def test_items_are_unique_sorted_in_range_and_the_last_value_wins(rows: list[tuple[str, float]]) -> None:
+def test_items_are_unique_sorted_in_range_and_every_shared_name_is_a_collision(
+    rows: list[tuple[str, float]],
+) -> None:
     out = build_items([r(score, pod=pod) for pod, score in rows], fmt="${pod}", cluster="c", score_name="s")
     names = [i.name for i in out.items]
     assert names == sorted(set(names))
     assert all(-100 <= i.value <= 100 for i in out.items)
     last = {pod: score for pod, score in rows}
     assert {i.name: i.value for i in out.items} == {pod: score_value(score)[0] for pod, score in last.items()}
+    by_name = {pod: [i for i, (p, _) in enumerate(rows) if p == pod] for pod in last}
+    assert {c.name: c.results for c in out.collisions} == {p: i for p, i in by_name.items() if len(i) > 1}
 
 
 @pytest.mark.parametrize("name", ["a;b;c", "ünïcödé", "with space", "x" * 253])

@@ -89,7 +89,7 @@ def test_each_result_yields_one_item_per_format() -> None:
     assert out.duplicates == 0
 
 
-def test_a_collision_across_formats_counts_as_a_duplicate_and_the_later_rendering_wins() -> None:
+def test_a_name_two_formats_render_for_two_results_is_a_collision() -> None:
     # Format 1 renders "n1" for the first result; format 2 renders "n1" for the second one.
     out = build_items(
         results(({"node": "n1", "pod": "x"}, 10), ({"node": "n2", "pod": "n1"}, 30)),
@@ -97,8 +97,19 @@ def test_a_collision_across_formats_counts_as_a_duplicate_and_the_later_renderin
         cluster="c1",
         score_name="cpu",
     )
-    assert out.duplicates == 1
-    assert ScoreItem("n1", 30) in out.items
+    assert [(c.name, c.results, c.formats) for c in out.collisions] == [("n1", [0, 1], ["${node}", "${pod}"])]
+    assert out.duplicates == 0
+
+
+def test_a_name_one_result_renders_under_two_formats_is_one_item() -> None:
+    out = build_items(
+        results(({"node": "n1"}, 10), ({"node": "n2"}, 30)),
+        fmt=["${node}", "${node}${pod}"],
+        cluster="c1",
+        score_name="cpu",
+    )
+    assert out.collisions == [] and out.duplicates == 2
+    assert out.items == [ScoreItem("n1", 10), ScoreItem("n2", 30)]
 
 
 def test_one_format_in_a_list_is_the_same_as_the_string() -> None:

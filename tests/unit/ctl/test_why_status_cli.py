@@ -35,7 +35,7 @@ COMMANDS = [["why", "p", "-n", "ns"], ["status"]]
 
 
 @pytest.mark.parametrize("args", COMMANDS)
-def test_a_missing_kubeconfig_exits_3_with_a_hint(
+def test_a_missing_default_kubeconfig_exits_3_with_a_hint(
     args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
@@ -45,11 +45,25 @@ def test_a_missing_kubeconfig_exits_3_with_a_hint(
 
 
 @pytest.mark.parametrize("args", COMMANDS)
-def test_a_garbled_kubeconfig_exits_3(args: list[str], tmp_path: Path) -> None:
+def test_a_missing_kubeconfig_given_with_the_option_is_a_bad_argument(
+    args: list[str], tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(main, [*args, "--kubeconfig", str(tmp_path / "nope")])
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in result.output and "hint: give --kubeconfig" in result.output
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_a_garbled_kubeconfig_given_exits_2_and_a_garbled_default_exits_3(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "bad"
     bad.write_text("this: [is not a kubeconfig")
-    result = CliRunner().invoke(main, [*args, "--kubeconfig", str(bad)])
-    assert result.exit_code == 3 and "is not usable" in result.output
+    given = CliRunner().invoke(main, [*args, "--kubeconfig", str(bad)])
+    assert given.exit_code == 2 and "is not usable" in given.output
+    monkeypatch.setenv("KUBECONFIG", str(bad))
+    default = CliRunner().invoke(main, args)
+    assert default.exit_code == 3 and "is not usable" in default.output
 
 
 @pytest.mark.parametrize("args", COMMANDS)

@@ -1,0 +1,65 @@
+"""``explain -o json`` ends with one JSON document, whatever went wrong (a real scorer on loopback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from ctl.main import main
+from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
+from tests.component.harness import ScorerProcess, free_port
+
+pytestmark = pytest.mark.component
+
+
+def explain(tmp_path: Path, base: str, *extra: str) -> Result:
+    path = tmp_path / "scorer.yaml"
+    spec = {
+        "scoring": {"host": base, "path": "/static/scoring"},
+        "scoreDimensionFormat": "${scoreName}-${app}-${device}",  # the static answer's items apart
+    }
+    obj = {
+        "apiVersion": "dynamic-scoring.open-cluster-management.io/v1alpha1",
+        "kind": "DynamicScorer",
+        "metadata": {"name": "cpu", "namespace": "dynamic-scoring"},
+        "spec": spec,
+    }
+    path.write_text(yaml.safe_dump(obj))
+    env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig"), AGENT_ALLOW_CIDRS_ENV: "127.0.0.0/8"}
+    args = ["explain", "cpu", "--cluster", "cluster1", "--file", str(path), "-o", "json", *extra]
+    return CliRunner().invoke(main, args, env=env)
+
+
+def test_an_unreachable_hub_gives_the_cycle_document_alone_with_its_hub_error(
+    scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "hub.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "hub", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+                "users": [{"name": "u", "user": {"token": "not-used"}}],
+                "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "u"}}],
+                "current-context": "hub",
+            }
+        )
+    )
+    result = explain(tmp_path, scorer.base, "--kubeconfig", str(kubeconfig))
+    assert result.exit_code == 3, result.output
+    assert result.stderr == ""
+    document = json.loads(result.stdout)  # one document: the cycle, not the cycle then an error
+    assert "error" not in document
+    assert document["hubError"].startswith("could not read AddOnPlacementScore cluster1/cpu")
+
+
+def test_a_missing_kubeconfig_given_is_a_json_usage_error(scorer: ScorerProcess, tmp_path: Path) -> None:
+    result = explain(tmp_path, scorer.base, "--kubeconfig", str(tmp_path / "nope"))
+    assert result.exit_code == 2 and result.stderr == ""
+    error = json.loads(result.stdout)["error"]
+    assert (error["kind"], error["code"]) == ("usage", 2) and "does not exist" in error["message"]
