@@ -151,8 +151,15 @@ def run_argv(
     env: Mapping[str, str],
     command: Sequence[str],
     args: Sequence[str],
+    publish: Sequence[str] = (),
 ) -> list[str]:
-    """The `podman run` command for one container (env values are passed in podman's environment)."""
+    """The `podman run` command for one container (env values are passed in podman's environment).
+
+    Pods share the host network, as the runner's port rewriting expects; with ``publish``
+    (``127.0.0.1:<host port>:<container port>`` entries) the container gets its own network
+    namespace instead, so a workload that listens on a fixed port on every interface (a user's
+    scorer) is reachable only on the loopback port published for it.
+    """
     sc = container.get("securityContext") or {}
     argv = [
         *podman_global(),
@@ -166,7 +173,8 @@ def run_argv(
         "--pull",
         "never",
         "--network",
-        "host",
+        "bridge" if publish else "host",
+        *(flag for entry in publish for flag in ("--publish", entry)),
         "--hostname",
         hostname,
         "--log-driver",

@@ -11,6 +11,7 @@ status, and OCM's Progressing still completes with the extra labelled work prese
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -21,10 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from addon.config.spec_hash import spec_hash
 from dynamic_scoring.naming import aps_name
+from e2e import containers
 from e2e.controlplane import ControlPlane
+from e2e.image import build, default_tag, image_exists, podman, ulimits
+from e2e.kube import Kubectl
 from e2e.procs import Proc, StartupError, free_port, wait_until, wait_value
 from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installation, reused as is
     ADDON,
@@ -85,6 +90,8 @@ def _scorer(name: str, score: str, base: str, prometheus: str, query: str) -> di
         "spec": {
             "configURL": f"{base}/config",
             "configSyncMode": "None",
+            # one series per pod: one item per pod (the default format would collide)
+            "scoreDimensionFormat": "${scoreName}-${namespace}-${pod}",
             "source": {"host": prometheus, "params": {"query": query, "range": 300, "step": 30}},
             "scoring": {"host": base, "path": "/mean/scoring", "params": {"name": score, "interval": 10}},
         },
@@ -414,6 +421,131 @@ def test_a_stabilized_rise_waits_for_its_window_on_the_hub_and_a_fall_does_not(
         assert fell <= INTERVAL + 5 + 5, fell
     finally:
         env.hub.delete(DS_V1A1, "DynamicScorer", "e2e-stable", MANAGER_NS)
+
+
+MY_SCORER = REPO / "samples" / "my_scorer"
+
+
+def _load(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MY_SCORER / name).read_text()) if d]
+
+
+def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
+    registry: Env, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """samples/my_scorer/, as the README tells a user to take it, scores both clusters end to end.
+
+    The image is built from its Containerfile on top of the project's image (the release it names),
+    and run as a real container the way its Deployment says: non-root, read-only root filesystem,
+    no capabilities, in a network namespace of its own with its port published on loopback.  The
+    Deployment, Service and NetworkPolicy are applied to cluster2's apiserver, which validates them
+    (no kubelet runs them here).  The DynamicScorer is the sample's, pointed at the container and at
+    the cluster's Prometheus; the agents of both clusters must publish the item the README's
+    Placement names.
+    """
+    env = registry
+    prometheus = control_plane.clusters["cluster1"].prometheus_url
+    assert prometheus and control_plane.tools is not None
+    base = default_tag()
+    assert f"ARG BASE={base}\n" in (MY_SCORER / "Containerfile").read_text()
+    if not image_exists(base):  # the process runner (DS_E2E_RUNNER=process) does not build it
+        build(base, quiet=True)
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(MY_SCORER.iterdir()))).hexdigest()
+    tag = f"localhost/e2e-my-scorer:{digest[:12]}"
+    podman(
+        "build",
+        *ulimits(),
+        "--pull=never",
+        "--quiet",
+        "--file",
+        str(MY_SCORER / "Containerfile"),
+        "--tag",
+        tag,
+        str(MY_SCORER),
+        timeout=600,
+    )
+
+    kubectl = Kubectl(control_plane.tools.kubectl, env.kubeconfigs["cluster2"])
+    kubectl.run("apply", "-f", str(MY_SCORER / "deploy.yaml"))
+    deployment = next(d for d in _load("deploy.yaml") if d["kind"] == "Deployment")
+    pod_spec = deployment["spec"]["template"]["spec"]
+    [container] = pod_spec["containers"]
+    port = free_port()
+    name = f"e2e-my-scorer-{port}"
+    argv = containers.run_argv(
+        name=name,
+        runner_label="e2e-my-scorer",
+        image=tag,
+        hostname="cpu-free",
+        pod_spec=pod_spec,
+        container=container,
+        who=containers.identity(pod_spec, container, containers.image_user(tag) or ""),
+        image_user=containers.image_user(tag) or "",
+        mounts=[],
+        env_names=[],
+        env={},
+        command=container.get("command") or [],
+        args=container.get("args") or [],
+        publish=[f"127.0.0.1:{port}:{container['ports'][0]['containerPort']}"],
+    )
+    proc = Proc("my-scorer", argv, tmp_path / "my-scorer.log")
+    proc.start()
+    scorer = _load("dynamicscorer.yaml")[0]
+    scorer["spec"]["configURL"] = f"http://127.0.0.1:{port}/config"
+    scorer["spec"]["source"]["host"] = prometheus
+    name_on_hub = scorer["metadata"]["name"]
+    try:
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_until(healthy, timeout=60, what="the scorer container's /healthz", proc=proc)
+        env.hub.apply(scorer)
+
+        def item(cluster: str) -> int | None:
+            aps = env.hub.find(APS_V1A1, "AddOnPlacementScore", "cpu-free", cluster)
+            scores = {s["name"]: s["value"] for s in ((aps or {}).get("status") or {}).get("scores") or []}
+            value = scores.get("cpu_free")
+            return int(value) if value is not None else None
+
+        for cluster in CLUSTERS:
+
+            def read(cluster: str = cluster) -> int | None:
+                return item(cluster)
+
+            value = wait_value(
+                read,
+                lambda v: v is not None,
+                timeout=120,
+                what=f"item cpu_free of AddOnPlacementScore cpu-free on {cluster}",
+            )
+            assert value is not None and 0 <= value <= 100, value
+        status = wait_value(
+            lambda: env.hub.get(DS_V1A1, "DynamicScorer", name_on_hub, MANAGER_NS).get("status") or {},
+            lambda st: (
+                st.get("healthStatus") == "Active"
+                and {c["type"]: c["status"] for c in st.get("conditions") or []}.get("ConfigSynced") == "True"
+            ),
+            timeout=60,
+            what=f"DynamicScorer {name_on_hub}: Active and ConfigSynced",
+        )
+        assert status["scoreName"] == "cpu_free"
+    finally:
+        env.hub.delete(DS_V1A1, "DynamicScorer", name_on_hub, MANAGER_NS)
+        proc.stop()
+        podman("rm", "--force", "--ignore", name, check=False)
+        kubectl.run("delete", "-f", str(MY_SCORER / "deploy.yaml"), "--wait=false", check=False)
+        wait_until(
+            lambda: all(
+                env.hub.find(APS_V1A1, "AddOnPlacementScore", "cpu-free", c) is None for c in CLUSTERS
+            ),
+            timeout=120,
+            what="the cpu-free scores removed with their DynamicScorer",
+        )
 
 
 def test_deleting_the_config_stops_the_agents_and_removes_their_scores(registry: Env) -> None:

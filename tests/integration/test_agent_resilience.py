@@ -91,6 +91,7 @@ def summary(score: str, endpoint: str) -> dict[str, Any]:
         "sourceType": "None",
         "scoringEndpoint": endpoint,
         "scoringInterval": 2,
+        "scoreDimensionFormat": "${app}-${device}",  # /static answers four {app, device} rows
         "validForSeconds": 10,  # short: every cycle writes, so a failed write shows at once
         "scoreDestination": "AddOnPlacementScore",
     }
