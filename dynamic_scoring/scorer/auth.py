@@ -75,6 +75,10 @@ class BearerToken:
                 pass  # keep the last good token: a Secret being rewritten is briefly absent
             return self._token
 
+    def current(self) -> str:
+        """The token in effect now: what an in-process check of the app (``check_app``) must send."""
+        return self._current()
+
     def allows(self, authorization: str | None) -> bool:
         """Whether an ``Authorization`` header value carries the token (constant-time comparison)."""
         if not authorization:

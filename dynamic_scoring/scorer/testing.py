@@ -50,8 +50,12 @@ class _Raised(logging.Handler):
 def check_app(app: ScorerApp, **options: Any) -> Report:
     """The conformance report of ``app`` served on loopback; options as for ``conformance.check``.
 
-    The report's ``exceptions`` list what the score function raised (type, message, traceback).
+    An app that checks a token is sent its own unless ``token=`` says otherwise: the check is about
+    the contract, and the author's test has the app, hence the token, at hand. The report's
+    ``exceptions`` list what the score function raised (type, message, traceback).
     """
+    if app.token is not None and "token" not in options:
+        options = {**options, "token": app.token.current()}
     server = ScorerServer(app, "127.0.0.1", 0)
     thread = server.start_in_thread()
     checker = Checker(server.base_url, **options)
@@ -69,7 +73,8 @@ def assert_conformant(target: ScorerApp | str, **options: Any) -> Report:
     """Fail (``AssertionError``) unless ``target`` passes with no error finding; returns the report.
 
     ``target`` is an app (served on loopback for the check) or the base URL of a running scorer.
-    Pass ``token=...`` when the app checks one, ``large=False`` to skip the 10,000-series input.
+    A running scorer that checks a token needs ``token=...`` (an app is sent its own);
+    ``large=False`` skips the 10,000-series input.
     """
     report = check_app(target, **options) if isinstance(target, ScorerApp) else check(target, **options)
     if not report.ok:
