@@ -57,6 +57,14 @@ __all__ = ["env"]  # the fixture, imported so this module gets its own installat
 pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
 
 
+def _healthy(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`tests/component/scorer_app.py` as a process on loopback: /healthz and /mean/scoring."""
@@ -67,16 +75,7 @@ def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        import urllib.request
-
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        wait_until(healthy, timeout=30, what="the scorer's /healthz", proc=proc)
+        wait_until(lambda: _healthy(base), timeout=30, what="the scorer's /healthz", proc=proc)
         yield base
     finally:
         proc.stop()
@@ -495,15 +494,12 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
     scorer["spec"]["source"]["host"] = prometheus
     name_on_hub = scorer["metadata"]["name"]
     try:
-
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        wait_until(healthy, timeout=60, what="the scorer container's /healthz", proc=proc)
+        wait_until(
+            lambda: _healthy(f"http://127.0.0.1:{port}"),
+            timeout=60,
+            what="the scorer container's /healthz",
+            proc=proc,
+        )
         env.hub.apply(scorer)
 
         def item(cluster: str) -> int | None:
