@@ -26,7 +26,7 @@ from dynamic_scoring.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import apply_namespaces, decided_clusters, label_selected_cluster_set
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_value
 
 pytestmark = pytest.mark.integration
 
@@ -165,11 +165,16 @@ def test_a_challenger_within_the_margin_does_not_take_over_and_one_beyond_it_doe
     # 15 points better: beyond the margin, b takes over
     set_score(hub, B, 60 + MARGIN + MARGIN // 2)
     wait_decided(hub, "one", [B])
-    wait_until(lambda: score_updates(hub, "one"), timeout=30, what="the ScoreUpdate Event of the move")
     # every decision change of "one" is recorded with the scores it was made on: the only move was
-    # made on b's 75 (750) against a's 60 plus Steady (700), never on b's 65 (650)
-    moves = score_updates(hub, "one")
-    assert any(f"{B}:750" in m and f"{A}:700" in m for m in moves), moves
+    # made on b's 75 (750) against a's 60 plus Steady (700), never on b's 65 (650). The Events are
+    # written asynchronously (the first one, of the initial decision, may be all there is yet), so
+    # wait for the move's own Event rather than for any.
+    moves = wait_value(
+        lambda: score_updates(hub, "one"),
+        lambda seen: any(f"{B}:750" in m and f"{A}:700" in m for m in seen),
+        timeout=30,
+        what=f"the ScoreUpdate Event of the move ({B}:750 against {A}:700)",
+    )
     assert not any(f"{B}:650" in m for m in moves), moves
 
 
