@@ -292,7 +292,8 @@ def test_named_sources_and_the_cluster_placeholder_are_shown_as_sent(
     assert {f["field"]: f["from"] for f in doc["summary"]["fields"]}["sourceEndpoint"] == "spec.sources"
 
 
-def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProcess, tmp_path: Path) -> None:
+def unreachable_hub_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig naming a loopback port nothing listens on, with a token that must never be shown."""
     kubeconfig = tmp_path / "hub.kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -306,6 +307,11 @@ def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProc
             }
         )
     )
+    return kubeconfig
+
+
+def test_an_unreachable_hub_still_shows_the_cycle_and_exits_3(scorer: ScorerProcess, tmp_path: Path) -> None:
+    kubeconfig = unreachable_hub_kubeconfig(tmp_path)
     path = scorer_file(
         tmp_path,
         {

@@ -11,7 +11,8 @@ from click.testing import CliRunner, Result
 
 from ctl.main import main
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
-from tests.component.harness import ScorerProcess, free_port
+from tests.component.harness import ScorerProcess
+from tests.component.test_explain import unreachable_hub_kubeconfig
 
 pytestmark = pytest.mark.component
 
@@ -37,19 +38,7 @@ def explain(tmp_path: Path, base: str, *extra: str) -> Result:
 def test_an_unreachable_hub_gives_the_cycle_document_alone_with_its_hub_error(
     scorer: ScorerProcess, tmp_path: Path
 ) -> None:
-    kubeconfig = tmp_path / "hub.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "hub", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
-                "users": [{"name": "u", "user": {"token": "not-used"}}],
-                "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "u"}}],
-                "current-context": "hub",
-            }
-        )
-    )
+    kubeconfig = unreachable_hub_kubeconfig(tmp_path)
     result = explain(tmp_path, scorer.base, "--kubeconfig", str(kubeconfig))
     assert result.exit_code == 3, result.output
     assert result.stderr == ""
