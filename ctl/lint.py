@@ -128,7 +128,8 @@ def _check(scorer: _Scorer) -> tuple[list[Problem], Resolution | None]:
         add(
             NOTE,
             "spec.configSyncMode",
-            f"Full: {resolution.pending} (fields from /config are not checked offline)",
+            "Full: what the scorer's /config supplies (query, range, step, interval, score name, "
+            "item format) is not checked offline; `dynamic-scoring scorer validate URL` checks it",
         )
     formats = parsed.spec.score_dimension_formats or []
     for i, fmt in enumerate(formats):
