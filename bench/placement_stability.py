@@ -415,6 +415,7 @@ def placement_stability(workdir: Path) -> list[Row]:
     from bench.stability_plot import plot
     from e2e.controlplane import ControlPlane
     from e2e.mission import CAPACITY_CORES, SAMPLE_CONFIG, Mission, sample_documents
+    from e2e.ocm import cluster_set_binding
 
     cp = ControlPlane(workdir / "ocm", progress=_say)
     mission: Mission | None = None
@@ -437,14 +438,7 @@ def placement_stability(workdir: Path) -> list[Row]:
         for score in SCORERS:
             m.hub.apply(scorer(m.dynamic_scorer(base), score))
         m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        m.hub.apply(
-            {
-                "apiVersion": "cluster.open-cluster-management.io/v1beta2",
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": "default", "namespace": NAMESPACE},
-                "spec": {"clusterSet": "default"},
-            }
-        )
+        m.hub.apply(cluster_set_binding(NAMESPACE))
         for name, (score, margin) in POLICIES.items():
             m.hub.apply(placement(name, score, margin))
         observer = Observer(m.hub, driver).start()

@@ -95,6 +95,8 @@ _RESERVED_HEADERS = frozenset(
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
+DEFAULT_DIMENSION_FORMAT = "${scoreName}"
+"""The item-name format when a DynamicScorer names none: one item per answer, named by the score."""
 MAX_NAME_LENGTH = 253
 """``name`` and ``scoreName``: the AddOnPlacementScore (and any Kubernetes object) name limit."""
 MAX_INTERVAL_SECONDS = 86_400
@@ -562,7 +564,7 @@ class ScorerSummary(_Wire):
         """The item-name formats in order: ``scoreDimensionFormats`` when set, else the upstream one."""
         if self.score_dimension_formats:
             return tuple(self.score_dimension_formats)
-        return (self.score_dimension_format or "${scoreName}",)
+        return (self.score_dimension_format or DEFAULT_DIMENSION_FORMAT,)
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""
@@ -769,6 +771,7 @@ class ScorerConfig(_Wire):
 
 
 __all__ = [
+    "DEFAULT_DIMENSION_FORMAT",
     "MATCH_OPS",
     "MAX_DIMENSION_FORMATS",
     "MAX_DIMENSION_FORMAT_LENGTH",

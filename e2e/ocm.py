@@ -311,6 +311,16 @@ def decided_clusters(hub: Client, namespace: str, placement: str) -> list[str]:
     return sorted(d["clusterName"] for pd in pds for d in (pd.get("status") or {}).get("decisions") or [])
 
 
+def cluster_set_binding(namespace: str, cluster_set: str = "default") -> dict[str, Any]:
+    """The ManagedClusterSetBinding that lets Placements in ``namespace`` see ``cluster_set``."""
+    return {
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+        "kind": "ManagedClusterSetBinding",
+        "metadata": {"name": cluster_set, "namespace": namespace},
+        "spec": {"clusterSet": cluster_set},
+    }
+
+
 def label_selected_cluster_set(name: str, label_key: str, value: str = "yes") -> dict[str, Any]:
     """A ManagedClusterSet of the clusters labelled ``label_key=value``.
 

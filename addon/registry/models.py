@@ -23,6 +23,7 @@ from dynamic_scoring.addresses import metadata_header
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import (
+    DEFAULT_DIMENSION_FORMAT,
     EndpointAuth,
     OtelSpec,
     ScoreNormalization,
@@ -43,8 +44,6 @@ Location = Literal["Internal", "External"]
 Destination = Literal["AddOnPlacementScore", "None"]
 HealthStatus = Literal["Active", "Inactive", "Unknown"]
 MaskPolicy = Literal["Skip", "Score"]
-
-DEFAULT_DIMENSION_FORMAT = "${scoreName}"
 
 
 class _Spec(BaseModel):

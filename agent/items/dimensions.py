@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from agent.items.maths import NonFiniteScore, score_value
 from agent.ports import ScoreItem
 from agent.scorer_client.answer import ScoredSeries
-from dynamic_scoring.wire import ScoreNormalization, display_name
+from dynamic_scoring.wire import DEFAULT_DIMENSION_FORMAT, ScoreNormalization, display_name
 
-DEFAULT_FORMAT = "${scoreName}"
+DEFAULT_FORMAT = DEFAULT_DIMENSION_FORMAT
 MAX_ITEM_NAME_LENGTH = 253
 LABEL_PLACEHOLDERS = ("node", "device", "namespace", "app", "pod", "container", "meta")
 """The placeholders filled from a result's labels (``${cluster}`` and ``${scoreName}`` are not)."""

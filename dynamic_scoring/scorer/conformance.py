@@ -43,7 +43,13 @@ from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, es
 from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.urls import url_problem
 from dynamic_scoring.validation import describe_validation, validation_issues
-from dynamic_scoring.wire import ScorerConfig, ScoreResult, ScoringResponse, escape_control
+from dynamic_scoring.wire import (
+    DEFAULT_DIMENSION_FORMAT,
+    ScorerConfig,
+    ScoreResult,
+    ScoringResponse,
+    escape_control,
+)
 
 ERROR = "error"
 WARNING = "warning"
@@ -54,8 +60,6 @@ LARGE_SERIES = 10_000
 LARGE_POINTS = 60
 T0 = 1_800_000_000
 
-DEFAULT_DIMENSION_FORMAT = "${scoreName}"
-"""The agent's item-name format when a DynamicScorer sets none: every result gets the same name."""
 BODY_EXCERPT_CHARS = 200
 """How much of a failing answer's body a finding quotes (one line, control characters escaped)."""
 MAX_LISTED_RESULTS = 50
@@ -412,7 +416,7 @@ class Checker:
             return fallback
         self.report.config = doc.model_dump(mode="json")
         # scoring.params.scoreDimensionFormat(s): what a hub in configSyncMode Full uses
-        self._published_formats = tuple(getattr(doc.scoring.params, "dimension_formats", ()) or ())
+        self._published_formats = doc.scoring.params.dimension_formats
         self._config_rules(doc)
         path = self.scoring_path or doc.scoring.path or "/scoring"
         if not path.startswith("/"):
@@ -716,7 +720,8 @@ class Checker:
 
         The agent names items by ``scoreDimensionFormat``, substituting only the dimension labels it
         names (``${cluster}`` and ``${scoreName}`` are the same for every result of an answer), so
-        results that differ only in labels the format leaves out overwrite each other.
+        results that differ only in labels the format leaves out collide, and the agent then fails the
+        cycle (``ItemNameCollision``).
         """
         if self._format_warned:
             return
@@ -761,7 +766,7 @@ class Checker:
             f"scoreDimensionFormat {escape_control(fmt)!r}{origin}; it ignores {', '.join(ignored)}",
             "name the labels that tell the results apart, e.g. scoreDimensionFormat: "
             f'"{escape_control(suggestion)}" (check yours with --dimension-format); '
-            "otherwise only the last result per name survives",
+            "otherwise the agent fails the cycle (ItemNameCollision)",
         )
 
 

@@ -4,8 +4,9 @@ The agent names each AddOnPlacementScore item by rendering the DynamicScorer's
 ``scoreDimensionFormat``; the only labels it substitutes are ``DIMENSION_LABELS`` (plus
 ``${cluster}`` and ``${scoreName}``, which it knows itself).  A result with none of them is named
 by the format alone, so with the default ``${scoreName}`` every result of an answer gets the same
-name and only the last survives.  ``result`` makes these mistakes fail where the author sees them,
-in the scorer's own traceback, rather than as a rejected answer on a hub they may not read.
+name, and the agent fails the cycle (``ItemNameCollision``).  ``result`` makes these mistakes fail
+where the author sees them, in the scorer's own traceback, rather than as a rejected answer on a hub
+they may not read.
 """
 
 from __future__ import annotations

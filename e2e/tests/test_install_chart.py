@@ -43,7 +43,7 @@ from e2e.mission import (
     helm_binary,
     install_command,
 )
-from e2e.ocm import decided_clusters
+from e2e.ocm import cluster_set_binding, decided_clusters
 from e2e.procs import StartupError, wait_until
 from e2e.tools import locate
 
@@ -204,14 +204,7 @@ def test_install_strategy_placements_enables_the_addon_where_the_placement_decid
     label_cluster(m, "cluster1", "yes")
     try:
         m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PLACEMENT_NS}})
-        m.hub.apply(
-            {
-                "apiVersion": "cluster.open-cluster-management.io/v1beta2",
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": "default", "namespace": PLACEMENT_NS},
-                "spec": {"clusterSet": "default"},
-            }
-        )
+        m.hub.apply(cluster_set_binding(PLACEMENT_NS))
         m.hub.apply(
             {
                 "apiVersion": "cluster.open-cluster-management.io/v1beta1",

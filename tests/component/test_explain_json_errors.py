@@ -6,30 +6,22 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 
 from ctl.main import main
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from tests.component.harness import ScorerProcess
-from tests.component.test_explain import unreachable_hub_kubeconfig
+from tests.component.test_explain import scorer_file, unreachable_hub_kubeconfig
 
 pytestmark = pytest.mark.component
 
 
 def explain(tmp_path: Path, base: str, *extra: str) -> Result:
-    path = tmp_path / "scorer.yaml"
     spec = {
         "scoring": {"host": base, "path": "/static/scoring"},
         "scoreDimensionFormat": "${scoreName}-${app}-${device}",  # the static answer's items apart
     }
-    obj = {
-        "apiVersion": "dynamic-scoring.open-cluster-management.io/v1alpha1",
-        "kind": "DynamicScorer",
-        "metadata": {"name": "cpu", "namespace": "dynamic-scoring"},
-        "spec": spec,
-    }
-    path.write_text(yaml.safe_dump(obj))
+    path = scorer_file(tmp_path, spec)
     env = {"KUBECONFIG": str(tmp_path / "no-kubeconfig"), AGENT_ALLOW_CIDRS_ENV: "127.0.0.0/8"}
     args = ["explain", "cpu", "--cluster", "cluster1", "--file", str(path), "-o", "json", *extra]
     return CliRunner().invoke(main, args, env=env)
