@@ -105,7 +105,8 @@ CRDS = (
 AGENT = Path(sys.executable).parent / "dynamic-scoring-agent"
 INTERVAL = 5
 SYNC = 30  # upstream's DynamicScorerHealthCheckInterval: probe and /config sync period (seconds)
-FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
+# An HTTP 403 or "forbidden"; not the milliseconds of a log timestamp ("16:38:11,403").
+FORBIDDEN = re.compile(r"(?<!,)\b403\b|forbidden", re.IGNORECASE)
 MERGE = "application/merge-patch+json"
 
 NONE_SCORER, NONE_SCORE = "upstream-hub-none", "upstream_hub_none"
