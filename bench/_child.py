@@ -28,12 +28,12 @@ from pathlib import Path
 
 import httpx
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.metrics import AgentMetrics
-from agent.server import HealthServer
-from agent.settings import AgentSettings
-from agent.supervisor import Supervisor
 from dynamic_scoring.addresses import AddressPolicy
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.server import HealthServer
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.wire import ScorerSummary
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")

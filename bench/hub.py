@@ -58,9 +58,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
 from bench import Row, benchmark, verdict
 from bench.floor import FloorRun, cpu_seconds, creates, deletes, replay
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
 
 ADDON = "dynamic-scoring"
 ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
@@ -501,8 +501,8 @@ def _ocm_alone(api: Any, count: int) -> tuple[float, str]:
     it into every MCA.  Nothing of ours runs, so this is OCM's own pace on this machine: the
     floor under any cold start that must wait for the hash.
     """
-    from addon.config.hashes import cma_hash_patch
-    from addon.config.spec_hash import spec_hash
+    from dynamic_scoring.addon.config.hashes import cma_hash_patch
+    from dynamic_scoring.addon.config.spec_hash import spec_hash
     from dynamic_scoring.kube.resources import ADDON_DEPLOYMENT_CONFIGS, CLUSTER_MANAGEMENT_ADDONS
 
     adc = api.request(

@@ -171,7 +171,7 @@ def child(url: str, kind: str, policy: str, parallel: int, warm: str) -> dict[st
     """One case in this (fresh) process: outcome, latency and peak resident growth."""
     import httpx
 
-    from addon.registry.probe import ProbeResult, fetch_config, probe_health
+    from dynamic_scoring.addon.registry.probe import ProbeResult, fetch_config, probe_health
     from dynamic_scoring.addresses import STRICT, AddressPolicy
     from dynamic_scoring.guarded_transport import guarded_transport
 

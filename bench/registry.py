@@ -35,9 +35,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from addon.registry.probe_settings import ProbeSettings
 from bench import Row, benchmark, verdict
 from bench.floor import FloorRun, creates, deletes, replay
+from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 
 ADDON = "dynamic-scoring"
 ADDON_V1A1 = "addon.open-cluster-management.io/v1alpha1"
@@ -168,9 +168,9 @@ def _floor(kubeconfig: Path, api: Any) -> tuple[FloorRun, FloorRun]:
 
 
 def _measure(workdir: Path, count: int) -> list[Row]:
-    from addon.controllers import HubContext
-    from addon.controllers.distribution.controller import distribution_controller
-    from addon.controllers.registry.controller import scorer_controller
+    from dynamic_scoring.addon.controllers import HubContext
+    from dynamic_scoring.addon.controllers.distribution.controller import distribution_controller
+    from dynamic_scoring.addon.controllers.registry.controller import scorer_controller
     from dynamic_scoring.kube.api import KubeAPI
     from dynamic_scoring.kube.controller import ControllerManager
     from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MANIFEST_WORKS

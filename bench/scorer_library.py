@@ -31,7 +31,8 @@ report = check_app(app, large=False)
 print(json.dumps({
     "present": [m for m in %r if importlib.util.find_spec(m)],
     "ok": report.ok,
-    "project": sorted(m for m in sys.modules if m.split(".")[0] in ("addon", "agent", "ctl", "e2e")),
+    "project": sorted(m for m in sys.modules if m.split(".")[:2] in (
+        ["dynamic_scoring", "addon"], ["dynamic_scoring", "agent"], ["dynamic_scoring", "ctl"], ["e2e"])),
 }))
 """
 

@@ -17,7 +17,7 @@ pool.  httpx does not expose the backend as a parameter, so this reaches one pri
 fails loudly (``RuntimeError`` at manager start) rather than silently probing unchecked if a future
 httpx changes that attribute.  Proxies are never used (the client has ``trust_env=False``): through a
 proxy the address check would apply to the proxy, not to the scorer.  The agents may be configured
-with a proxy; what they check then is decided in ``agent.proxy``.
+with a proxy; what they check then is decided in ``dynamic_scoring.agent.proxy``.
 
 The look-up runs on a small shared thread pool so that it is under the request's connect timeout:
 a name whose DNS server never answers fails the probe with a timeout instead of holding a controller
@@ -256,7 +256,7 @@ def async_guarded_transport(
     """An ``httpx.AsyncHTTPTransport`` whose connections go through ``AsyncGuardedBackend(policy)``.
 
     With ``proxy`` the backend's connection is the one to the proxy, so ``policy`` judges the proxy's
-    address (the caller chooses a policy for that hop; see ``agent.proxy``).
+    address (the caller chooses a policy for that hop; see ``dynamic_scoring.agent.proxy``).
 
     Raises:
         RuntimeError: this httpx no longer keeps its backend where we replace it.

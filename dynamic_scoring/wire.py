@@ -1,6 +1,7 @@
 """Wire contracts shared by the hub manager and the agent: the summary list, the scoring API's documents.
 
-This is the only module the hub (``addon/``) imports from ``agent/``; ``.importlinter`` enforces it.
+The hub (``dynamic_scoring.addon``) and the agent (``dynamic_scoring.agent``) never import each other;
+what both need of the other's wire format lives here (``.importlinter`` enforces it).
 Everything here follows the upstream Go implementation's JSON exactly, because existing hubs, agents
 and scorers must keep understanding each other:
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from addon.constants import ADDON_NAME
+from dynamic_scoring.addon.constants import ADDON_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "manifests"

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from ctl.placement_model import Explanation, explain
-from ctl.status import CLEAR, Fleet, read_fleet
-from ctl.status import render as render_status
-from ctl.why import load_placement, read_state
+from dynamic_scoring.ctl.placement_model import Explanation, explain
+from dynamic_scoring.ctl.status import CLEAR, Fleet, read_fleet
+from dynamic_scoring.ctl.status import render as render_status
+from dynamic_scoring.ctl.why import load_placement, read_state
 from dynamic_scoring.kube.api import KubeError
 from e2e.controlplane import ControlPlane, running, stop_recorded
 from e2e.mission import CLUSTERS, HEAVY, LIGHT, PLACEMENT, USER_NS, Mission, timed
@@ -44,7 +44,7 @@ def render(
 ) -> str:
     """The live view: `dynamic-scoring status` for the demo's clusters, plus `why` for the Placement.
 
-    The table and the problems under it are `ctl.status.render`, the very text the `status`
+    The table and the problems under it are `dynamic_scoring.ctl.status.render`, the very text the `status`
     command prints; the Placement's lines are `why`'s one-line verdicts, computed as OCM's placement
     controller computes them and checked against its PlacementDecision.  So what the demo shows is
     what a user gets from the CLI on a real hub.
@@ -126,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
             m.tenant_secrets()
         with timed(say, "clusteradm addon enable --names dynamic-scoring --clusters cluster1,cluster2", t0):
             m.enable()
-        with timed(say, "sample CPU scorer (python -m samples.scorers.cpu) and the metrics gateway", t0):
+        with timed(
+            say,
+            "sample CPU scorer (python -m dynamic_scoring.samples.scorers.cpu) and the metrics gateway",
+            t0,
+        ):
             m.start_gateway()
             base = m.start_scorer()
         with timed(say, "DynamicScorer cpu-headroom, DynamicScoringConfig, Placement", t0):

@@ -55,10 +55,6 @@ WHEEL_SOURCES = (
     "README.md",
     "LICENSE",
     "dynamic_scoring",
-    "addon",
-    "agent",
-    "ctl",
-    "samples",
     "templates",
 )
 EXTRAS = "agent,hub"
@@ -82,7 +78,7 @@ def project_version() -> str:
 
 def default_tag() -> str:
     """`<DEFAULT_IMAGE_REPOSITORY>:<version>`: the reference the manifests and the chart use."""
-    from addon.constants import DEFAULT_IMAGE_REPOSITORY
+    from dynamic_scoring.addon.constants import DEFAULT_IMAGE_REPOSITORY
 
     return f"{DEFAULT_IMAGE_REPOSITORY}:{project_version()}"
 

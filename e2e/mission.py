@@ -366,9 +366,9 @@ class Mission:
         return self.gateway
 
     def start_scorer(self) -> str:
-        """The sample CPU scorer (`python -m samples.scorers.cpu`) on a free loopback port."""
+        """The sample CPU scorer (`python -m dynamic_scoring.samples.scorers.cpu`) on a free loopback port."""
         port = free_port()
-        argv = [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port)]
+        argv = [sys.executable, "-m", "dynamic_scoring.samples.scorers.cpu", "--port", str(port)]
         argv += ["--capacity-cores", str(CAPACITY_CORES), "--interval", str(self.interval)]
         self.scorer_proc = Proc("sample-cpu-scorer", argv, self.work_dir / "sample-cpu-scorer.log", cwd=REPO)
         self.scorer_proc.start()

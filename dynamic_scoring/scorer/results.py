@@ -18,7 +18,8 @@ from dynamic_scoring.score_size import MAX_SCORE_BYTES, scores_bytes
 from dynamic_scoring.wire import ScoreResult
 
 DIMENSION_LABELS: tuple[str, ...] = ("node", "namespace", "pod", "container", "device", "app", "meta")
-"""The result labels the agent substitutes into ``scoreDimensionFormat`` (agent/items/dimensions.py)."""
+"""The result labels the agent substitutes into ``scoreDimensionFormat``
+(dynamic_scoring/agent/items/dimensions.py)."""
 
 
 MAX_ITEM_NAME_LENGTH = 253

@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from addon.config.spec_hash import spec_hash
-from addon.registration.csr_request import NOT_CANONICAL
-from addon.registration.identity import default_groups, default_user
+from dynamic_scoring.addon.config.spec_hash import spec_hash
+from dynamic_scoring.addon.registration.csr_request import NOT_CANONICAL
+from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from e2e.controlplane import ControlPlane
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
@@ -714,7 +714,8 @@ def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
 ) -> None:
     """A broken image is seen where a broken addon is looked at, and the checkout never heals it.
 
-    The image is the one `make image` built, minus the wheel's addon/templates: in process mode
+    The image is the one `make image` built, minus the wheel's dynamic_scoring/addon/templates: in process
+    mode
     the manager would have found the checkout's templates/ and rendered as if nothing were wrong.
     """
     broken = "localhost/dynamic-scoring:e2e-no-templates"

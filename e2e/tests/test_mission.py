@@ -28,7 +28,7 @@ from typing import cast
 import pytest
 import yaml
 
-from addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPOSITORY
+from dynamic_scoring.addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPOSITORY
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.config.spec_hash import spec_hash
+from dynamic_scoring.addon.config.spec_hash import spec_hash
 from dynamic_scoring.naming import aps_name
 from e2e import containers
 from e2e.controlplane import ControlPlane

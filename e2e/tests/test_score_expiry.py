@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from addon.controllers.placement_scores.decision import EXPIRED_ANNOTATION, MARGIN_SECONDS
+from dynamic_scoring.addon.controllers.placement_scores.decision import EXPIRED_ANNOTATION, MARGIN_SECONDS
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
@@ -245,7 +245,8 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
         what=f"dynamic_scoring_hub_scores_expired_total to reach {before + 1:g}",
     )
 
-    # The agent comes back: its status write (a merge patch, like agent.kube.scores) wins cluster1
+    # The agent comes back: its status write (a merge patch, like dynamic_scoring.agent.kube.scores) wins
+    # cluster1
     # back at once and does not disturb the mark, which names the old validUntil.
     fresh = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     hub.patch_status(aps, {"validUntil": fresh, "scores": [{"name": SCORE, "value": 90}]})

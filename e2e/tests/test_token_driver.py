@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.registration.identity import token_user
+from dynamic_scoring.addon.registration.identity import token_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until, wait_value

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent.memory import MemoryPublisher
-from agent.ports import PublishRequest
+from dynamic_scoring.agent.memory import MemoryPublisher
+from dynamic_scoring.agent.ports import PublishRequest
 from dynamic_scoring.wire import ScorerSummary
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until

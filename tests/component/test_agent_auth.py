@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.secret_binding import ALLOWED_SCORERS_ANNOTATION
 from tests.component.harness import ScorerPKI, ScorerProcess, eventually, published, summary
 

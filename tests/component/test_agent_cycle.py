@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.memory import MemoryPublisher
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port, published, summary
 

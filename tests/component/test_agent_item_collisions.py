@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from agent.memory import MemoryPublisher
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
 pytestmark = [pytest.mark.component, pytest.mark.anyio]
@@ -40,7 +40,7 @@ async def test_colliding_results_fail_the_cycle_naming_format_and_labels(
     scorer: ScorerProcess,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agent.worker")
+    caplog.set_level(logging.WARNING, logger="dynamic_scoring.agent.worker")
     key = uuid.uuid4().hex
     scorer.respond(key, PER_NODE)
     await supervisor.apply([summary("cpu_headroom", scorer.url(f"/fixed/{key}/scoring"))])

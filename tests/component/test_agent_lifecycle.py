@@ -12,12 +12,12 @@ import uuid
 
 import pytest
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.metrics import AgentMetrics
-from agent.ports import ScoreItem
-from agent.server import HealthServer
-from agent.settings import AgentSettings
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.server import HealthServer
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.wire import dump_summaries
 from tests.component.conftest import FAST, LOOPBACK
 from tests.component.harness import ScorerProcess, eventually, published, summary
@@ -241,5 +241,5 @@ async def test_log_lines_name_the_scorer(
     caplog.set_level(logging.INFO)
     await supervisor.apply([summary("talkative", scorer.url("/status/503/scoring"), scoringInterval=5)])
     await published(publisher, "talkative")
-    lines = [r.getMessage() for r in caplog.records if r.name == "agent.worker"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "dynamic_scoring.agent.worker"]
     assert lines and all("scorer=talkative-scorer score=talkative" in line for line in lines)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.memory import MemoryPublisher
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from e2e.procs import Proc, free_port, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, published, summary
@@ -161,9 +161,18 @@ async def test_a_format_two_results_render_alike_fails_the_cycle_naming_it(
 
 @pytest.fixture(scope="module")
 def predictor(component_dir: Path) -> Iterator[str]:
-    """The prediction sample (``python -m samples.scorers.predict``), capacity 100 cores, interval 30 s."""
+    """The prediction sample (``python -m dynamic_scoring.samples.scorers.predict``), capacity 100 cores,
+    interval 30 s."""
     port = free_port()
-    argv = [sys.executable, "-m", "samples.scorers.predict", "--port", str(port), "--capacity-cores", "100"]
+    argv = [
+        sys.executable,
+        "-m",
+        "dynamic_scoring.samples.scorers.predict",
+        "--port",
+        str(port),
+        "--capacity-cores",
+        "100",
+    ]
     root = Path(__file__).resolve().parents[2]
     proc = Proc("sample-predict-params", argv, component_dir / "sample-predict-params.log", cwd=root)
     proc.start()

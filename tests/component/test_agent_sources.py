@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.metrics import AgentMetrics
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from e2e.procs import wait_until
 from tests.component.conftest import FAST, PromFixture
 from tests.component.harness import ScorerProcess, free_port, published, summary
@@ -165,7 +165,7 @@ async def test_a_failing_source_fails_the_cycle_by_name_under_fail(
     scorer: ScorerProcess,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agent.worker")
+    caplog.set_level(logging.WARNING, logger="dynamic_scoring.agent.worker")
     s = summary(
         "strict",
         scorer.url("/mean/scoring"),

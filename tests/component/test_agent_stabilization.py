@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.memory import MemoryPublisher, StoredScore
-from agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, StoredScore
+from dynamic_scoring.agent.ports import CONDITION_TYPE, CycleCondition, PublishRequest, ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
 pytestmark = [pytest.mark.component, pytest.mark.anyio]

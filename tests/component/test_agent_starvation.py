@@ -12,8 +12,8 @@ import dataclasses
 
 import pytest
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, summary
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from addon.registration.csr_approval import decide
-from addon.registration.identity import default_groups, default_user
+from dynamic_scoring.addon.registration.csr_approval import decide
+from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.jsontypes import JSON
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, framed_texts, pem_block
 from e2e.gobuild import go_program

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from ctl.main import main
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
+from dynamic_scoring.ctl.main import main
 from e2e.procs import Proc, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port
@@ -235,7 +235,15 @@ def test_full_mode_from_a_file_fetches_config_as_the_hub_does_and_says_so(
 ) -> None:
     port = free_port()
     base = prometheus.query_range_url.removesuffix("/api/v1/query_range")
-    argv = [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port), "--prometheus-url", base]
+    argv = [
+        sys.executable,
+        "-m",
+        "dynamic_scoring.samples.scorers.cpu",
+        "--port",
+        str(port),
+        "--prometheus-url",
+        base,
+    ]
     argv += ["--query", GAUGE, "--score-name", "cpu_full", "--range", "600", "--step", "60"]
     proc = Proc("sample-cpu", argv, tmp_path / "sample-cpu.log")
     proc.start()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from ctl.main import main
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
+from dynamic_scoring.ctl.main import main
 from tests.component.harness import ScorerProcess
 from tests.component.test_explain import scorer_file, unreachable_hub_kubeconfig
 

@@ -16,10 +16,10 @@ from dataclasses import replace
 
 import pytest
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.metrics import AgentMetrics
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import FAST
 from tests.component.harness import (
     LoopLag,
@@ -307,7 +307,7 @@ async def test_control_characters_from_prometheus_are_escaped_in_logs_and_condit
     message = first.condition.message
     # Prometheus' free text is no longer repeated at all; its errorType (a fixed vocabulary) is.
     assert message.isprintable() and "errorType bad_data" in message and "forged" not in message
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("agent")]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dynamic_scoring.agent")]
     assert not any("forged line" in line for line in lines)
     assert all(line.isprintable() for line in lines)
 

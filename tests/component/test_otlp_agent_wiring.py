@@ -13,10 +13,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import build_agent, main
-from agent.settings import AgentSettings
-from agent.source.otlp.access import ReceiverAccess
-from agent.source.otlp.store import LabelLimits
+from dynamic_scoring.agent.cli import build_agent, main
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.source.otlp.access import ReceiverAccess
+from dynamic_scoring.agent.source.otlp.store import LabelLimits
 from dynamic_scoring.kube.api import KubeAPI
 from tests.component.conftest import LOOPBACK
 from tests.component.harness import summary

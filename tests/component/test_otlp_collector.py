@@ -21,10 +21,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from agent.source.otlp.access import ReceiverAccess
-from agent.source.otlp.receiver import OtlpReceiver
-from agent.source.otlp.selection import parse_selector
-from agent.source.otlp.store import SeriesStore
+from dynamic_scoring.agent.source.otlp.access import ReceiverAccess
+from dynamic_scoring.agent.source.otlp.receiver import OtlpReceiver
+from dynamic_scoring.agent.source.otlp.selection import parse_selector
+from dynamic_scoring.agent.source.otlp.store import SeriesStore
 from e2e.procs import Proc, free_port, wait_until
 from e2e.tools import component_dirs
 from tests.component.harness import ScorerProcess, eventually, summary

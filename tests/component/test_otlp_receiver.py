@@ -24,13 +24,13 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.metrics import AgentMetrics
-from agent.ports import PublishRequest, ScoreItem
-from agent.source.otlp.receiver import OtlpReceiver
-from agent.source.otlp.store import SeriesStore
-from agent.source.otlp.telemetry import OtlpTelemetry
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.ports import PublishRequest, ScoreItem
+from dynamic_scoring.agent.source.otlp.receiver import OtlpReceiver
+from dynamic_scoring.agent.source.otlp.store import SeriesStore
+from dynamic_scoring.agent.source.otlp.telemetry import OtlpTelemetry
+from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, peak_rss_growth, summary
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.metrics import AgentMetrics
-from agent.source.otlp.access import ReceiverAccess
-from agent.source.otlp.receiver import OtlpReceiver
-from agent.source.otlp.selection import parse_selector
-from agent.source.otlp.store import SeriesStore
-from agent.source.otlp.telemetry import OtlpTelemetry
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.source.otlp.access import ReceiverAccess
+from dynamic_scoring.agent.source.otlp.receiver import OtlpReceiver
+from dynamic_scoring.agent.source.otlp.selection import parse_selector
+from dynamic_scoring.agent.source.otlp.store import SeriesStore
+from dynamic_scoring.agent.source.otlp.telemetry import OtlpTelemetry
 from e2e.procs import wait_until
 from tests.component.harness import ScorerPKI
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from addon.registry.probe import MAX_CONFIG_BYTES, fetch_config, probe_health
+from dynamic_scoring.addon.registry.probe import MAX_CONFIG_BYTES, fetch_config, probe_health
 from dynamic_scoring.addresses import STRICT, AddressPolicy
 from dynamic_scoring.guarded_transport import guarded_transport
 from tests.component.harness import ScorerPKI, ScorerProcess

@@ -16,11 +16,11 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from agent.errors import PrometheusQueryError
-from agent.source.prometheus import RangeWindow, query_range
-from ctl.main import main
-from ctl.recording import RecordingFile, load
-from ctl.replay import Replay, ReplayServer
+from dynamic_scoring.agent.errors import PrometheusQueryError
+from dynamic_scoring.agent.source.prometheus import RangeWindow, query_range
+from dynamic_scoring.ctl.main import main
+from dynamic_scoring.ctl.recording import RecordingFile, load
+from dynamic_scoring.ctl.replay import Replay, ReplayServer
 from e2e.procs import wait_until
 from tests.component.conftest import GAUGE, PODS, PromFixture
 from tests.component.harness import free_port
@@ -133,7 +133,7 @@ def test_the_replay_command_serves_until_stopped(tmp_path: Path, stop: signal.Si
         # inherits SIGINT ignored, and Python then installs no Ctrl-C handler.  Install it, so the
         # Ctrl-C case does not depend on how the test run was launched.
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from ctl.main import main; main()",
+        "from dynamic_scoring.ctl.main import main; main()",
         "replay",
         str(path),
         "--listen",

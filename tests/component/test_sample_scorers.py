@@ -1,7 +1,7 @@
 """The sample scorers as real processes on loopback: the contract, the agent's requests, real Prometheus.
 
-Each scorer runs with ``python -m samples.scorers.<name>`` exactly as docs/samples.md says.  The
-Prometheus tests compute the expected score in closed form: a backfilled counter whose rate ramps
+Each scorer runs with ``python -m dynamic_scoring.samples.scorers.<name>`` exactly as docs/samples.md
+says.  The Prometheus tests compute the expected score in closed form: a backfilled counter whose rate ramps
 linearly makes ``rate()`` exactly linear in time, so the forecast and the mean are known exactly.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from agent.memory import MemoryPublisher
-from agent.ports import ScoreItem
-from agent.supervisor import Supervisor
+from dynamic_scoring.agent.memory import MemoryPublisher
+from dynamic_scoring.agent.ports import ScoreItem
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 from e2e.procs import Proc, free_port, wait_until
 from e2e.prometheus import PrometheusServer
@@ -37,11 +37,18 @@ CAPACITY = 4.0
 
 
 class SampleScorer:
-    """``python -m samples.scorers.<module>`` on a free loopback port."""
+    """``python -m dynamic_scoring.samples.scorers.<module>`` on a free loopback port."""
 
     def __init__(self, module: str, workdir: Path, *extra: str) -> None:
         self.port = free_port()
-        argv = [sys.executable, "-m", f"samples.scorers.{module}", "--port", str(self.port), *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            f"dynamic_scoring.samples.scorers.{module}",
+            "--port",
+            str(self.port),
+            *extra,
+        ]
         self.proc = Proc(f"sample-{module}", argv, workdir / f"sample-{module}.log", cwd=ROOT)
 
     @property

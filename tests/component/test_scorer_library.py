@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 import dynamic_scoring
-from agent.settings import AgentSettings
+from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.scorer import (
     MAX_BODY_BYTES,
     BearerToken,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from addon.registry.probe import fetch_config, probe_health
+from dynamic_scoring.addon.registry.probe import fetch_config, probe_health
 from e2e.loopback import LoopbackServer
 from tests.component.harness import ScorerPKI, ScorerProcess
 

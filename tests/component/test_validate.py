@@ -1,8 +1,9 @@
 """``dynamic-scoring scorer validate`` against real scorers on loopback: the samples pass, broken ones don't.
 
-The samples run as processes (``python -m samples.scorers.<name>``), as users run them.  Each broken
-scorer is a real stdlib HTTP server in this process that gets one thing wrong; its test asserts the
-finding that names it, and a well-behaved server of the same kind yields none (so the tests can fail).
+The samples run as processes (``python -m dynamic_scoring.samples.scorers.<name>``), as users run
+them.  Each broken scorer is a real stdlib HTTP server in this process that gets one thing wrong; its
+test asserts the finding that names it, and a well-behaved server of the same kind yields none (so the
+tests can fail).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 from dynamic_scoring.scorer.conformance import (
     BODY_EXCERPT_CHARS,
     MAX_LISTED_RESULTS,
@@ -412,7 +413,14 @@ def samples(component_dir: Path) -> Iterator[dict[str, str]]:
     procs: dict[str, tuple[Proc, int]] = {}
     for module, extra in (("cpu", []), ("predict", ["--token-file", str(component_dir / "validate-token")])):
         port = free_port()
-        argv = [sys.executable, "-m", f"samples.scorers.{module}", "--port", str(port), *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            f"dynamic_scoring.samples.scorers.{module}",
+            "--port",
+            str(port),
+            *extra,
+        ]
         procs[module] = (
             Proc(f"validate-{module}", argv, component_dir / f"validate-{module}.log", cwd=ROOT),
             port,

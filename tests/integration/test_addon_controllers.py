@@ -24,11 +24,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry
 
-from addon.config.spec_hash import spec_hash
-from addon.controllers import agent_scores
-from addon.controllers.lifecycle import lifecycle_controllers
-from addon.manager import Manager, ManagerOptions
-from addon.registration.identity import default_groups, default_user
+from dynamic_scoring.addon.config.spec_hash import spec_hash
+from dynamic_scoring.addon.controllers import agent_scores
+from dynamic_scoring.addon.controllers.lifecycle import lifecycle_controllers
+from dynamic_scoring.addon.manager import Manager, ManagerOptions
+from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.score_labels import ADDON_LABEL, score_labels
 from e2e.controlplane import ControlPlane

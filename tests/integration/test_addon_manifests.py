@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from addon.constants import DEFAULT_IMAGE
-from addon.registration.status import registration_subject
-from addon.render.agent import render_agent
-from addon.render.hub_rbac import render_hub_rbac
-from addon.work.builder import build_deploy_works
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE
+from dynamic_scoring.addon.registration.status import registration_subject
+from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.render.hub_rbac import render_hub_rbac
+from dynamic_scoring.addon.work.builder import build_deploy_works
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane

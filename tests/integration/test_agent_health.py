@@ -1,6 +1,6 @@
 """Health true to what runs: `/healthz` and the Lease follow the summaries watch and the workers.
 
-The agent runs in this process (`agent.cli.build_agent`, the wiring the CLI uses) against the
+The agent runs in this process (`dynamic_scoring.agent.cli.build_agent`, the wiring the CLI uses) against the
 real apiservers of the local control plane.  Faults are injected where a test can reach them:
 the managed cluster's API object fails every ConfigMap call on demand (with an exception type
 the watch did not expect), and a worker's asyncio task is cancelled from outside.
@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from agent.cli import Agent, build_agent
-from agent.kube.summaries import SummaryWatcher
-from agent.settings import AgentSettings
 from dynamic_scoring.addresses import AddressPolicy
+from dynamic_scoring.agent.cli import Agent, build_agent
+from dynamic_scoring.agent.kube.summaries import SummaryWatcher
+from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from e2e.controlplane import ControlPlane

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from agent.errors import AuthError, SecretNotFound
-from agent.kube.scores import KubeScorePublisher
-from agent.kube.secrets import KubeSecretReader
-from agent.memory import MemorySecrets
-from agent.ports import CycleCondition, PublishRequest, ScoreItem
-from agent.settings import AgentSettings
-from agent.supervisor import Supervisor
 from dynamic_scoring.addresses import AddressPolicy
+from dynamic_scoring.agent.errors import AuthError, SecretNotFound
+from dynamic_scoring.agent.kube.scores import KubeScorePublisher
+from dynamic_scoring.agent.kube.secrets import KubeSecretReader
+from dynamic_scoring.agent.memory import MemorySecrets
+from dynamic_scoring.agent.ports import CycleCondition, PublishRequest, ScoreItem
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI, NotFound
 from dynamic_scoring.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
 from e2e.controlplane import ControlPlane
@@ -168,7 +168,7 @@ def test_failed_aps_delete_is_retried_until_it_succeeds(
     hub = admin(control_plane)
     score = f"retry_{uuid.uuid4().hex[:6]}"
     aps = score.replace("_", "-")
-    caplog.set_level(logging.INFO, logger="agent.supervisor")
+    caplog.set_level(logging.INFO, logger="dynamic_scoring.agent.supervisor")
     with identity_without_delete(control_plane, tmp_path, "cluster1") as (kubeconfig, role):
 
         async def scenario() -> None:
@@ -230,7 +230,7 @@ def test_delete_that_timed_out_but_went_through_is_not_a_failure(
     )
     score = f"lost_{uuid.uuid4().hex[:6]}"
     aps = score.replace("_", "-")
-    caplog.set_level(logging.INFO, logger="agent.supervisor")
+    caplog.set_level(logging.INFO, logger="dynamic_scoring.agent.supervisor")
 
     async def scenario() -> None:
         pub = KubeScorePublisher(KubeAPI(kubeconfig), "cluster1", addon_name="dynamic-scoring")
@@ -259,7 +259,9 @@ def test_delete_that_timed_out_but_went_through_is_not_a_failure(
 
     asyncio.run(scenario())
     # (urllib3's own retries of the abandoned request, when the proxy closes, are not the agent's)
-    messages = [r for r in caplog.records if aps in r.getMessage() and r.name.startswith("agent")]
+    messages = [
+        r for r in caplog.records if aps in r.getMessage() and r.name.startswith("dynamic_scoring.agent")
+    ]
     assert any("got no answer" in r.getMessage() for r in messages)
     assert not [r.getMessage() for r in messages if r.levelno >= logging.WARNING]
 

@@ -16,18 +16,18 @@ import jinja2
 import pytest
 import yaml
 
-from addon.registry.reports import cluster_reports
-from addon.render.agent import render_agent
-from agent.errors import PublishError, ScoreNameTaken, SecretNotFound
-from agent.kube.lease import LeaseRenewer
-from agent.kube.scores import KubeScorePublisher
-from agent.kube.secrets import KubeSecretReader
-from agent.kube.summaries import SummaryWatcher
-from agent.memory import MemoryPublisher, MemorySecrets
-from agent.ports import CycleCondition, PublishRequest, ScoreItem
-from agent.settings import AgentSettings
-from agent.supervisor import Supervisor
+from dynamic_scoring.addon.registry.reports import cluster_reports
+from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addresses import AddressPolicy
+from dynamic_scoring.agent.errors import PublishError, ScoreNameTaken, SecretNotFound
+from dynamic_scoring.agent.kube.lease import LeaseRenewer
+from dynamic_scoring.agent.kube.scores import KubeScorePublisher
+from dynamic_scoring.agent.kube.secrets import KubeSecretReader
+from dynamic_scoring.agent.kube.summaries import SummaryWatcher
+from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
+from dynamic_scoring.agent.ports import CycleCondition, PublishRequest, ScoreItem
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import score_labels, score_selector

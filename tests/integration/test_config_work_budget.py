@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from addon.controllers.distribution.controller import WORK_NAME
-from addon.distribution.budget import CONFIG_WORK_LIMIT, SUMMARY_LIMIT
+from dynamic_scoring.addon.controllers.distribution.controller import WORK_NAME
+from dynamic_scoring.addon.distribution.budget import CONFIG_WORK_LIMIT, SUMMARY_LIMIT
 from dynamic_scoring.kube.api import KubeAPI
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client

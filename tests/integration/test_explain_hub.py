@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctl.main import main
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
+from dynamic_scoring.ctl.main import main
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client

@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from addon.controllers.placement_scores.decision import EXPIRED_ANNOTATION, SCORE_NAME_ANNOTATION
-from addon.controllers.placement_scores.external import NAME, external_agent_scores_controller
-from addon.manager import Manager, ManagerOptions
+from dynamic_scoring.addon.controllers.placement_scores.decision import (
+    EXPIRED_ANNOTATION,
+    SCORE_NAME_ANNOTATION,
+)
+from dynamic_scoring.addon.controllers.placement_scores.external import NAME, external_agent_scores_controller
+from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.score_labels import score_labels
 from e2e.controlplane import ControlPlane

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from addon.controllers import HubContext
-from addon.manager import Manager, ManagerOptions
+from dynamic_scoring.addon.controllers import HubContext
+from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, ControllerManager
@@ -158,7 +158,7 @@ def test_a_missing_crd_holds_back_only_its_controller_and_readyz_names_it_until_
         assert not any(line.startswith("controller plain") for line in lines)
         widget_line = next(line for line in lines if line.startswith(f"watch {watch_name}: "))
         assert f"the apiserver does not serve {group}/v1 widgets (404" in widget_line
-        remedy = "install the CustomResourceDefinition of Widget"  # addon.manager's, for a foreign group
+        remedy = "install the CustomResourceDefinition of Widget"  # the manager's, for a foreign group
         assert widget_line.endswith(remedy), widget_line
         assert get(port, "/healthz") == (200, "ok\n")  # liveness: a restart would not install a CRD
         waiting_metrics = [

@@ -12,7 +12,7 @@ import json
 import uuid
 from typing import Any
 
-from addon.render.agent import render_agent
+from dynamic_scoring.addon.render.agent import render_agent
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from tests.unit.addon.helpers import adc, mca, variables

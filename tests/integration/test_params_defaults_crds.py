@@ -17,8 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.registry.effective import resolve
-from addon.registry.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.models import (
+    DynamicScorer,
+    DynamicScoringConfig,
+    parse_config,
+    parse_scorer,
+)
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.procs import wait_until

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from addon.controllers import HubContext
-from addon.controllers.registry.controller import scorer_controller
-from addon.registry.probe_settings import ProbeSettings
+from dynamic_scoring.addon.controllers import HubContext
+from dynamic_scoring.addon.controllers.registry.controller import scorer_controller
+from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from e2e.controlplane import ControlPlane

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from addon.registration.identity import default_groups, default_user, token_user
+from dynamic_scoring.addon.registration.identity import default_groups, default_user, token_user
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane

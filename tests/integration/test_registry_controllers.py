@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from addon.controllers import HubContext
-from addon.controllers.distribution.controller import WORK_NAME, distribution_controller
-from addon.controllers.registry.controller import scorer_controller
-from addon.registry.health import HealthSettings, worst_case_detection
-from addon.registry.probe_settings import ProbeSettings
+from dynamic_scoring.addon.controllers import HubContext
+from dynamic_scoring.addon.controllers.distribution.controller import WORK_NAME, distribution_controller
+from dynamic_scoring.addon.controllers.registry.controller import scorer_controller
+from dynamic_scoring.addon.registry.health import HealthSettings, worst_case_detection
+from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.naming import aps_name

@@ -277,7 +277,7 @@ def test_cpu_scorer_default_query_scores_each_clusters_load(
     port = free_port()
     proc = Proc(
         "sample-cpu",
-        [sys.executable, "-m", "samples.scorers.cpu", "--port", str(port)],
+        [sys.executable, "-m", "dynamic_scoring.samples.scorers.cpu", "--port", str(port)],
         tmp_path / "sample-cpu.log",
         cwd=SAMPLES.parent,
     ).start()

@@ -19,11 +19,16 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.registry.effective import resolve
-from addon.registry.health import HealthState, next_state
-from addon.registry.models import DynamicScorer, DynamicScoringConfig, parse_config, parse_scorer
-from addon.registry.probe import ConfigResult, ProbeResult, check_config
-from addon.registry.status import (
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.health import HealthState, next_state
+from dynamic_scoring.addon.registry.models import (
+    DynamicScorer,
+    DynamicScoringConfig,
+    parse_config,
+    parse_scorer,
+)
+from dynamic_scoring.addon.registry.probe import ConfigResult, ProbeResult, check_config
+from dynamic_scoring.addon.registry.status import (
     apply_conditions,
     config_synced_condition,
     healthy_condition,

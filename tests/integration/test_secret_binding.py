@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from agent.kube.scores import KubeScorePublisher
-from agent.kube.secrets import KubeSecretReader
-from agent.settings import AgentSettings
-from agent.supervisor import Supervisor
 from dynamic_scoring.addresses import AddressPolicy
+from dynamic_scoring.agent.kube.scores import KubeScorePublisher
+from dynamic_scoring.agent.kube.secrets import KubeSecretReader
+from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane

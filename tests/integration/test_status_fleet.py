@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 

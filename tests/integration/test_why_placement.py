@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS

@@ -77,7 +77,8 @@ score = lambda r: [result(s.mean(), pod=s.label("pod")) for s in r.with_points()
 report = check_app(ScorerApp(score, name="x", query="up"), large=False)
 items = [(f"pod-{{i}}", i - 50) for i in range(100)]
 print(json.dumps({{"ok": report.ok, "size": scores_bytes(items),
-    "project": sorted(m for m in sys.modules if m.split(".")[0] in ("addon", "agent", "ctl", "e2e"))}}))
+    "project": sorted(m for m in sys.modules if m.split(".")[:2] in (
+        ["dynamic_scoring", "addon"], ["dynamic_scoring", "agent"], ["dynamic_scoring", "ctl"], ["e2e"]))}}))
 """
 
 

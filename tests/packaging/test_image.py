@@ -98,10 +98,11 @@ def test_the_image_holds_the_agent_templates_and_no_source_tree(built: str) -> N
         default_tag(),
         "python",
         "-c",
-        "import addon.render.templating as t, os; print(t.TEMPLATES_DIR); print(os.path.exists('/src'))",
+        "import dynamic_scoring.addon.render.templating as t, os;"
+        " print(t.TEMPLATES_DIR); print(os.path.exists('/src'))",
     )
     templates, src = out.strip().splitlines()
-    assert templates == "/opt/venv/lib/python3.11/site-packages/addon/templates"
+    assert templates == "/opt/venv/lib/python3.11/site-packages/dynamic_scoring/addon/templates"
     assert src == "False"
 
 

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.packaging
 
 RENDER = """
-import json, addon.render.templating as t
-from addon.render.agent import render_agent
+import json, dynamic_scoring.addon.render.templating as t
+from dynamic_scoring.addon.render.agent import render_agent
 mca = {"metadata": {"name": "dynamic-scoring", "namespace": "cluster1"}, "spec": {}}
 print(json.dumps({"dir": str(t.TEMPLATES_DIR), "manifests": render_agent(mca=mca, adc=None).manifests}))
 """
@@ -45,10 +45,54 @@ def test_wheel_carries_every_template(wheel: Path) -> None:
     in_repo = {p.relative_to(REPO / "templates").as_posix() for p in (REPO / "templates").rglob("*.j2")}
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    prefix = "addon/templates/"
+    prefix = "dynamic_scoring/addon/templates/"
     packaged = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
     assert in_repo, "no templates in the repository?"
     assert packaged == in_repo
+
+
+def test_wheel_installs_one_import_name(wheel: Path) -> None:
+    """Only ``dynamic_scoring`` lands in site-packages: a scorer author's own ``agent`` or ``samples``
+    module must not collide with ours (the first wheels installed ``addon``, ``agent``, ``ctl`` and
+    ``samples`` as top-level packages)."""
+    with zipfile.ZipFile(wheel) as zf:
+        top = {n.split("/", 1)[0] for n in zf.namelist()}
+        entry_points = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")))
+    assert {t for t in top if not t.endswith(".dist-info")} == {"dynamic_scoring"}
+    scripts = [line.split("=", 1)[1].strip() for line in entry_points.decode().splitlines() if "=" in line]
+    assert scripts and all(s.startswith("dynamic_scoring.") for s in scripts), scripts
+
+
+def test_every_console_script_resolves_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """Each ``[project.scripts]`` target imports from the wheel alone (not the checkout) and is callable."""
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    check = (
+        "import importlib, importlib.metadata as md, sys\n"
+        "eps = [e for e in md.distribution('dynamic-scoring').entry_points if e.group == 'console_scripts']\n"
+        "assert eps, 'no console scripts'\n"
+        "for e in eps:\n"
+        "    fn = e.load()\n"
+        "    assert callable(fn), e\n"
+        "    where = sys.modules[e.module].__file__\n"
+        "    assert where.startswith(sys.argv[1]), (e, where)\n"
+        "print(len(eps))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(site)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) == 5
 
 
 def test_installed_wheel_renders_what_the_checkout_renders(wheel: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.constants import DEFAULT_IMAGE_REPOSITORY
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE_REPOSITORY
 from e2e import release
 
 REPO = Path(__file__).resolve().parents[2]

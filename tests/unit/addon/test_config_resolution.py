@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from addon.constants import RESERVED_NO_DEFAULT
-from addon.controllers.lifecycle.inputs import desired_config, expects_deployment_config
+from dynamic_scoring.addon.constants import RESERVED_NO_DEFAULT
+from dynamic_scoring.addon.controllers.lifecycle.inputs import desired_config, expects_deployment_config
 
 ADC = {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs"}
 

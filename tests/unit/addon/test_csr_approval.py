@@ -14,8 +14,8 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registration.csr_approval import Decision, approval_body, decide
-from addon.registration.csr_request import NOT_CANONICAL, canonical_pem, request_der
+from dynamic_scoring.addon.registration.csr_approval import Decision, approval_body, decide
+from dynamic_scoring.addon.registration.csr_request import NOT_CANONICAL, canonical_pem, request_der
 from dynamic_scoring.jsontypes import JSON
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 

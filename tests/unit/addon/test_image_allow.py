@@ -6,10 +6,15 @@ import re
 
 import pytest
 
-from addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
-from addon.controllers.lifecycle.deploy import AGENT_IMAGE_NOT_ALLOWED, _reason, _where, render_fingerprint
-from addon.render.agent import render_agent
-from addon.render.image_allow import (
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
+from dynamic_scoring.addon.controllers.lifecycle.deploy import (
+    AGENT_IMAGE_NOT_ALLOWED,
+    _reason,
+    _where,
+    render_fingerprint,
+)
+from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.render.image_allow import (
     AgentImageNotAllowedError,
     allowed_prefixes,
     image_allowed,

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY, DEFAULT_IMAGE_TAG, IMAGE_NAME
+from dynamic_scoring.addon.constants import (
+    DEFAULT_IMAGE,
+    DEFAULT_IMAGE_REPOSITORY,
+    DEFAULT_IMAGE_TAG,
+    IMAGE_NAME,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 WORKFLOW = REPO / ".github/workflows/release.yaml"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from addon.config.deployment_config import ImageMirror
-from addon.render.images import apply_mirrors, cluster_mirrors, mirror_image
+from dynamic_scoring.addon.config.deployment_config import ImageMirror
+from dynamic_scoring.addon.render.images import apply_mirrors, cluster_mirrors, mirror_image
 
 IMAGE = "quay.io/open-cluster-management/dynamic-scoring:0.1.0"
 

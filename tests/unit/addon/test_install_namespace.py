@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from addon.config.deployment_config import DeploymentConfig, parse_deployment_config
-from addon.config.install_namespace import (
+from dynamic_scoring.addon.config.deployment_config import DeploymentConfig, parse_deployment_config
+from dynamic_scoring.addon.config.install_namespace import (
     InstallNamespaceRefusedError,
     NamespacePlan,
     install_namespace_for,
@@ -11,9 +11,9 @@ from addon.config.install_namespace import (
     plan_namespace,
     resolve_install_namespace,
 )
-from addon.errors import AddonConfigError
-from addon.render.agent import render_agent
-from addon.work.builder import build_deploy_works
+from dynamic_scoring.addon.errors import AddonConfigError
+from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.work.builder import build_deploy_works
 from tests.unit.addon.helpers import adc, mca, variables
 
 DEFAULT = "open-cluster-management-agent-addon"

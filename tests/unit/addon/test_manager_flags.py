@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from addon.cli import main
-from addon.manager import ManagerOptions
-from addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV
+from dynamic_scoring.addon.cli import main
+from dynamic_scoring.addon.manager import ManagerOptions
+from dynamic_scoring.addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV
 
 
 def test_an_allow_value_with_a_tag_is_refused_at_start() -> None:
@@ -31,9 +31,9 @@ def test_flags_and_env_list_reach_the_options(monkeypatch: pytest.MonkeyPatch) -
         def serve(self) -> int:
             raise StopError("stopped before serving")
 
-    monkeypatch.setattr("addon.cli.Manager", FakeManager)
-    monkeypatch.setattr("addon.cli.build_api", lambda _kubeconfig: None)
-    monkeypatch.setattr("addon.cli.configure", lambda _level: None)
+    monkeypatch.setattr("dynamic_scoring.addon.cli.Manager", FakeManager)
+    monkeypatch.setattr("dynamic_scoring.addon.cli.build_api", lambda _kubeconfig: None)
+    monkeypatch.setattr("dynamic_scoring.addon.cli.configure", lambda _level: None)
     result = CliRunner().invoke(
         main,
         ["manager", "--trust-proxy-ca-for-destinations"],

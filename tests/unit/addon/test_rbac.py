@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from addon.registration.identity import rbac_subjects, subject_problem
-from addon.registration.status import registration_subject
-from addon.render.agent import render_agent
-from addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
+from dynamic_scoring.addon.registration.identity import rbac_subjects, subject_problem
+from dynamic_scoring.addon.registration.status import registration_subject
+from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
 from dynamic_scoring.jsontypes import JSON
 from tests.unit.addon.helpers import by_kind, mca
 
@@ -236,8 +236,8 @@ def test_granted_score_names_are_the_sent_scores_and_the_agents_leftovers() -> N
 
 
 def test_config_work_name_is_the_distributions() -> None:
-    from addon.constants import CONFIG_WORK_NAME
-    from addon.controllers.distribution.controller import WORK_NAME
+    from dynamic_scoring.addon.constants import CONFIG_WORK_NAME
+    from dynamic_scoring.addon.controllers.distribution.controller import WORK_NAME
 
     assert CONFIG_WORK_NAME == WORK_NAME
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from addon.registration.status import (
+from dynamic_scoring.addon.registration.status import (
     manifest_applied_patch,
     owned_by_cma,
     registration_patch,

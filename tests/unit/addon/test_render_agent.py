@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from addon.constants import DEFAULT_IMAGE
-from addon.errors import AddonConfigError
-from addon.render.agent import DEFAULT_RESOURCES, render_agent
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE
+from dynamic_scoring.addon.errors import AddonConfigError
+from dynamic_scoring.addon.render.agent import DEFAULT_RESOURCES, render_agent
 from dynamic_scoring.jsontypes import JSON
 from tests.unit.addon.helpers import adc, b64, by_kind, mca, variables
 

@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from addon.controllers.placement_scores.decision import (
+from dynamic_scoring.addon.controllers.placement_scores.decision import (
     EXPIRED_ANNOTATION,
     MARGIN_SECONDS,
     Verdict,
     decide,
     parse_valid_until,
 )
-from addon.controllers.placement_scores.expiry import ScoreExpiry
+from dynamic_scoring.addon.controllers.placement_scores.expiry import ScoreExpiry
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.workqueue import WorkQueue

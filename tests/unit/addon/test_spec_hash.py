@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.config.spec_hash import go_json, spec_hash
+from dynamic_scoring.addon.config.spec_hash import go_json, spec_hash
 
 ADC = {
     "apiVersion": "addon.open-cluster-management.io/v1alpha1",

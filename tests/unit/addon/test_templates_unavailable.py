@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from addon.controllers.lifecycle.deploy import TEMPLATES_UNAVAILABLE, _reason, _where
-from addon.errors import TemplatesUnavailableError
-from addon.render.agent import render_agent
+from dynamic_scoring.addon.controllers.lifecycle.deploy import TEMPLATES_UNAVAILABLE, _reason, _where
+from dynamic_scoring.addon.errors import TemplatesUnavailableError
+from dynamic_scoring.addon.render.agent import render_agent
 
 MCA = {"metadata": {"name": "dynamic-scoring", "namespace": "cluster1"}, "spec": {}}
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from addon.errors import WorkTooLargeError
-from addon.render.agent import render_agent
-from addon.work.builder import (
+from dynamic_scoring.addon.errors import WorkTooLargeError
+from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.work.builder import (
     build_deploy_works,
     config_spec_hash_annotation,
     guess_plural,

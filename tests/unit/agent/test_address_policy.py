@@ -15,7 +15,8 @@ import httpcore
 import httpx
 import pytest
 
-from agent.errors import (
+from dynamic_scoring.addresses import STRICT, AddressPolicy, metadata_header
+from dynamic_scoring.agent.errors import (
     AddressRefused,
     PrometheusAddressRefused,
     PrometheusQueryError,
@@ -25,11 +26,10 @@ from agent.errors import (
     ScorerHTTPError,
     ScorerRequestInvalid,
 )
-from agent.http import ClientPool, status_phrase
-from agent.proxy import ProxySettings, TargetChecked, proxy_mounts
-from agent.scorer_client.client import call_scorer
-from agent.source.prometheus import RangeWindow, known_error_type, query_range
-from dynamic_scoring.addresses import STRICT, AddressPolicy, metadata_header
+from dynamic_scoring.agent.http import ClientPool, status_phrase
+from dynamic_scoring.agent.proxy import ProxySettings, TargetChecked, proxy_mounts
+from dynamic_scoring.agent.scorer_client.client import call_scorer
+from dynamic_scoring.agent.source.prometheus import RangeWindow, known_error_type, query_range
 from dynamic_scoring.guarded_transport import AsyncGuardedBackend
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]

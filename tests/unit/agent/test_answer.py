@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.scorer_client.answer import decode_answer
+from dynamic_scoring.agent.scorer_client.answer import decode_answer
 from dynamic_scoring.wire import ScoringResponse
 
 pytestmark = pytest.mark.unit

@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from agent.auth import resolve_credentials
-from agent.errors import SecretInvalid, SecretNotBound, SecretNotFound
-from agent.http import (
+from dynamic_scoring.agent.auth import resolve_credentials
+from dynamic_scoring.agent.errors import SecretInvalid, SecretNotBound, SecretNotFound
+from dynamic_scoring.agent.http import (
     TLSMaterial,
     build_ssl_context,
     printable_excerpt,
     retry_after_seconds,
     scrub,
 )
-from agent.memory import MemorySecrets
+from dynamic_scoring.agent.memory import MemorySecrets
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from dynamic_scoring.urls import redact_url, url_secrets
 from dynamic_scoring.wire import EndpointAuth

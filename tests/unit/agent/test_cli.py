@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from agent.cli import main
+from dynamic_scoring.agent.cli import main
 
 
 def test_help_lists_upstream_flags() -> None:

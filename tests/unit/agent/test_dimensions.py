@@ -4,15 +4,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.items.dimensions import (
+from dynamic_scoring.agent.items.dimensions import (
     ItemCollision,
     build_items,
     describe_collisions,
     item_name_problem,
     render_name,
 )
-from agent.items.maths import score_value
-from agent.ports import ScoreItem
+from dynamic_scoring.agent.items.maths import score_value
+from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.wire import ScoreNormalization, ScoreResult
 
 pytestmark = pytest.mark.unit

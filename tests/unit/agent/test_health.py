@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from agent.health import Health, Heartbeat
+from dynamic_scoring.agent.health import Health, Heartbeat
 
 
 def test_health_follows_its_checks_and_reverts() -> None:
@@ -30,7 +30,7 @@ def test_a_check_that_raises_is_a_problem_not_a_pass() -> None:
 def test_transitions_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     problem: list[str | None] = [None]
     health = Health([lambda: problem[0]])
-    caplog.set_level(logging.INFO, logger="agent.health")
+    caplog.set_level(logging.INFO, logger="dynamic_scoring.agent.health")
     health.problems()
     problem[0] = "worker task ended: a (cancelled)"
     for _ in range(3):
@@ -57,8 +57,8 @@ def test_livez_follows_the_heartbeat_not_the_health_checks() -> None:
     import urllib.error
     import urllib.request
 
-    from agent.metrics import AgentMetrics
-    from agent.server import HealthServer
+    from dynamic_scoring.agent.metrics import AgentMetrics
+    from dynamic_scoring.agent.server import HealthServer
 
     now = [0.0]
     beat = Heartbeat(stall_limit_seconds=30, clock=lambda: now[0])

@@ -13,15 +13,15 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from agent.errors import (
+from dynamic_scoring.agent.errors import (
     AgentError,
     ScorerRequestInvalid,
     ScorerResponseInvalid,
     ScorerTimeout,
     ScorerUnavailable,
 )
-from agent.http import BodyTooLarge, read_limited, transport_errors
-from agent.scorer_client.client import SCORER_ERRORS
+from dynamic_scoring.agent.http import BodyTooLarge, read_limited, transport_errors
+from dynamic_scoring.agent.scorer_client.client import SCORER_ERRORS
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.items.maths import (
+from dynamic_scoring.agent.items.maths import (
     NonFiniteScore,
     clamp,
     expiry_window,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.metrics import AgentMetrics, truncate_label
+from dynamic_scoring.agent.metrics import AgentMetrics, truncate_label
 from dynamic_scoring.wire import ScoreResult
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.items.naming import aps_name
+from dynamic_scoring.agent.items.naming import aps_name
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 
-from agent.source.otlp.decoding import BodyError, encoding_of, inflate, parse
-from agent.source.otlp.translation import flatten
+from dynamic_scoring.agent.source.otlp.decoding import BodyError, encoding_of, inflate, parse
+from dynamic_scoring.agent.source.otlp.translation import flatten
 
 pytestmark = pytest.mark.unit
 

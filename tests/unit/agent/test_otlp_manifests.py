@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.errors import AddonConfigError
-from addon.render.agent import render_agent
+from dynamic_scoring.addon.errors import AddonConfigError
+from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.bind_address import parse_bind_address
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 

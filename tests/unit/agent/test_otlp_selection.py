@@ -8,8 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.plan import InvalidSummary, plan_summary
-from agent.source.otlp.selection import SelectorError, from_spec, parse_selector, sanitize_name
+from dynamic_scoring.agent.plan import InvalidSummary, plan_summary
+from dynamic_scoring.agent.source.otlp.selection import (
+    SelectorError,
+    from_spec,
+    parse_selector,
+    sanitize_name,
+)
 from dynamic_scoring.wire import OtelSelector, ScorerSummary
 
 pytestmark = pytest.mark.unit

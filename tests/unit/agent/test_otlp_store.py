@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.source.otlp.fetching import OtlpReceiverDisabled, OtlpResultTooLarge, read_selected
-from agent.source.otlp.selection import Selector, parse_selector
-from agent.source.otlp.store import LOOKBACK_SECONDS, LabelLimits, SeriesStore, format_value
-from agent.source.otlp.translation import Flattened, Kind, Point
-from agent.source.prometheus import RangeWindow
+from dynamic_scoring.agent.source.otlp.fetching import OtlpReceiverDisabled, OtlpResultTooLarge, read_selected
+from dynamic_scoring.agent.source.otlp.selection import Selector, parse_selector
+from dynamic_scoring.agent.source.otlp.store import LOOKBACK_SECONDS, LabelLimits, SeriesStore, format_value
+from dynamic_scoring.agent.source.otlp.translation import Flattened, Kind, Point
+from dynamic_scoring.agent.source.prometheus import RangeWindow
 
 pytestmark = pytest.mark.unit
 

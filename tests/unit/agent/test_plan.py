@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.plan import InvalidSummary, plan_summaries, plan_summary
-from agent.settings import AgentSettings
+from dynamic_scoring.agent.plan import InvalidSummary, plan_summaries, plan_summary
+from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.wire import ScorerSummary
 
 pytestmark = pytest.mark.unit

@@ -2,7 +2,12 @@ import ssl
 
 import httpx
 
-from agent.proxy import ProxySettings, ca_bundle_from_env, proxy_mounts, proxy_settings_from_env
+from dynamic_scoring.agent.proxy import (
+    ProxySettings,
+    ca_bundle_from_env,
+    proxy_mounts,
+    proxy_settings_from_env,
+)
 
 
 def test_upper_case_wins_and_no_proxy_is_split() -> None:

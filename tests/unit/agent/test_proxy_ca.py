@@ -10,10 +10,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main as cli_main
-from agent.http import ClientPool, TLSMaterial
-from agent.proxy import ProxySettings, proxy_mounts, proxy_settings_from_env
-from agent.settings import AgentSettings
+from dynamic_scoring.agent.cli import main as cli_main
+from dynamic_scoring.agent.http import ClientPool, TLSMaterial
+from dynamic_scoring.agent.proxy import ProxySettings, proxy_mounts, proxy_settings_from_env
+from dynamic_scoring.agent.settings import AgentSettings
 from e2e.pki import CertificateAuthority
 
 PROXY_CA_NAME = "adc proxy CA"
@@ -94,7 +94,7 @@ def test_the_agent_flag_decides_where_the_deployments_ca_bundle_is_trusted(
         seen["settings"] = kwargs["settings"]
         return 0
 
-    monkeypatch.setattr("agent.cli.run_agent", fake_run_agent)
+    monkeypatch.setattr("dynamic_scoring.agent.cli.run_agent", fake_run_agent)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("{}")
     args = ["--hub-kubeconfig", str(kubeconfig), "--cluster-name", "c1", "--addon-namespace", "x"]

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from agent.errors import ScorerHTTPError, ScorerResponseInvalid, ScorerUnavailable
-from agent.retry import backoff_delay, retrying
-from agent.settings import RetryPolicy
+from dynamic_scoring.agent.errors import ScorerHTTPError, ScorerResponseInvalid, ScorerUnavailable
+from dynamic_scoring.agent.retry import backoff_delay, retrying
+from dynamic_scoring.agent.settings import RetryPolicy
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

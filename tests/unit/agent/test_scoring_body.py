@@ -5,7 +5,7 @@ import json
 import msgspec
 import pytest
 
-from agent.scorer_client.client import scoring_body
+from dynamic_scoring.agent.scorer_client.client import scoring_body
 
 pytestmark = pytest.mark.unit
 

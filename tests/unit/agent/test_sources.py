@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.plan import InvalidSummary, plan_summary
-from agent.source.labelling import label_series
-from agent.source.placeholders import (
+from dynamic_scoring.agent.plan import InvalidSummary, plan_summary
+from dynamic_scoring.agent.source.labelling import label_series
+from dynamic_scoring.agent.source.placeholders import (
     PlaceholderError,
     _segments,
     check_query,

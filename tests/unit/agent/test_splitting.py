@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.source.splitting import split_queries
+from dynamic_scoring.agent.source.splitting import split_queries
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.items.stabilization import ItemState, Stabilization, Stabilizer
+from dynamic_scoring.agent.items.stabilization import ItemState, Stabilization, Stabilizer
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ class Block:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Block())
-from ctl.entry import main
+from dynamic_scoring.ctl.entry import main
 main()
 """
 
@@ -30,7 +30,11 @@ def test_without_click_the_script_says_which_extra_to_install() -> None:
 
 
 def test_with_click_the_script_runs_the_group() -> None:
-    code = "import sys; sys.argv = ['dynamic-scoring', '--help']\nfrom ctl.entry import main\nmain()"
+    code = (
+        "import sys; sys.argv = ['dynamic-scoring', '--help']\n"
+        "from dynamic_scoring.ctl.entry import main\n"
+        "main()"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "why" in done.stdout and "status" in done.stdout

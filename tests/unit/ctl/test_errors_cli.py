@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 
 
 def closed_port() -> int:

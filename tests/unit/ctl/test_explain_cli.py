@@ -9,10 +9,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from agent.errors import SecretNotFound
-from agent.ports import SecretContents
-from ctl.explain_cycle import FileTokens
-from ctl.main import main
+from dynamic_scoring.agent.errors import SecretNotFound
+from dynamic_scoring.agent.ports import SecretContents
+from dynamic_scoring.ctl.explain_cycle import FileTokens
+from dynamic_scoring.ctl.main import main
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 HEAD = "apiVersion: dynamic-scoring.open-cluster-management.io/v1alpha1\nkind: DynamicScorer\n"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctl import placement_model as pm
+from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.jsontypes import JSON
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)

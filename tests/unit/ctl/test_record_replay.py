@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctl.main import main
-from ctl.record import parse_duration, query_range_endpoint
-from ctl.recording import Recording, RecordingError, RecordingFile, load
-from ctl.replay import LOOKBACK, QueryError, Replay, is_loopback, parse_listen
+from dynamic_scoring.ctl.main import main
+from dynamic_scoring.ctl.record import parse_duration, query_range_endpoint
+from dynamic_scoring.ctl.recording import Recording, RecordingError, RecordingFile, load
+from dynamic_scoring.ctl.replay import LOOKBACK, QueryError, Replay, is_loopback, parse_listen
 
 pytestmark = pytest.mark.unit
 

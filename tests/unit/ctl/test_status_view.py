@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from ctl import status as st
+from dynamic_scoring.ctl import status as st
 from dynamic_scoring.jsontypes import JSON
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -166,14 +166,14 @@ def test_escape_sequences_in_hub_text_reach_the_terminal_spelled_out() -> None:
 
 
 def test_terminal_safe_leaves_printable_text_alone() -> None:
-    from ctl.output import terminal_safe
+    from dynamic_scoring.ctl.output import terminal_safe
 
     assert terminal_safe("cluster-1 : ok, 75 % — zoné") == "cluster-1 : ok, 75 % — zoné"
     assert terminal_safe("a\tb\x00c\u200bd") == "a\\x09b\\x00c\\u200bd"
 
 
 def test_echo_lines_spells_out_escapes_line_by_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from ctl.output import echo_lines
+    from dynamic_scoring.ctl.output import echo_lines
 
     echo_lines("placement p\x1b[2J\ncluster c1\x07")
     assert capsys.readouterr().out == "placement p\\x1b[2J\ncluster c1\\x07\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ctl.main import main
+from dynamic_scoring.ctl.main import main
 
 
 def closed_port() -> int:
@@ -93,7 +93,7 @@ def test_status_watch_survives_an_unreachable_hub_and_stops_on_ctrl_c(
         if len(redraws) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr("ctl.status.time.sleep", sleep)
+    monkeypatch.setattr("dynamic_scoring.ctl.status.time.sleep", sleep)
     kubeconfig = kubeconfig_to(tmp_path, closed_port())
     result = CliRunner().invoke(
         main, ["status", "--watch", "--interval", "0.5", "--kubeconfig", str(kubeconfig)]
@@ -114,7 +114,7 @@ def test_status_watch_stops_on_sigterm_as_on_ctrl_c(tmp_path: Path, monkeypatch:
         os.kill(os.getpid(), signal.SIGTERM)
         threading.Event().wait(5)  # the handler interrupts this; returning would mean SIGTERM was lost
 
-    monkeypatch.setattr("ctl.status.time.sleep", sleep)
+    monkeypatch.setattr("dynamic_scoring.ctl.status.time.sleep", sleep)
     kubeconfig = kubeconfig_to(tmp_path, closed_port())
     result = CliRunner().invoke(
         main, ["status", "--watch", "--interval", "0.2", "--kubeconfig", str(kubeconfig)]

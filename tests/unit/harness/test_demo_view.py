@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ctl import placement_model as pm
-from ctl import status as st
+from dynamic_scoring.ctl import placement_model as pm
+from dynamic_scoring.ctl import status as st
 from e2e import demo
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from agent.metrics import AgentMetrics
+from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.wire import ScoreResult
 
 

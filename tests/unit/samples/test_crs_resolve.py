@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.registry.effective import resolve
-from addon.registry.models import DynamicScorer, parse_scorer
-from addon.registry.probe import check_config
-from samples.scorers import cpu, predict
-from samples.scorers.server import Defaults, build_parser, config_document
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
+from dynamic_scoring.addon.registry.probe import check_config
+from dynamic_scoring.samples.scorers import cpu, predict
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
 pytestmark = pytest.mark.unit
 

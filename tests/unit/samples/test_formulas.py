@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from samples.scorers.formulas import forecast, headroom_score, linear_fit, mean_load
+from dynamic_scoring.samples.scorers.formulas import forecast, headroom_score, linear_fit, mean_load
 
 pytestmark = pytest.mark.unit
 

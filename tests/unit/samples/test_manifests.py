@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.render.agent import render_agent
+from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.naming import aps_name
-from samples.scorers import cpu, predict
+from dynamic_scoring.samples.scorers import cpu, predict
 from tests.unit.addon.helpers import mca
 from tests.unit.samples.agent_names import agent_metric_names
 

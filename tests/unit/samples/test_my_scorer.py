@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from addon.registry.effective import resolve
-from addon.registry.models import DynamicScorer, parse_scorer
-from addon.registry.probe import check_config
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
+from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.scorer import ScorerApp
 

@@ -1,4 +1,5 @@
-"""The conformance check's /config rules agree with the hub's Full-mode sync (addon.registry.probe).
+"""The conformance check's /config rules agree with the hub's Full-mode sync
+(dynamic_scoring.addon.registry.probe).
 
 The library may not import the hub (an import contract).  Both apply the one URL rule
 (``dynamic_scoring.urls``); the rest of the hub's /config rules the library restates, and this test
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from addon.registry.probe import check_config
+from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.scorer.conformance import ERROR, Checker
 from dynamic_scoring.wire import ScorerConfig
 

@@ -10,7 +10,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_dimension_labels_are_the_ones_the_agent_renders() -> None:
-    from agent.items.dimensions import _PLACEHOLDER  # the agent's own list, so the two cannot drift
+    from dynamic_scoring.agent.items.dimensions import (
+        _PLACEHOLDER,  # the agent's own list, so the two cannot drift
+    )
 
     agent = set(_PLACEHOLDER.pattern.split("(")[1].split(")")[0].split("|")) - {"cluster", "scoreName"}
     assert set(DIMENSION_LABELS) == agent

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from addon.controllers.distribution.controller import (
+from dynamic_scoring.addon.controllers.distribution.controller import (
     FIRST_PLAN_PROBE_WAIT_SECONDS,
     PLAN_KEY,
     WORK_KEY_PREFIX,

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from addon.controllers.registry.controller import _read_secret
+from dynamic_scoring.addon.controllers.registry.controller import _read_secret
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from addon.controllers.lifecycle.deploy import render_fingerprint
+from dynamic_scoring.addon.controllers.lifecycle.deploy import render_fingerprint
 
 MCA: dict[str, Any] = {
     "metadata": {"name": "dynamic-scoring", "namespace": "c1", "uid": "u1"},

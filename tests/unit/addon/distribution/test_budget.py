@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from addon.distribution.budget import (
+from dynamic_scoring.addon.distribution.budget import (
     CONFIG_WORK_LIMIT,
     SUMMARY_LIMIT,
     configmap_size,
@@ -23,11 +23,11 @@ from addon.distribution.budget import (
     piece,
     seniority,
 )
-from addon.distribution.configmap import payloads, summaries_configmap
-from addon.distribution.plan import ClusterInput, Plan, ScorerInput, plan
-from addon.registry.effective import Resolution
-from addon.registry.models import LabelSelector, Mask
-from addon.registry.status import valid_condition
+from dynamic_scoring.addon.distribution.configmap import payloads, summaries_configmap
+from dynamic_scoring.addon.distribution.plan import ClusterInput, Plan, ScorerInput, plan
+from dynamic_scoring.addon.registry.effective import Resolution
+from dynamic_scoring.addon.registry.models import LabelSelector, Mask
+from dynamic_scoring.addon.registry.status import valid_condition
 from dynamic_scoring.wire import ScorerSummary, dump_summaries
 
 NS = "open-cluster-management-agent-addon"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from addon.distribution.plan import ClusterInput, ScorerInput, plan
-from addon.distribution.status import accepted_condition
-from addon.registry.models import DynamicScoringConfigSpec, Mask
+from dynamic_scoring.addon.distribution.plan import ClusterInput, ScorerInput, plan
+from dynamic_scoring.addon.distribution.status import accepted_condition
+from dynamic_scoring.addon.registry.models import DynamicScoringConfigSpec, Mask
 from dynamic_scoring.wire import ScorerSummary, dump_summaries, parse_summaries
 
 pytestmark = pytest.mark.unit

@@ -7,10 +7,12 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from addon.distribution.configmap import summaries_configmap
-from addon.distribution.plan import ClusterInput, ScorerInput, plan
-from addon.registry.models import LabelSelector, Mask
-from agent.items.naming import aps_name  # tests may import the agent; the hub passes the rule in
+from dynamic_scoring.addon.distribution.configmap import summaries_configmap
+from dynamic_scoring.addon.distribution.plan import ClusterInput, ScorerInput, plan
+from dynamic_scoring.addon.registry.models import LabelSelector, Mask
+from dynamic_scoring.agent.items.naming import (
+    aps_name,  # tests may import the agent; the hub passes the rule in
+)
 from dynamic_scoring.wire import ScorerSummary, parse_summaries
 
 

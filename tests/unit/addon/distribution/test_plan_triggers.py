@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from addon.controllers.distribution.controller import (
+from dynamic_scoring.addon.controllers.distribution.controller import (
     FLEET_PLAN_DELAY_SECONDS,
     PLAN_KEY,
     _cluster_plan_inputs,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from addon.distribution.plan import ClusterInput, ScorerInput, plan
-from addon.distribution.status import (
+from dynamic_scoring.addon.distribution.plan import ClusterInput, ScorerInput, plan
+from dynamic_scoring.addon.distribution.status import (
     accepted_condition,
     cluster_entries,
     distributed_condition,
     scorer_distributed_condition,
 )
-from addon.distribution.target import config_target_problem
-from addon.registry.models import Mask, SpecProblem
-from addon.registry.reports import ClusterReport
-from agent.items.naming import aps_name
+from dynamic_scoring.addon.distribution.target import config_target_problem
+from dynamic_scoring.addon.registry.models import Mask, SpecProblem
+from dynamic_scoring.addon.registry.reports import ClusterReport
+from dynamic_scoring.agent.items.naming import aps_name
 from dynamic_scoring.wire import ScorerSummary
 
 S = ScorerSummary(name="a", score_name="cpu", scoring_endpoint="http://s:1/scoring", scoring_interval=30)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from addon.distribution.target import config_target_problem
+from dynamic_scoring.addon.distribution.target import config_target_problem
 
 
 def test_the_one_config_in_effect() -> None:

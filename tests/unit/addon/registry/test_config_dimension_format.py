@@ -13,9 +13,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from addon.registry.effective import resolve
-from addon.registry.probe import fetch_config
-from addon.registry.provenance import provenance
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.probe import fetch_config
+from dynamic_scoring.addon.registry.provenance import provenance
 from dynamic_scoring.scorer.app import ScorerApp
 from dynamic_scoring.scorer.matrix import ScoringRequest
 from dynamic_scoring.wire import ScorerConfig, ScoreResult

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from addon.registry import models
-from addon.registry.effective import resolve
-from addon.registry.fieldmap import HUB_ONLY, SUMMARY_SOURCES
-from addon.registry.models import parse_scorer
-from addon.registry.spellings import canonical
+from dynamic_scoring.addon.registry import models
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.fieldmap import HUB_ONLY, SUMMARY_SOURCES
+from dynamic_scoring.addon.registry.models import parse_scorer
+from dynamic_scoring.addon.registry.spellings import canonical
 from dynamic_scoring.wire import (
     EndpointAuth,
     OtelSpec,

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.effective import Resolution, resolve
-from addon.registry.models import DynamicScorer, parse_scorer
-from addon.registry.probe import check_config
+from dynamic_scoring.addon.registry.effective import Resolution, resolve
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
+from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.wire import ScorerConfig
 from tests.unit.addon.registry.crdutil import SAMPLES, apply_defaults, crd_schema, stored
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.health import (
+from dynamic_scoring.addon.registry.health import (
     HealthSettings,
     HealthState,
     first_delay,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
+from dynamic_scoring.addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
 
 
 def scorer(auth: dict[str, object]) -> DynamicScorer | SpecProblem:

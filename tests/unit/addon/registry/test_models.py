@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.models import DynamicScorer, LabelSelector, SpecAuth, SpecProblem, parse_scorer
+from dynamic_scoring.addon.registry.models import (
+    DynamicScorer,
+    LabelSelector,
+    SpecAuth,
+    SpecProblem,
+    parse_scorer,
+)
 
 
 def test_spec_problem_names_the_field() -> None:

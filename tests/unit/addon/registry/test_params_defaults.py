@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from addon.registry.effective import resolve
-from addon.registry.models import DynamicScorer, parse_scorer
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES
 from tests.unit.addon.registry.crdutil import apply_defaults, crd_schema
 

@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.effective import resolve
-from addon.registry.provenance import provenance
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.provenance import provenance
 from tests.unit.addon.registry.test_effective import ok, scorer
 
 # Every origin gets a value of its own, so the resolved value tells where it came from.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from addon.registry.reports import cluster_reports, reports_message
+from dynamic_scoring.addon.registry.reports import cluster_reports, reports_message
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

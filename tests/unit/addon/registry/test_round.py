@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from addon.registry.probe import ConfigResult, ProbeResult
-from addon.registry.round import evaluate_round
+from dynamic_scoring.addon.registry.probe import ConfigResult, ProbeResult
+from dynamic_scoring.addon.registry.round import evaluate_round
 from dynamic_scoring.wire import ScorerConfig
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

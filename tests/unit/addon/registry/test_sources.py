@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from addon.registry.effective import Resolution, resolve
-from addon.registry.models import DynamicScorer, parse_scorer
+from dynamic_scoring.addon.registry.effective import Resolution, resolve
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from tests.unit.addon.registry.crdutil import apply_defaults, crd_schema
 
 pytestmark = pytest.mark.unit

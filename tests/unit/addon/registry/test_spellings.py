@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.registry.models import DynamicScoringConfig, parse_config
-from addon.registry.spellings import canonical, normalise_config_spec, normalise_scorer_spec
+from dynamic_scoring.addon.registry.models import DynamicScoringConfig, parse_config
+from dynamic_scoring.addon.registry.spellings import canonical, normalise_config_spec, normalise_scorer_spec
 
 
 def test_enum_spellings_are_canonicalised_with_notes() -> None:

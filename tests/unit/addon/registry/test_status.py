@@ -6,11 +6,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from addon.registry.effective import resolve
-from addon.registry.health import HealthState
-from addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
-from addon.registry.probe import ConfigResult, ProbeResult
-from addon.registry.status import (
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.health import HealthState
+from dynamic_scoring.addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
+from dynamic_scoring.addon.registry.probe import ConfigResult, ProbeResult
+from dynamic_scoring.addon.registry.status import (
     config_synced_condition,
     healthy_condition,
     status_patch,

@@ -1,4 +1,0 @@
-"""The distribution controller (``controller.py``): DynamicScorers to per-cluster ConfigMaps.
-
-Its pure side, the planning it feeds, is ``addon.distribution``.
-"""

@@ -1,4 +1,0 @@
-"""The scorer registry's controller (``controller.py``): probes DynamicScorers and writes their status.
-
-Its pure side, the models and the probe logic it feeds, is ``addon.registry``.
-"""

@@ -1,0 +1,102 @@
+"""``dynamic-scoring scorer ...``: tools for people who write scoring APIs.
+
+``validate`` is thin on purpose: the checks are the scorer library's
+(``dynamic_scoring.scorer.conformance``), so an author's pytest run and an operator's command line
+judge a scorer by the same rules.  ``lint`` (``dynamic_scoring.ctl.lint``) checks DynamicScorer files offline.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import click
+
+from dynamic_scoring.ctl.lint import lint_command
+from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
+from dynamic_scoring.scorer.conformance import Checker, UnreachableError
+
+
+@click.group()
+def scorer() -> None:
+    """Check scoring APIs against the contract, and DynamicScorer files against the hub's rules."""
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read the token file {path}: {exc}", code=ExitCode.USAGE)
+    if not token or not token.isascii() or not token.isprintable() or " " in token:
+        fail(f"the token file {path} is empty or not printable ASCII without spaces", code=ExitCode.USAGE)
+    return token
+
+
+@scorer.command()
+@click.argument("url")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File with the bearer token the agent sends; then requests without it must be refused.",
+)
+@click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM CA bundle to verify an https scorer with (default: the system's CAs; never unverified).",
+)
+@click.option("--scoring-path", help="Scoring path (default: scoring.path from /config, else /scoring).")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per request."
+)
+@click.option("--no-large", is_flag=True, help="Skip the 10,000-series input (it takes seconds).")
+@click.option(
+    "--dimension-format",
+    metavar="FORMAT",
+    help="The DynamicScorer's scoreDimensionFormat, to check that results get item names apart "
+    "(default: the agent's default ${scoreName}).",
+)
+@output_option
+def validate(
+    url: str,
+    token_file: Path | None,
+    ca_file: Path | None,
+    scoring_path: str | None,
+    timeout: float,
+    no_large: bool,
+    dimension_format: str | None,
+    output: str,
+) -> None:
+    """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
+
+    Checks /healthz, the /config schema, the scoring path with empty, small, non-finite and large
+    (10,000-series) inputs, the answers' schema, scores and labels (every bad result is listed),
+    item names under --dimension-format, latency, and the token.  Exit 0 when nothing is an error
+    (warnings allowed), 1 on any error finding, 2 for bad arguments, 3 when nothing answers at URL.
+    """
+    token = _read_token(token_file) if token_file is not None else None
+    try:
+        checker = Checker(
+            url,
+            token=token,
+            scoring_path=scoring_path,
+            timeout=timeout,
+            large=not no_large,
+            ca_file=str(ca_file) if ca_file else None,
+            dimension_format=dimension_format,
+        )
+    except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
+        fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)
+    try:
+        report = checker.run()
+    except UnreachableError as exc:
+        fail(str(exc), hint="is the scorer running and listening on that address?")
+    if output == "json":
+        emit_json(report.to_json())
+    else:
+        click.echo(report.text())
+    raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.FINDINGS))
+
+
+scorer.add_command(lint_command)
+
+__all__ = ["scorer", "validate"]
