@@ -1,0 +1,1 @@
+"""Placement quality on public data-center traces: trace loading (traces) and scoring rules (metrics)."""
