@@ -23,6 +23,7 @@ from dynamic_scoring.scorer.maths import (
     linear_fit,
     mean,
     rate,
+    seasonal_forecast,
     trend,
 )
 from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, Series, parse_request
@@ -56,6 +57,7 @@ __all__ = [
     "parse_request",
     "rate",
     "result",
+    "seasonal_forecast",
     "serve",
     "trend",
 ]

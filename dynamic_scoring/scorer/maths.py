@@ -1,4 +1,4 @@
-"""Arithmetic over a series' points that scorers keep rewriting: mean, last value, rate, trend, forecast.
+"""Arithmetic over a series' points that scorers keep rewriting: mean, last value, rate, trend, forecasts.
 
 Everything here takes finite ``(unix_seconds, value)`` points, oldest first (what ``Series.points``
 holds), and raises ``EmptySeriesError`` for no points instead of inventing a number: a score made up for
@@ -7,6 +7,7 @@ a series without data would look like a real measurement on the hub.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -79,4 +80,84 @@ def forecast(points: Sequence[Point], horizon: float) -> float:
     return at_last + slope * horizon
 
 
-__all__ = ["EmptySeriesError", "Point", "forecast", "last", "linear_fit", "mean", "rate", "trend"]
+def _window_mean(points: Sequence[Point], times: Sequence[float], start: float, end: float) -> float | None:
+    """Mean of the values with ``start < t <= end``; None when the window holds no point."""
+    lo, hi = bisect.bisect_right(times, start), bisect.bisect_right(times, end)
+    if lo >= hi:
+        return None
+    return math.fsum(v for _, v in points[lo:hi]) / (hi - lo)
+
+
+def _value_at(points: Sequence[Point], times: Sequence[float], at: float) -> float | None:
+    """The value at time ``at``, linear between the two points around it; None outside the points."""
+    if not times[0] <= at <= times[-1]:
+        return None
+    i = bisect.bisect_left(times, at)
+    if times[i] == at:
+        return points[i][1]
+    (t0, v0), (t1, v1) = points[i - 1], points[i]
+    return v0 + (v1 - v0) * (at - t0) / (t1 - t0)
+
+
+def seasonal_forecast(
+    points: Sequence[Point],
+    horizon: float,
+    *,
+    season: float = 86_400.0,
+    level: float = 3_600.0,
+    samples: int = 12,
+) -> float:
+    """The mean value expected over the next ``horizon`` seconds, from earlier seasons and today's level.
+
+    Data-centre load repeats daily: a peak at 14:00 yesterday says more about 14:00 today than any
+    straight line through the last ten minutes does.  For each of ``samples`` times ``T`` spread over
+    ``(last, last + horizon]`` and each earlier season ``k`` the points cover, the estimate is the
+    value one ``k`` seasons before ``T`` shifted by how much the recent level differs from the level
+    then: ``v(T - k·season) + mean(last level window) - mean(that window k seasons earlier)`` (the
+    seasonal naive forecast with a level correction).  The estimates of all covered seasons are averaged,
+    then the ``samples`` times.  This is a deliberately small method: it needs no fitting, costs a
+    few microseconds per point, and explains itself; see docs/samples.md for why no library model.
+
+    Points that do not reach one season back (a fresh Prometheus, a new cluster) give the mean of the
+    last ``level`` seconds: the reactive answer, until history exists.
+
+    Raises:
+        EmptySeriesError: no points.
+        ValueError: ``horizon`` negative, ``season``, ``level`` or ``samples`` not positive.
+    """
+    _need(points)
+    if not (math.isfinite(horizon) and horizon >= 0):
+        raise ValueError("horizon must be a non-negative number of seconds")
+    if not (math.isfinite(season) and season > 0 and math.isfinite(level) and level > 0 and samples >= 1):
+        raise ValueError("season and level must be positive seconds, samples at least 1")
+    times = [t for t, _ in points]
+    last_t = times[-1]
+    recent = _window_mean(points, times, last_t - level, last_t)
+    assert recent is not None  # the window ends at the last point, which it holds
+    estimates: list[float] = []
+    for i in range(1, samples + 1):
+        at = last_t + horizon * i / samples
+        seen: list[float] = []
+        k = 1
+        while (before := at - k * season) >= times[0]:
+            then = _value_at(points, times, before)
+            level_then = _window_mean(points, times, last_t - k * season - level, last_t - k * season)
+            if then is not None and level_then is not None:
+                seen.append(then + recent - level_then)
+            k += 1
+        if seen:
+            estimates.append(math.fsum(seen) / len(seen))
+    return math.fsum(estimates) / len(estimates) if estimates else recent
+
+
+__all__ = [
+    "EmptySeriesError",
+    "Point",
+    "forecast",
+    "last",
+    "linear_fit",
+    "mean",
+    "rate",
+    "seasonal_forecast",
+    "trend",
+]

@@ -67,6 +67,10 @@ class Series:
         """The least-squares line's value ``horizon`` seconds after the last point."""
         return maths.forecast(self.points, horizon)
 
+    def seasonal_forecast(self, horizon: float, *, season: float = 86_400.0, level: float = 3_600.0) -> float:
+        """The mean value expected over the next ``horizon`` seconds, from earlier seasons (see ``maths``)."""
+        return maths.seasonal_forecast(self.points, horizon, season=season, level=level)
+
 
 @dataclass(frozen=True)
 class ScoringRequest:

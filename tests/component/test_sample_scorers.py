@@ -89,6 +89,7 @@ def scorers(component_dir: Path) -> Iterator[dict[str, SampleScorer]]:
     started = {
         "cpu": SampleScorer("cpu", component_dir, "--capacity-cores", str(CAPACITY)),
         "predict": SampleScorer("predict", component_dir, "--capacity-cores", str(CAPACITY)),
+        "seasonal": SampleScorer("seasonal", component_dir, "--capacity-cores", str(CAPACITY)),
     }
     try:
         for s in started.values():
@@ -100,22 +101,33 @@ def scorers(component_dir: Path) -> Iterator[dict[str, SampleScorer]]:
 
 
 @pytest.mark.parametrize(
-    ("module", "name", "range_"), [("cpu", "cpu_headroom", 300), ("predict", "cpu_forecast", 600)]
+    ("module", "name", "rate_window", "range_", "step", "interval"),
+    [
+        ("cpu", "cpu_headroom", "1m", 300, 15, 30),
+        ("predict", "cpu_forecast", "1m", 600, 15, 30),
+        ("seasonal", "cpu_seasonal", "5m", 90_000, 300, 60),
+    ],
 )
 def test_config_is_a_valid_scorer_config_naming_its_own_endpoint(
-    scorers: dict[str, SampleScorer], module: str, name: str, range_: int
+    scorers: dict[str, SampleScorer],
+    module: str,
+    name: str,
+    rate_window: str,
+    range_: int,
+    step: int,
+    interval: int,
 ) -> None:
     s = scorers[module]
     config = s.config()
     assert config.name == name and config.scoring.params.name == name
     assert config.source.type == "Prometheus" and config.source.path == "/api/v1/query_range"
-    assert config.source.params.query == "sum(rate(container_cpu_usage_seconds_total[1m]))"
-    assert (config.source.params.range, config.source.params.step) == (range_, 15)
-    assert config.scoring.params.interval == 30
+    assert config.source.params.query == f"sum(rate(container_cpu_usage_seconds_total[{rate_window}]))"
+    assert (config.source.params.range, config.source.params.step) == (range_, step)
+    assert config.scoring.params.interval == interval
     assert (config.scoring.host, config.scoring.path) == ("", "/scoring")  # configURL's origin
 
 
-@pytest.mark.parametrize("module", ["cpu", "predict"])
+@pytest.mark.parametrize("module", ["cpu", "predict", "seasonal"])
 def test_bad_requests_get_a_named_error_and_the_scorer_keeps_serving(
     scorers: dict[str, SampleScorer], module: str
 ) -> None:
@@ -147,7 +159,7 @@ def test_sigterm_stops_the_scorer_cleanly_and_frees_its_port(component_dir: Path
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("module", ["cpu", "predict"])
+@pytest.mark.parametrize("module", ["cpu", "predict", "seasonal"])
 async def test_the_real_agent_publishes_their_scores(
     supervisor: Supervisor,
     publisher: MemoryPublisher,

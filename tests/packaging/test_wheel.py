@@ -92,7 +92,7 @@ def test_every_console_script_resolves_from_the_installed_wheel(wheel: Path, tmp
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert int(done.stdout) == 5
+    assert int(done.stdout) == 6
 
 
 def test_installed_wheel_renders_what_the_checkout_renders(wheel: Path, tmp_path: Path) -> None:

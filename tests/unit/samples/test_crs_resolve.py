@@ -17,7 +17,7 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.samples.scorers import cpu, predict
+from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
 pytestmark = pytest.mark.unit
@@ -92,9 +92,29 @@ def test_none_mode_scorer_resolves_to_what_the_scorer_would_have_said() -> None:
     assert s.scoring_interval == served["scoring"]["params"]["interval"]
 
 
+def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history() -> None:
+    resolution = resolve(scorer("crs/cpu-seasonal-scorer.yaml"))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    served = served_config(seasonal.DEFAULTS, "seasonal")
+    assert s.score_name == served["scoring"]["params"]["name"] == "cpu_seasonal"
+    assert (s.source_query, s.source_range, s.source_step) == (
+        served["source"]["params"]["query"],
+        served["source"]["params"]["range"],
+        served["source"]["params"]["step"],
+    )
+    assert s.source_range >= 86_400 + 3_600  # a season plus the level window, else it is only reactive
+    assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8002/scoring"
+    assert s.scoring_interval == served["scoring"]["params"]["interval"]
+
+
 @pytest.mark.parametrize(
     ("path", "container"),
-    [("crs/cpu-headroom-scorer.yaml", "cpu"), ("crs/cpu-forecast-scorer.yaml", "predict")],
+    [
+        ("crs/cpu-headroom-scorer.yaml", "cpu"),
+        ("crs/cpu-forecast-scorer.yaml", "predict"),
+        ("crs/cpu-seasonal-scorer.yaml", "seasonal"),
+    ],
 )
 def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
     [obj] = load(path)

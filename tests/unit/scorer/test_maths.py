@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.scorer import EmptySeriesError, forecast, last, linear_fit, mean, rate, trend
+from dynamic_scoring.scorer import (
+    EmptySeriesError,
+    forecast,
+    last,
+    linear_fit,
+    mean,
+    rate,
+    seasonal_forecast,
+    trend,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -40,3 +52,82 @@ def test_one_point_is_a_flat_line_and_no_point_is_an_error() -> None:
             stat([])
     with pytest.raises(ValueError, match="horizon"):
         forecast([(T0, 1.0)], -1)
+
+
+# ----------------------------------------------------------------------------- seasonal_forecast
+
+DAY = 86_400.0
+STEP = 300.0
+
+
+def _daily(days: float, shape: Callable[[float], float], start: float = 1.8e9) -> list[tuple[float, float]]:
+    """Points every 5 minutes over ``days`` days, valued ``shape(seconds since start)``."""
+    return [(start + i * STEP, shape(i * STEP)) for i in range(int(days * DAY / STEP) + 1)]
+
+
+def _wave(t: float) -> float:
+    return 50.0 + 30.0 * math.sin(2 * math.pi * t / DAY)
+
+
+def test_a_repeating_day_is_forecast_exactly_even_where_the_line_points_the_wrong_way() -> None:
+    # One day and a bit of a pure daily wave, ending just before the trough turns upward again:
+    # yesterday's same hour holds the answer, the trend of the last ten minutes does not.
+    points = _daily(1.25, _wave)  # ends at 06:00 of day 2, the wave's crest
+    horizon = 3_600.0
+    last_t = points[-1][0] - points[0][0]
+    expected = sum(_wave(last_t + horizon * i / 12) for i in range(1, 13)) / 12
+    got = seasonal_forecast(points, horizon)
+    assert got == pytest.approx(expected, abs=0.05)
+    # the straight line through the last hour overshoots the crest
+    assert abs(forecast(points[-12:], horizon) - expected) > 5 * abs(got - expected)
+
+
+def test_a_changed_level_shifts_yesterdays_shape() -> None:
+    # Today runs 10 points above yesterday at every hour: the forecast keeps the shape, moved by 10.
+    def shape(t: float) -> float:
+        return _wave(t) + (10.0 if t >= DAY else 0.0)
+
+    points = _daily(1.5, shape)
+    last_t = points[-1][0] - points[0][0]
+    expected = sum(shape(last_t + 3_600.0 * i / 12) for i in range(1, 13)) / 12
+    assert seasonal_forecast(points, 3_600.0) == pytest.approx(expected, abs=0.1)
+
+
+def test_several_seasons_are_averaged() -> None:
+    # Two earlier days disagree by a spike at the forecast hour: the forecast sits halfway.
+    def shape(t: float) -> float:
+        return 80.0 if DAY * 0.5 < t < DAY * 0.5 + 7_200 else 20.0
+
+    points = _daily(2.5, shape)  # a spike after 12:00 on day 0 only; ends at 12:00 of day 2
+    assert seasonal_forecast(points, 3_600.0, level=1_800.0) == pytest.approx(50.0)
+
+
+def test_without_a_season_of_history_it_is_the_recent_mean() -> None:
+    points = [(1.8e9 + i * 60.0, float(i)) for i in range(61)]  # one hour, rising 0..60
+    assert seasonal_forecast(points, 600.0, level=600.0) == pytest.approx(55.5)  # mean of 51..60
+    assert seasonal_forecast(points[:1], 600.0) == 0.0
+
+
+def test_bad_arguments_are_refused() -> None:
+    points = _daily(0.1, _wave)
+    with pytest.raises(EmptySeriesError):
+        seasonal_forecast([], 60.0)
+    for kwargs in ({"season": 0.0}, {"level": -1.0}, {"samples": 0}, {"season": math.inf}):
+        with pytest.raises(ValueError):
+            seasonal_forecast(points, 60.0, **kwargs)
+    with pytest.raises(ValueError):
+        seasonal_forecast(points, -1.0)
+
+
+@given(
+    values=st.lists(st.floats(0, 100), min_size=1, max_size=400),
+    horizon=st.floats(0, 2 * DAY),
+)
+def test_the_forecast_stays_within_what_level_shifts_can_reach(values: list[float], horizon: float) -> None:
+    # Every estimate is a point value plus a difference of two means of the same values, so the
+    # forecast lies within [min - spread, max + spread] of the data.
+    points = [(1.8e9 + i * STEP, v) for i, v in enumerate(values)]
+    low, high = min(values), max(values)
+    got = seasonal_forecast(points, horizon, season=STEP * 24, level=STEP * 3)
+    assert math.isfinite(got)
+    assert low - (high - low) - 1e-9 <= got <= high + (high - low) + 1e-9
