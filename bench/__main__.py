@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +16,7 @@ MODULES = [
     "bench.hostile",
     "bench.hub",
     "bench.hub_probe",
+    "bench.placement_quality",
     "bench.placement_stability",
     "bench.registry",
     "bench.scorer_library",
@@ -37,7 +39,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
     parser.add_argument("--workdir", type=Path, help="keep logs and payloads here (default: a temp dir)")
+    parser.add_argument(
+        "--quick", action="store_true", help="shorter runs where a benchmark offers one (sets BENCH_QUICK=1)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        os.environ["BENCH_QUICK"] = "1"
     for module in MODULES:
         importlib.import_module(module)
     names = args.names or list(REGISTRY)

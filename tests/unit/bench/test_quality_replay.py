@@ -1,0 +1,224 @@
+"""The pure parts of the placement-quality replay: series, rescale, ranking vs the model, writes, leads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+
+import numpy as np
+import pytest
+
+from bench.quality import prometheus as prom
+from bench.quality.metrics import Crossing
+from bench.quality.policies import POLICIES, QUERY, dynamic_scorer, plan_for, reactive_score
+from bench.quality.ranking import FORMS, Form, placement, rank, score_object
+from bench.quality.replay import aps_writes, decide, decide_static, stabilize, summarize_leads
+from bench.quality.traces import ClusterLoads
+from dynamic_scoring.agent.cycle import CycleEnv
+from dynamic_scoring.agent.items.stabilization import Stabilization
+from dynamic_scoring.ctl import placement_model as pm
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.scorer import parse_request
+
+# --- series ------------------------------------------------------------------------------------------
+
+
+def test_rescale_sets_the_mean_and_keeps_the_shape() -> None:
+    out = prom.rescale(np.array([10.0, 20.0, 30.0]))
+    assert out.tolist() == pytest.approx([25.0, 50.0, 75.0])
+    assert float(out.mean()) == pytest.approx(50.0)
+
+
+def test_rescale_clips_to_percent() -> None:
+    out = prom.rescale(np.array([1.0, 1.0, 10.0]), target_mean=50.0)  # x 12.5: 12.5, 12.5, 125
+    assert out.tolist() == [12.5, 12.5, 100.0]
+
+
+@pytest.mark.parametrize("series", [np.array([]), np.zeros(3)])
+def test_rescale_refuses_what_it_cannot_scale(series: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="positive mean"):
+        prom.rescale(series)
+
+
+def test_cut_refuses_to_run_past_the_trace() -> None:
+    series = np.arange(10.0)
+    assert prom.cut(series, 7, 3, "x").tolist() == [7.0, 8.0, 9.0]
+    with pytest.raises(ValueError, match="exceed"):
+        prom.cut(series, 8, 3, "x")
+
+
+def test_clusters_are_multi_day_equal_mean_and_shifted_copies_line_up() -> None:
+    clusters = prom.build_clusters(prom.QUICK_CLUSTERS, days=3)
+    assert clusters.names == prom.QUICK_CLUSTERS
+    assert clusters.loads.shape == (8, 3 * 288)
+    # Only the clip moves a mean off the target (one step of alibaba-utc in these 3 days).
+    assert clusters.loads.mean(axis=1) == pytest.approx(np.full(8, prom.TARGET_MEAN), abs=0.01)
+    assert int(np.count_nonzero(clusters.loads >= 100.0)) == 1
+    assert np.all((clusters.loads >= 0) & (clusters.loads <= 100))
+    # A 6 h copy is the base series 72 steps later, up to its own rescale factor.
+    base, plus6 = clusters.loads[0], clusters.loads[1]
+    unclipped = base[72:] < 100.0
+    ratio = plus6[:-72][unclipped] / base[72:][unclipped]
+    assert ratio == pytest.approx(np.full_like(ratio, ratio[0]))
+    # Different weeks of one trace are different data.
+    assert not np.allclose(clusters.loads[4], clusters.loads[5])
+
+
+def test_full_set_is_twelve_clusters_of_seven_days() -> None:
+    clusters = prom.build_clusters()
+    assert clusters.loads.shape == (12, 7 * 288)
+    assert clusters.loads.mean(axis=1) == pytest.approx(np.full(12, prom.TARGET_MEAN))
+    assert len(set(clusters.names)) == 12
+
+
+def test_openmetrics_writes_one_gauge_sample_per_step_on_the_grid() -> None:
+    clusters = ClusterLoads(("a", "b"), 300, np.array([[1.5, 2.0], [3.0, 4.25]]))
+    text = prom.openmetrics(clusters, start=1000)
+    assert text.splitlines() == [
+        f"# TYPE {prom.METRIC} gauge",
+        f'{prom.METRIC}{{cluster="a"}} 1.5 1000',
+        f'{prom.METRIC}{{cluster="a"}} 2.0 1300',
+        f'{prom.METRIC}{{cluster="b"}} 3.0 1000',
+        f'{prom.METRIC}{{cluster="b"}} 4.25 1300',
+        "# EOF",
+    ]
+
+
+# --- policies ----------------------------------------------------------------------------------------
+
+
+def test_policies_resolve_to_plans_with_the_cluster_placeholder_and_adapted_windows() -> None:
+    windows = {}
+    for policy in POLICIES:
+        if not policy.scored:
+            continue
+        plan = plan_for(dynamic_scorer(policy, "http://127.0.0.1:1", "http://127.0.0.1:2"))
+        (source,) = plan.sources
+        assert source.queries == (QUERY,)
+        assert "${cluster}" in QUERY
+        assert plan.interval == 300
+        windows[policy.name] = (source.range, source.step)
+    assert windows == {
+        "reactive": (300, 300),
+        "cpu": (3000, 300),
+        "predict": (6000, 300),
+        "seasonal": (90_000, 300),
+    }
+
+
+def test_reactive_scores_the_latest_point_only() -> None:
+    body = (
+        b'{"data": [{"metric": {"cluster": "a"}, "values": [[0, "10"], [300, "90"], [600, "30"]]}],'
+        b' "params": {}}'
+    )
+    (only,) = reactive_score(parse_request(body), capacity=100.0)
+    assert only.score == pytest.approx(70.0)
+
+
+# --- cycle clock -------------------------------------------------------------------------------------
+
+
+def test_cycle_env_clock_defaults_to_now() -> None:
+    env = CycleEnv("c", object(), object(), object())  # type: ignore[arg-type]
+    assert abs(env.clock() - time.time()) < 5
+    assert CycleEnv("c", object(), object(), object(), clock=lambda: 42.0).clock() == 42.0  # type: ignore[arg-type]
+
+
+# --- ranking against the placement model -------------------------------------------------------------
+
+NOW = dt.datetime(2023, 11, 15, tzinfo=dt.UTC)
+
+
+def _hub(
+    obj: JSON, names: list[str], scores: dict[str, int] | None, previous: tuple[str, ...]
+) -> pm.HubState:
+    addon = obj["spec"]["prioritizerPolicy"]["configurations"][0]["scoreCoordinate"]["addOn"]
+    resource, score = addon["resourceName"], addon["scoreName"]
+    objects = [] if scores is None else [score_object(n, resource, score, v) for n, v in scores.items()]
+    decision = {
+        "metadata": {
+            "namespace": "quality",
+            "name": "quality-decision-1",
+            "labels": {pm.PLACEMENT_LABEL: "quality"},
+        },
+        "status": {"decisions": [{"clusterName": c, "reason": ""} for c in previous]},
+    }
+    return pm.HubState(
+        placement=obj,
+        clusters=[{"metadata": {"name": n, "labels": {pm.CLUSTER_SET_LABEL: "default"}}} for n in names],
+        cluster_sets=[{"metadata": {"name": "default"}, "spec": {}}],
+        bindings=[{"metadata": {"namespace": "quality", "name": "default"}}],
+        scores={(n, resource): s for n, s in zip(scores or {}, objects, strict=True)},
+        decisions=[decision] if previous else [],
+    )
+
+
+def _explained(state: pm.HubState) -> tuple[str, ...]:
+    result = pm.explain(state, NOW)
+    assert not result.misconfigured
+    chosen = [v for v in result.clusters if v.expected]
+    return tuple(v.name for v in sorted(chosen, key=lambda v: v.rank or 0))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_rank_agrees_with_explain_on_random_hubs(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"c{i}" for i in rng.sample(range(20), rng.randint(1, 8))]
+    form: Form = rng.choice(FORMS)
+    k = rng.randint(1, len(names) + 1)
+    obj = placement(k, form, "quality-x", "quality_x")
+    scores: dict[str, int] | None = None
+    if rng.random() < 0.9:  # some clusters publish no score; ties are frequent (scores 0..5 or -100..100)
+        top = rng.choice([5, 100])
+        scores = {n: rng.randint(-top if top == 100 else 0, top) for n in names if rng.random() < 0.8}
+    previous = tuple(rng.sample(names, rng.randint(0, min(k, len(names)))))
+    assert rank(obj, names, scores, previous) == _explained(_hub(obj, names, scores, previous))
+
+
+def test_additive_steady_keeps_the_first_choice_and_exact_follows_the_score() -> None:
+    names = ["a", "b"]
+    published = np.array([[90, 10, 10], [10, 90, 95]])
+    assert decide(published, names, 1, "exact", "r", "s") == [(0,), (1,), (1,)]
+    # Additive: Steady's 100 beats b's lead of 80 and 85 points.
+    assert decide(published, names, 1, "additive", "r", "s") == [(0,), (0,), (0,)]
+    # A lead of exactly 100 only ties, and the name breaks it: "a" (index 1) takes over from "b" ...
+    assert decide(np.array([[100, 0], [0, 100]]), ["b", "a"], 1, "additive", "r", "s") == [(0,), (1,)]
+    # ... but "b" never takes over from "a" that way.
+    assert decide(np.array([[0, 100], [100, 0]]), ["b", "a"], 1, "additive", "r", "s") == [(1,), (1,)]
+
+
+def test_static_is_the_name_order() -> None:
+    assert decide_static(3, ["b", "a", "c"], 2, "exact") == [(1, 0)] * 3
+    assert decide_static(2, ["b", "a", "c"], 1, "additive") == [(1,), (1,)]
+
+
+# --- stabilization and writes ------------------------------------------------------------------------
+
+
+def test_stabilize_holds_rises_and_passes_falls() -> None:
+    settings = Stabilization(tolerance=3, rise_window_seconds=900, fall_window_seconds=0)
+    raw = np.array([[50, 60, 60, 60, 60, 40, 41, 52]])
+    times = [300.0 * j for j in range(8)]
+    # 60 first seen at 300 s is published at 1200 s; the fall to 40 at once; 41 is within tolerance;
+    # 52 is a rise not yet held.
+    assert stabilize(raw, times, settings).tolist() == [[50, 50, 50, 50, 60, 40, 40, 40]]
+
+
+def test_aps_writes_count_changes_after_the_first_publication() -> None:
+    assert aps_writes(np.array([[1, 1, 2, 2, 1], [5, 5, 5, 5, 5]])) == 2
+    assert aps_writes(np.array([[7]])) == 0
+
+
+def test_summarize_leads_shares_and_median() -> None:
+    crossings = [
+        Crossing(0, 5, "left", 3),
+        Crossing(0, 9, "left", 0),
+        Crossing(1, 9, "left", -2),
+        Crossing(1, 20, "stayed", None),
+        Crossing(0, 30, "not_held", None),
+    ]
+    summary = summarize_leads(crossings)
+    assert (summary.crossings, summary.before, summary.at, summary.after) == (5, 0.2, 0.2, 0.2)
+    assert (summary.stayed, summary.not_held, summary.median_lead) == (0.2, 0.2, 0.0)
+    assert summarize_leads([]).median_lead is None
