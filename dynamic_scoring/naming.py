@@ -3,8 +3,7 @@
 Existing Placements refer to these names (``addOn.resourceName``), so the rules are upstream's, step
 by step, including the ones that cannot change the result any more; ``a..b`` stays invalid and
 distinct score names may collide (``col_a`` and ``col-a``): ``dynamic_scoring.agent.plan.plan_summaries``
-rejects
-the later of two publishing entries that collide, and the hub's distribution plan reports such
+rejects the later of two publishing entries that collide, and the hub's distribution plan reports such
 scorers before sending them.  Shared by both sides so the hub predicts exactly the agent's names.
 """
 

@@ -2,8 +2,7 @@
 
 The core never talks to an API server.  It reads credentials through a ``SecretReader`` and hands
 each cycle's outcome to a ``ScorePublisher``; ``dynamic_scoring/agent/kube/`` implements both against the
-managed
-cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher, which are
+managed cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher, which are
 implementations of these ports rather than fakes of Kubernetes.
 """
 

@@ -16,8 +16,7 @@ connects to the target.  So:
 * a target host *name* is not resolved by the agent (the proxy's resolver decides, and may see
   other answers); the proxy's own rules govern where it goes.  The metadata-header rule
   (``dynamic_scoring.agent.http.refuse_metadata_headers``) still applies, and hosts in ``NO_PROXY`` are
-  connected
-  to directly, through the full check.
+  connected to directly, through the full check.
 """
 
 from __future__ import annotations

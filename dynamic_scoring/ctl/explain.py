@@ -2,8 +2,7 @@
 
 The summary is the hub's (``resolve``, with each field's origin from ``provenance``), read from the
 hub by name or from a file; the cycle is the agent's (``dynamic_scoring.ctl.explain_cycle``); the comparison
-is
-with the AddOnPlacementScore on the hub now, in the cluster's namespace, where the agent writes
+is with the AddOnPlacementScore on the hub now, in the cluster's namespace, where the agent writes
 it.  Nothing is written anywhere.  A file in ``configSyncMode: Full`` without a
 ``status.lastSyncedConfig`` gets its ``/config`` fetched with the hub's own ``fetch_config``.
 """

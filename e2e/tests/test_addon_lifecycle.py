@@ -714,14 +714,14 @@ def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
 ) -> None:
     """A broken image is seen where a broken addon is looked at, and the checkout never heals it.
 
-    The image is the one `make image` built, minus the wheel's dynamic_scoring/addon/templates: in process
-    mode
-    the manager would have found the checkout's templates/ and rendered as if nothing were wrong.
+    The image is the one `make image` built, minus the wheel's dynamic_scoring/addon/templates: in
+    process mode the manager would have found the checkout's templates/ and rendered as if nothing
+    were wrong.
     """
     broken = "localhost/dynamic-scoring:e2e-no-templates"
     (tmp_path / "Containerfile").write_text(
         f"FROM {default_tag()}\nUSER 0\n"
-        "RUN rm -r /opt/venv/lib/python3.11/site-packages/addon/templates\nUSER 65532:65532\n"
+        "RUN rm -r /opt/venv/lib/python3.11/site-packages/dynamic_scoring/addon/templates\nUSER 65532:65532\n"
     )
     podman("build", *ulimits(), "--quiet", "--tag", broken, str(tmp_path))
     works = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}

@@ -246,8 +246,7 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
     )
 
     # The agent comes back: its status write (a merge patch, like dynamic_scoring.agent.kube.scores) wins
-    # cluster1
-    # back at once and does not disturb the mark, which names the old validUntil.
+    # cluster1 back at once and does not disturb the mark, which names the old validUntil.
     fresh = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     hub.patch_status(aps, {"validUntil": fresh, "scores": [{"name": SCORE, "value": 90}]})
     wait_until(lambda: decided(hub) == ["cluster1"], timeout=10, what="cluster1 decided again")

@@ -161,8 +161,7 @@ async def test_a_format_two_results_render_alike_fails_the_cycle_naming_it(
 
 @pytest.fixture(scope="module")
 def predictor(component_dir: Path) -> Iterator[str]:
-    """The prediction sample (``python -m dynamic_scoring.samples.scorers.predict``), capacity 100 cores,
-    interval 30 s."""
+    """The prediction sample (``-m dynamic_scoring.samples.scorers.predict``): 100 cores, 30 s interval."""
     port = free_port()
     argv = [
         sys.executable,

@@ -16,11 +16,9 @@ The person who writes a DynamicScorer chooses these URLs and reads the outcome b
 so the probe is built to tell them as little about the hub's network as it can while still being
 useful:
 
-* where it may connect is decided by ``dynamic_scoring.addon.registry.transport`` (resolve once, check every
-address
-  against ``dynamic_scoring.addon.registry.addresses``, connect to the checked address); a refused address
-  is reason
-  ``AddressNotAllowed``;
+* where it may connect is decided by ``dynamic_scoring.addon.registry.transport`` (resolve once,
+  check every address against ``dynamic_scoring.addon.registry.addresses``, connect to the checked
+  address); a refused address is reason ``AddressNotAllowed``;
 * it asks for ``Accept-Encoding: identity`` and reads the raw bytes; a server that compresses anyway
   (gzip or deflate) is inflated here with the size cap applied to the *decoded* bytes as they come
   out of the inflater, so a small gzip bomb costs at most ``max_bytes`` of memory; other encodings

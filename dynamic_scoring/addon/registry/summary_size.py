@@ -2,8 +2,7 @@
 
 Every summary a cluster receives travels in one ConfigMap inside one ManifestWork (see
 ``dynamic_scoring.addon.distribution.budget`` for the per-cluster limit).  One scorer's share is bounded on
-its own
-so that an oversized scorer is reported where its author looks (``Valid`` and ``Distributed`` on
+its own so that an oversized scorer is reported where its author looks (``Valid`` and ``Distributed`` on
 the DynamicScorer) and never crowds out the others.  Both controllers measure with these functions,
 so they agree.
 """

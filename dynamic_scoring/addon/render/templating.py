@@ -24,9 +24,8 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def _templates_dir() -> Path:
     """Where the agent templates are: inside the package in a wheel, beside it in a source checkout.
 
-    The wheel carries ``templates/`` as ``dynamic_scoring/addon/templates`` (pyproject's force-include), so
-    a plain
-    ``pip install`` renders the same manifests as the repository does; an editable install or a test run
+    The wheel carries ``templates/`` as ``dynamic_scoring/addon/templates`` (pyproject's force-include), so a
+    plain ``pip install`` renders the same manifests as the repository does; an editable install or a test run
     from the checkout reads the repository's ``templates/`` directly, so edits show without a rebuild.
     """
     packaged = Path(__file__).resolve().parents[1] / "templates"

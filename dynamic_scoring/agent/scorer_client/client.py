@@ -12,8 +12,7 @@ The answer is read incrementally and abandoned past the size limit (decompressed
 results are counted against the per-scorer limit before anything else is built from them, and it
 is then validated against ``dynamic_scoring.wire.ScoringResponse`` (through the fast decoder of
 `dynamic_scoring.agent.scorer_client.answer`); any 2xx status is accepted.  Any other status is reported by
-its code
-and a fixed phrase: the body of an error answer is read (bounded) and dropped, never echoed.
+its code and a fixed phrase: the body of an error answer is read (bounded) and dropped, never echoed.
 """
 
 from __future__ import annotations

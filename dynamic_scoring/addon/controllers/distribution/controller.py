@@ -4,8 +4,7 @@ Three kinds of keys on one queue:
 
 * ``@plan`` (every DynamicScorer, DynamicScoringConfig, ManagedClusterAddOn or ManagedCluster
   change): compute ``dynamic_scoring.addon.distribution.plan`` from the caches, the desired config work of
-  every
-  enabled cluster, and queue ``work/<cluster>`` only for clusters whose work differs from the cache
+  every enabled cluster, and queue ``work/<cluster>`` only for clusters whose work differs from the cache
   (or must go).  One scorer edit therefore costs one plan and one write per affected cluster.
 * ``work/<cluster>``: create, merge-patch or delete that cluster's work ``addon-dynamic-scoring-config``
   (``Writer.ensure`` sends nothing when nothing differs).

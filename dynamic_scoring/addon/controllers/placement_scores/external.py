@@ -5,8 +5,7 @@ but the agent process: the namespace, the summaries ConfigMap, the hub credentia
 Another agent scores it, in practice the upstream Go agent during a migration (docs/migration.md).
 That agent creates its AddOnPlacementScores with nothing but a name and writes ``status.scores``
 only: no labels, so the hub's labelled watch (`dynamic_scoring.addon.controllers.agent_scores`) would never
-see
-them; no owner, so they would outlive the addon; and no ``validUntil`` or condition, so whatever
+see them; no owner, so they would outlive the addon; and no ``validUntil`` or condition, so whatever
 this addon's own agent wrote there before would stay and, once past, make Placement count the
 cluster's score as 0 for good.
 
@@ -15,8 +14,7 @@ So for such a cluster this controller keeps, per summary the cluster receives:
 * the AddOnPlacementScore, created by the hub when missing, labelled as our agents', annotated
   with its score name and owned by the cluster's ManagedClusterAddOn; field tracking is reset after
   the create, as the agent does (dynamic_scoring/agent/kube/scores.py says why).  An existing object of that
-  name
-  that this addon did not create is someone else's and is left exactly as it is (the scorer
+  name that this addon did not create is someone else's and is left exactly as it is (the scorer
   reports ``ScoreNameTaken``), unless the hub admin started the manager with
   ``--adopt-unlabelled-scores`` and the object has no owner and no addon label, as the upstream
   agent leaves them: that one is adopted;

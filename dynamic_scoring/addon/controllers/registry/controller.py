@@ -67,9 +67,8 @@ class _Clients:
     """One ``httpx.Client`` per trust store: the system one, and one per distinct ``caSecretRef`` PEM.
 
     Verification is always on; keep-alive connections make a steady probe cost about a millisecond.
-    Every client connects through the address check (``dynamic_scoring.addon.registry.transport``) and
-    ignores proxy
-    variables, so the check applies to the scorer itself.
+    Every client connects through the address check (``dynamic_scoring.addon.registry.transport``) and ignores
+    proxy variables, so the check applies to the scorer itself.
     """
 
     def __init__(self, concurrency: int, addresses: AddressPolicy | None = None) -> None:
