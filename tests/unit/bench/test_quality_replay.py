@@ -63,6 +63,8 @@ def test_clusters_are_multi_day_equal_mean_and_shifted_copies_line_up() -> None:
     assert ratio == pytest.approx(np.full_like(ratio, ratio[0]))
     # Different weeks of one trace are different data.
     assert not np.allclose(clusters.loads[4], clusters.loads[5])
+    with pytest.raises(KeyError):
+        prom.build_clusters(["nowhere"], days=1)
 
 
 def test_full_set_is_twelve_clusters_of_seven_days() -> None:
