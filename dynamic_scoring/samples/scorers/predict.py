@@ -15,11 +15,10 @@ script.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 
 from dynamic_scoring.samples.scorers.formulas import headroom_score
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, run
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
 from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
 from dynamic_scoring.wire import display_name
 
@@ -56,10 +55,7 @@ def horizon_for(request: ScoringRequest, default: float) -> float:
     if model not in MODELS:
         shown = display_name(str(model), 60)
         raise RequestError(f"params.model: {shown!r} is not implemented; use one of {', '.join(MODELS)}")
-    value = request.params.get("horizon", default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise RequestError("params.horizon: expected a non-negative number of seconds")
-    return float(value)
+    return requested_horizon(request, default)
 
 
 def score(request: ScoringRequest, capacity: float, horizon: float) -> list[ScoreResult]:

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import Sequence
 
 from dynamic_scoring.samples.scorers.formulas import headroom_score
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, run
-from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
+from dynamic_scoring.scorer import ScoreResult, ScoringRequest, Series, result
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +50,11 @@ def score_series(
     return headroom_score(series.seasonal_forecast(horizon, season=season, level=level), capacity)
 
 
-def horizon_for(request: ScoringRequest, default: float) -> float:
-    """The request's ``params.horizon`` (seconds) when it sends one, else ``default``.
-
-    Raises:
-        RequestError: ``horizon`` is not a non-negative finite number of seconds.
-    """
-    value = request.params.get("horizon", default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise RequestError("params.horizon: expected a non-negative number of seconds")
-    return float(value)
-
-
 def score(
     request: ScoringRequest, capacity: float, horizon: float, season: float, level: float
 ) -> list[ScoreResult]:
     """One result per series with points, its labels passed through for the dimension format."""
-    ahead = horizon_for(request, horizon)
+    ahead = requested_horizon(request, horizon)
     return [
         result(headroom_score(s.seasonal_forecast(ahead, season=season, level=level), capacity), s.labels)
         for s in request.with_points()

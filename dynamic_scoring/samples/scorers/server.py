@@ -1,17 +1,27 @@
-"""The command line both sample scorers share, turned into a ``dynamic_scoring.scorer.ScorerApp``.
+"""The command line the sample scorers share, turned into a ``dynamic_scoring.scorer.ScorerApp``.
 
 The HTTP side (``/healthz``, ``/config``, the scoring path, body caps, errors, the optional token)
 is the scorer library's; what is left here is the samples' own options and their checks, so that a
 bad option stops the process at start with a usage message instead of failing at the first request.
+The one request parameter the forecasting samples share, ``params.horizon``, is read here too.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 from dataclasses import dataclass
 
-from dynamic_scoring.scorer import BearerToken, ScoreFn, ScorerApp, TokenError, serve
+from dynamic_scoring.scorer import (
+    BearerToken,
+    RequestError,
+    ScoreFn,
+    ScorerApp,
+    ScoringRequest,
+    TokenError,
+    serve,
+)
 from dynamic_scoring.wire import ScorerConfig
 
 
@@ -88,6 +98,18 @@ def build_app(
     )
 
 
+def requested_horizon(request: ScoringRequest, default: float) -> float:
+    """The request's ``params.horizon`` (seconds ahead to forecast) when it sends one, else ``default``.
+
+    Raises:
+        RequestError: ``horizon`` is not a non-negative finite number of seconds.
+    """
+    value = request.params.get("horizon", default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise RequestError("params.horizon: expected a non-negative number of seconds")
+    return float(value)
+
+
 def config_document(args: argparse.Namespace, description: str) -> ScorerConfig:
     """The ``/config`` document the options give."""
     app = build_app(args, argparse.ArgumentParser(), description, lambda request: [])
@@ -100,4 +122,4 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, description: 
     serve(build_app(args, parser, description, score), args.host, args.port)
 
 
-__all__ = ["Defaults", "build_app", "build_parser", "config_document", "run"]
+__all__ = ["Defaults", "build_app", "build_parser", "config_document", "requested_horizon", "run"]

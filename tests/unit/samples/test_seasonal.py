@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamic_scoring.samples.scorers import cpu, predict, seasonal
-from dynamic_scoring.samples.scorers.server import build_app, build_parser, config_document
+from dynamic_scoring.samples.scorers.server import build_app, build_parser, config_document, requested_horizon
 from dynamic_scoring.scorer import RequestError, ScoringRequest, Series
 from dynamic_scoring.scorer.testing import check_app
 
@@ -63,11 +63,11 @@ def test_scores_stay_in_range(loads: list[float], horizon: float) -> None:
 
 
 def test_params_horizon_is_checked() -> None:
-    assert seasonal.horizon_for(ScoringRequest([], {"horizon": 600}), 3_600) == 600.0
-    assert seasonal.horizon_for(ScoringRequest([], {}), 3_600) == 3_600.0
+    assert requested_horizon(ScoringRequest([], {"horizon": 600}), 3_600) == 600.0
+    assert requested_horizon(ScoringRequest([], {}), 3_600) == 3_600.0
     for bad in (-1, "1h", True, math.inf):
         with pytest.raises(RequestError, match=r"params\.horizon"):
-            seasonal.horizon_for(ScoringRequest([], {"horizon": bad}), 3_600)
+            requested_horizon(ScoringRequest([], {"horizon": bad}), 3_600)
 
 
 def test_config_asks_for_a_day_and_an_hour_at_a_coarse_step() -> None:
