@@ -13,7 +13,9 @@ with the real `kubectl kustomize`, then writes each object into `charts/dynamic-
     ClusterManagementAddOn's default config) becomes the release namespace;
   - the manager Deployment's replicas, log level, pull policy and resources become values, and
     its pod gets optional annotations, labels, nodeSelector, tolerations, affinity,
-    imagePullSecrets and priorityClassName;
+    imagePullSecrets and priorityClassName, and its pinned user (runAsUser/runAsGroup 65532) is
+    left out on OpenShift (`manager.platform`, helper `dynamic-scoring.pinUser`), whose
+    restricted-v2 SCC assigns one;
   - the ClusterManagementAddOn's `spec.installStrategy` comes from the `installStrategy` value.
   Where a field becomes a value, values.yaml's default must equal what manifests/ say (else
   ChartGenError), so the chart's defaults render exactly the kustomize objects.
@@ -203,6 +205,10 @@ def template_namespace(node: Any, namespace: str, t: Templating) -> None:
             template_namespace(item, namespace, t)
 
 
+PINNED_USER = {"runAsGroup": 65532, "runAsUser": 65532}
+"""The user manifests/ pin on the manager's pod; the chart leaves it out on OpenShift (manager.platform)."""
+
+
 def template_manager(dep: dict[str, Any], t: Templating) -> None:
     """The manager Deployment's configurable fields (values `manager.*`)."""
     spec = dep["spec"]
@@ -239,6 +245,21 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
     container["args"][levels[0]] = "--log-level=" + t.value("manager.logLevel", level)
     t.check("manager.resources", container.get("resources", {}))
     replace_key(container, "resources", t.block(always("resources", "manager.resources")))
+    security = pod["securityContext"]
+    pinned = {k: security.pop(k) for k in ("runAsGroup", "runAsUser") if k in security}
+    if pinned != PINNED_USER:
+        raise ChartGenError(f"the manager's pod pins {pinned}; chartgen expects {PINNED_USER}")
+    if t.default("manager.platform") != "auto":
+        raise ChartGenError("values.yaml's manager.platform must default to auto")
+    security[
+        t.block(
+            lambda _indent: [
+                '{{- if include "dynamic-scoring.pinUser" . }}',
+                *(f"{k}: {v}" for k, v in PINNED_USER.items()),
+                "{{- end }}",
+            ]
+        )
+    ] = None
     for key in ("imagePullSecrets", "priorityClassName", "nodeSelector", "affinity", "tolerations"):
         if key in pod:
             raise ChartGenError(f"the manager's pod sets {key}; chartgen templates it from manager.{key}")

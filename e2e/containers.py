@@ -16,6 +16,10 @@ network, and this module turns the pod spec into that `podman run` command line:
 * **resources.limits.memory** becomes `--memory` (cgroup v1 enforces it here: an allocation over
   the limit is OOM-killed with exit 137).  CPU limits are not applied: the tests never depend on
   them and a throttled manager would only slow the suite.
+* **OpenShift's restricted-v2 SCC**, for a namespace carrying OpenShift's
+  `openshift.io/sa.scc.uid-range` annotation: the pod gets the namespace's first UID (and runs
+  with GID 0) and fsGroup where it names none, and a pod naming a UID outside the range is not
+  started, with OpenShift's message (`admit_restricted_v2`).
 * **env** values travel in podman's own environment (`--env NAME` takes the value from there),
   so Secret-sourced values never appear on a command line; the few names podman itself reads
   (PATH, HOME, TMPDIR, ...) go on the command line instead.
@@ -115,6 +119,65 @@ def identity(pod_spec: Mapping[str, Any], container: Mapping[str, Any], image_us
         gid=None if gid is None else int(gid),
         groups=tuple(dict.fromkeys(groups)),
     )
+
+
+SCC_UID_RANGE = "openshift.io/sa.scc.uid-range"
+SCC_SUPPLEMENTAL_GROUPS = "openshift.io/sa.scc.supplemental-groups"
+
+
+class SCCRefusedError(Exception):
+    """OpenShift's restricted-v2 SCC would not admit the pod (the ReplicaSet's FailedCreate)."""
+
+
+def _range(value: str) -> tuple[int, int]:
+    """An OpenShift namespace range annotation, ``<start>/<size>``, as (first, last)."""
+    start, _, size = value.partition("/")
+    return int(start), int(start) + int(size or "1") - 1
+
+
+def admit_restricted_v2(pod_spec: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any] | None:
+    """The pod spec as OpenShift's ``restricted-v2`` SCC admits it, in a namespace with these annotations.
+
+    Emulates the admission for the runner, so that a pod built for OpenShift runs as it would
+    there: None when the namespace carries no ``openshift.io/sa.scc.uid-range`` (not OpenShift);
+    otherwise a copy with the namespace's first UID as ``runAsUser`` and its first supplemental
+    group as ``fsGroup`` where the pod names none (the container then runs with GID 0, as the
+    runtime gives a UID the image does not know).  A pod that names a UID or fsGroup outside the
+    ranges is refused with OpenShift's wording.  Privilege, capabilities and the like are not
+    re-checked here: ``tests/restricted_v2.py`` holds the rendered pods to those rules.
+    """
+    uid_range = annotations.get(SCC_UID_RANGE)
+    if not uid_range:
+        return None
+    first, last = _range(uid_range)
+    g_first, g_last = _range(annotations.get(SCC_SUPPLEMENTAL_GROUPS) or uid_range)
+    spec = json.loads(json.dumps(pod_spec))
+    pod_sc = spec.setdefault("securityContext", {})
+    wrong = []
+    places = [("spec.securityContext", pod_sc)] + [
+        (f"spec.containers[{i}].securityContext", c.get("securityContext") or {})
+        for i, c in enumerate(spec.get("containers") or [])
+    ]
+    for where, sc in places:
+        uid = sc.get("runAsUser")
+        if uid is not None and not first <= int(uid) <= last:
+            wrong.append(f"{where}.runAsUser: Invalid value: {uid}: must be in the ranges: [{first}, {last}]")
+    fs_group = pod_sc.get("fsGroup")
+    if fs_group is not None and not g_first <= int(fs_group) <= g_last:
+        wrong.append(
+            f"spec.securityContext.fsGroup: Invalid value: []int64{{{fs_group}}}: "
+            f"{fs_group} is not an allowed group"
+        )
+    if wrong:
+        raise SCCRefusedError(
+            'unable to validate against any security context constraint: [provider "restricted-v2": '
+            + ", ".join(wrong)
+            + "]"
+        )
+    if not any("runAsUser" in sc for _, sc in places):
+        pod_sc["runAsUser"] = first
+    pod_sc.setdefault("fsGroup", g_first)
+    return dict(spec)
 
 
 def runner_label(state_dir: Path) -> str:

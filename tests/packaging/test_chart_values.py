@@ -23,6 +23,7 @@ import yaml
 from e2e import chartgen
 from e2e.mission import CHART, NAMESPACE, helm_binary
 from e2e.tools import locate
+from tests.restricted_v2 import pod_spec, violations
 
 # helm and kubectl are built Go tools: on a cold machine `make test` runs these once they are built
 # (late_tools) instead of holding up the tiers that need none.
@@ -63,6 +64,7 @@ NON_DEFAULT: dict[str, Any] = {
         "podAnnotations": {"example.com/owner": "platform"},
         # the selector's label cannot be replaced: it is dropped, the other one is added
         "podLabels": {"team": "platform", "app.kubernetes.io/name": "something-else"},
+        "platform": "openshift",
     },
     "installStrategy": {
         "type": "Placements",
@@ -202,7 +204,11 @@ def test_non_default_values_reach_the_objects_they_configure(tmp_path: Path) -> 
         container["securityContext"]
         == default_dep["spec"]["template"]["spec"]["containers"][0]["securityContext"]
     )
-    assert spec["securityContext"] == default_dep["spec"]["template"]["spec"]["securityContext"]
+    # but manager.platform=openshift: the pod names no user (the SCC assigns one)
+    pinned = default_dep["spec"]["template"]["spec"]["securityContext"]
+    assert spec["securityContext"] == {
+        k: v for k, v in pinned.items() if k not in ("runAsUser", "runAsGroup")
+    }
 
     cma = one(objs, "ClusterManagementAddOn")
     assert cma["spec"]["installStrategy"] == NON_DEFAULT["installStrategy"]
@@ -338,6 +344,53 @@ components:
     assert with_components == chart
 
 
+# ------------------------------------------------------------------------ OpenShift
+OPENSHIFT_API = ["--api-versions", "security.openshift.io/v1"]
+
+
+def manager_pod(objs: list[Obj]) -> Obj:
+    return pod_spec(one(objs, "Deployment"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--set", "manager.platform=openshift"],
+        OPENSHIFT_API,
+        [*OPENSHIFT_API, "--set", "manager.platform=auto"],
+    ],
+)
+def test_on_openshift_the_managers_pod_names_no_user_and_meets_restricted_v2(args: list[str]) -> None:
+    pod = manager_pod(render(*args))
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert violations(pod) == []
+
+
+@pytest.mark.parametrize("args", [[], ["--set", "manager.platform=kubernetes", *OPENSHIFT_API]])
+def test_elsewhere_the_managers_pod_pins_the_images_user(args: list[str]) -> None:
+    pod = manager_pod(render(*args))
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (65532, 65532)
+    assert sorted(violations(pod)) == [
+        "securityContext.runAsGroup is set (65532)",
+        "securityContext.runAsUser is set (65532)",
+    ]
+
+
+def test_the_openshift_component_is_the_charts_openshift_platform() -> None:
+    overlay = kustomize_overlay(
+        """
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - BASE
+components:
+  - BASE/components/openshift
+"""
+    )
+    assert overlay == render("--set", "manager.platform=openshift")
+    assert violations(manager_pod(overlay)) == []
+
+
 # ------------------------------------------------------------------------ lint and the schema
 def test_helm_lint_passes_with_the_defaults_and_with_every_value_set(tmp_path: Path) -> None:
     for args in ([], ["-f", values_file(NON_DEFAULT, tmp_path)], ["--namespace", "hub-addons"]):
@@ -372,6 +425,7 @@ def test_helm_lint_passes_with_the_defaults_and_with_every_value_set(tmp_path: P
             "rolloutStrategy/type",
         ),
         (["--set", "manager.replica=3"], "additional properties 'replica'"),
+        (["--set", "manager.platform=OpenShift"], "/manager/platform"),
         (["--set", "podDisruptionBudget.minAvailable=half"], "/podDisruptionBudget/minAvailable"),
         (["--set", "metrics.service.port=0"], "/metrics/service/port"),
         (["--set", "manager.imagePullSecrets[0]=regcred"], "/manager/imagePullSecrets/0"),

@@ -176,7 +176,11 @@ def manager_deployment(**spec: Any) -> dict[str, Any]:
             "limits": {"cpu": "1", "memory": "512Mi"},
         },
     }
-    pod = {"serviceAccountName": chartgen.MANAGER, "containers": [container]}
+    pod = {
+        "serviceAccountName": chartgen.MANAGER,
+        "securityContext": {"runAsNonRoot": True, **chartgen.PINNED_USER},
+        "containers": [container],
+    }
     return obj(
         "Deployment",
         chartgen.MANAGER,
@@ -197,6 +201,7 @@ def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_
         "namespace: {{ .Release.Namespace }}",
         "{{- with .Values.manager.tolerations }}",
         "priorityClassName: {{ . | quote }}",
+        '{{- if include "dynamic-scoring.pinUser" . }}',
     ):
         assert template in text, template
     assert "HELMTOKEN" not in text
@@ -213,6 +218,14 @@ def test_generator_refuses_a_values_default_that_differs_from_the_manifests() ->
     cma = obj("ClusterManagementAddOn", chartgen.ADDON, spec={"installStrategy": {"type": "Manual"}})
     with pytest.raises(chartgen.ChartGenError, match="installStrategy"):
         chartgen.render_files([cma], "i:1", values)
+
+
+def test_generator_refuses_a_manager_pod_that_pins_another_user() -> None:
+    """The chart's OpenShift form leaves out exactly the user manifests/ pin; another one is a mistake."""
+    dep = manager_deployment()
+    dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] = 1000
+    with pytest.raises(chartgen.ChartGenError, match="the manager's pod pins"):
+        chartgen.render_files([dep], "i:1")
 
 
 def test_generator_refuses_a_manager_field_it_would_template_over() -> None:

@@ -23,6 +23,8 @@ _BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(?P<port>[0-9]
 # A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+PLATFORM_SETTINGS = ("auto", "kubernetes", "openshift")
+"""`Platform`: what the agent's pod is rendered for (dynamic_scoring.addon.render.platform)."""
 DEFAULT_OTLP_NAMESPACE_SELECTOR: tuple[tuple[str, str], ...] = (
     ("kubernetes.io/metadata.name", "observability"),
 )
@@ -51,6 +53,7 @@ class Variables:
     otlp_network_policy: bool = False
     otlp_network_policy_namespace_selector: tuple[tuple[str, str], ...] | None = None
     otlp_network_policy_pod_selector: tuple[tuple[str, str], ...] | None = None
+    platform: str = "auto"  # auto, kubernetes or openshift (dynamic_scoring.addon.render.platform)
 
     @property
     def metrics_port(self) -> int:
@@ -183,6 +186,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "OtlpNetworkPolicy": ("otlp_network_policy", _boolean),
     "OtlpNetworkPolicyNamespaceSelector": ("otlp_network_policy_namespace_selector", _match_labels),
     "OtlpNetworkPolicyPodSelector": ("otlp_network_policy_pod_selector", _match_labels),
+    "Platform": ("platform", _choice(*PLATFORM_SETTINGS)),
 }
 
 # variable -> the variables it needs, and why (checked after every value is parsed).

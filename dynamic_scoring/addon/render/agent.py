@@ -33,6 +33,7 @@ from dynamic_scoring.addon.constants import (
 )
 from dynamic_scoring.addon.render.image_allow import allowed_prefixes, check_agent_image
 from dynamic_scoring.addon.render.images import resolve_image
+from dynamic_scoring.addon.render.platform import Platform, agent_platform
 from dynamic_scoring.addon.render.templating import TEMPLATES_DIR, render_objects
 from dynamic_scoring.jsontypes import JSON
 
@@ -80,7 +81,11 @@ class AgentRender:
 
 
 def template_values(
-    cluster_name: str, namespace: NamespacePlan, config: DeploymentConfig, image: str
+    cluster_name: str,
+    namespace: NamespacePlan,
+    config: DeploymentConfig,
+    image: str,
+    platform: Platform = "kubernetes",
 ) -> dict[str, Any]:
     """Every value the agent templates use (templates/agent/*.j2 render with StrictUndefined)."""
     v = config.variables
@@ -144,6 +149,8 @@ def template_values(
         "proxy_ca_dir": PROXY_CA_DIR,
         "proxy_ca_config_map": PROXY_CA_CONFIG_MAP,
         "resources": DEFAULT_RESOURCES,
+        # OpenShift's SCC assigns the user; anywhere else the pod pins the image's (platform.py)
+        "pin_user": platform != "openshift",
     }
 
 
@@ -193,7 +200,8 @@ def render_agent(
     Args:
         mca: the ManagedClusterAddOn.
         adc: the AddOnDeploymentConfig its status references (`config.references`), or None.
-        cluster: the ManagedCluster, for its image-registries annotation; None is allowed.
+        cluster: the ManagedCluster, for its image-registries annotation and its platform (``vendor``
+            label, product claim; ``dynamic_scoring.addon.render.platform``); None is allowed.
         default_image: the agent image when the ADC sets no `Image` variable.
         templates_dir: where `agent/*.yaml.j2` live.
         adopt_unlabelled_scores: the manager's migration opt-in, passed to the agent as its flag.
@@ -220,7 +228,9 @@ def render_agent(
         prefixes=allowed_prefixes(default_image, agent_image_allow),
     )
     values = {
-        **template_values(cluster_name, namespace, config, image),
+        **template_values(
+            cluster_name, namespace, config, image, agent_platform(config.variables.platform, cluster)
+        ),
         "adopt_unlabelled_scores": adopt_unlabelled_scores,
         "trust_proxy_ca_for_destinations": trust_proxy_ca_for_destinations,
     }

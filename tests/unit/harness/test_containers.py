@@ -107,3 +107,90 @@ def test_the_podman_command_carries_the_security_context_and_never_a_secret_valu
 def test_a_writable_root_and_no_limits_add_no_flags() -> None:
     text = " ".join(argv_for({}, {}))
     assert "--read-only" not in text and "--memory" not in text and "--cap-drop" not in text
+
+
+# --- OpenShift's restricted-v2 SCC, emulated where a namespace carries its UID range -----------------
+OPENSHIFT_NS = {
+    "openshift.io/sa.scc.uid-range": "1000680000/10000",
+    "openshift.io/sa.scc.supplemental-groups": "1000680000/10000",
+}
+UNPINNED: dict[str, Any] = {
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": False}}],
+}
+
+
+def test_a_namespace_without_an_scc_range_is_not_openshift() -> None:
+    assert containers.admit_restricted_v2(UNPINNED, {}) is None
+    assert containers.admit_restricted_v2(UNPINNED, {"other": "x"}) is None
+
+
+def test_the_scc_gives_an_unpinned_pod_the_namespaces_first_uid_and_group() -> None:
+    admitted = containers.admit_restricted_v2(UNPINNED, OPENSHIFT_NS)
+    assert admitted is not None
+    assert admitted["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": 1000680000,
+        "fsGroup": 1000680000,
+    }
+    assert "runAsUser" not in UNPINNED["securityContext"]  # the declared spec is left alone
+    who = identity(admitted, admitted["containers"][0], "65532:65532")
+    assert who == Identity(uid=1000680000, gid=None, groups=(1000680000,))  # GID 0 from the runtime
+    argv = run_argv(
+        name="n",
+        runner_label="l",
+        image="img",
+        hostname="h",
+        pod_spec=admitted,
+        container=admitted["containers"][0],
+        who=who,
+        image_user="65532:65532",
+        mounts=[],
+        env_names=[],
+        env={},
+        command=["x"],
+        args=[],
+    )
+    assert argv[argv.index("--user") + 1] == "1000680000"
+    assert argv[argv.index("--group-add") + 1] == "1000680000"
+
+
+def test_a_uid_inside_the_range_is_kept() -> None:
+    spec = {**UNPINNED, "securityContext": {"runAsUser": 1000680005}}
+    admitted = containers.admit_restricted_v2(spec, OPENSHIFT_NS)
+    assert admitted is not None and admitted["securityContext"]["runAsUser"] == 1000680005
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        (
+            "pod",
+            "spec.securityContext.runAsUser: Invalid value: 65532: "
+            "must be in the ranges: [1000680000, 1000689999]",
+        ),
+        ("container", "spec.containers[0].securityContext.runAsUser: Invalid value: 65532"),
+        (
+            "fsGroup",
+            "spec.securityContext.fsGroup: Invalid value: []int64{65532}: 65532 is not an allowed group",
+        ),
+    ],
+)
+def test_a_pod_pinning_a_uid_outside_the_range_is_refused(where: str, message: str) -> None:
+    spec: dict[str, Any] = {
+        "securityContext": {"runAsNonRoot": True},
+        "containers": [{"name": "c", "securityContext": {}}],
+    }
+    if where == "pod":
+        spec["securityContext"]["runAsUser"] = 65532
+    elif where == "container":
+        spec["containers"][0]["securityContext"]["runAsUser"] = 65532
+    else:
+        spec["securityContext"]["fsGroup"] = 65532
+    with pytest.raises(containers.SCCRefusedError) as refused:
+        containers.admit_restricted_v2(spec, OPENSHIFT_NS)
+    assert 'unable to validate against any security context constraint: [provider "restricted-v2"' in str(
+        refused.value
+    )
+    assert message in str(refused.value)

@@ -35,6 +35,7 @@ from dynamic_scoring.addon.errors import AddonConfigError, TemplatesUnavailableE
 from dynamic_scoring.addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.image_allow import AgentImageNotAllowedError
+from dynamic_scoring.addon.render.platform import detected_platform
 from dynamic_scoring.addon.work.builder import build_deploy_works, manifest_applied, work_index
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
@@ -94,9 +95,10 @@ def render_fingerprint(
     """A digest of everything the agent's works are built from (`render_agent`, `build_deploy_works`).
 
     The MCA's identity, spec, annotations and config references; the ADC's identity and version;
-    the cluster's annotations (image mirrors); the manager's agent image, adoption opt-in, image
-    allow-list and proxy-CA opt-in (a changed allow-list may admit or refuse the image).  Its
-    conditions, which OCM, the klusterlet and we rewrite all the time, are not among them.
+    the cluster's annotations (image mirrors) and detected platform; the manager's agent image,
+    adoption opt-in, image allow-list and proxy-CA opt-in (a changed allow-list may admit or refuse
+    the image).  Its conditions, which OCM, the klusterlet and we rewrite all the time, are not
+    among them.
     """
     meta = mca.get("metadata") or {}
     adc_meta = (adc or {}).get("metadata") or {}
@@ -109,6 +111,9 @@ def render_fingerprint(
         adc_meta.get("uid"),
         adc_meta.get("resourceVersion"),
         ((cluster.get("metadata") or {}).get("annotations")),
+        # the cluster's platform (vendor label, product claim) decides the pod's user; absent on
+        # Kubernetes, so existing fingerprints are unchanged
+        *([{"platform": "openshift"}] if detected_platform(cluster) == "openshift" else []),
         image,
         *([True] if adopt else []),  # absent when off, so existing fingerprints are unchanged
         *([{"imageAllow": list(image_allow)}] if image_allow else []),  # likewise
