@@ -724,6 +724,17 @@ def test_a_manager_image_without_the_agent_templates_reports_it_on_the_addon(
         "RUN rm -r /opt/venv/lib/python3.11/site-packages/dynamic_scoring/addon/templates\nUSER 65532:65532\n"
     )
     podman("build", *ulimits(), "--quiet", "--tag", broken, str(tmp_path))
+    # The state this test is about, shaped here and not left to the steps before it (run alone, the
+    # module's fixture has only just enabled the addon): a good work delivered and an agent running
+    # on both clusters.
+    wait_until(
+        lambda: all(
+            status_of(env.mca(c), "ManifestApplied") == "True" and env.work(c) and env.agent_pod(c)
+            for c in CLUSTERS
+        ),
+        timeout=120,
+        what="a delivered work and a running agent on both clusters",
+    )
     works = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
     manager = env.hub.get("apps/v1", "Deployment", MANAGER, MANAGER_NS)
     image = manager["spec"]["template"]["spec"]["containers"][0]["image"]
