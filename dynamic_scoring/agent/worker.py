@@ -40,11 +40,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from dynamic_scoring.agent.cycle import Attempt, CycleEnv, CycleObserver, CycleResult, ScoringCycle
 from dynamic_scoring.agent.errors import AgentError, PublishError, Stage
 from dynamic_scoring.agent.http import escape_control
+from dynamic_scoring.agent.items.dimensions import describe_empty_placeholders
 from dynamic_scoring.agent.items.stabilization import ItemState, Stabilizer
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.plan import ScorerPlan, SourcePlan
@@ -65,6 +66,10 @@ logger = logging.getLogger(__name__)
 
 MESSAGE_LIMIT = 1024
 PARTIAL_REASON = "ScoredWithSourceErrors"
+EMPTY_PLACEHOLDER_REASON = "ScoredWithEmptyPlaceholders"
+"""Published, but a format's label placeholder was empty for some results (items.dimensions)."""
+NOTHING_NAMED_REASON = "EmptyPlaceholder"
+"""Nothing published: every result's name rendered empty because a placeholder had no value."""
 """The condition reason of a cycle that scored without some sources (``ScoreWithAvailable``)."""
 
 
@@ -326,10 +331,18 @@ class ScorerWorker:
             notes.append(
                 f"{len(held)} of {len(items)} score(s) held by stabilization, e.g. {item}: {state.explain()}"
             )
-        # a cycle without some sources says that instead
+        status: Literal["True", "False"] = "True"
         reason = STABILIZED_REASON if held else SCORED_REASON
+        if built.empty_placeholders:
+            empty = describe_empty_placeholders(built.empty_placeholders, result.answer.results)
+            notes.insert(0, empty + "; name a label the results have in scoreDimensionFormat")
+            self.log.warning("%s", notes[0])
+            reason = EMPTY_PLACEHOLDER_REASON
+            if not result.items:  # every name rendered empty: the scorer's answer reached no one
+                status, reason = "False", NOTHING_NAMED_REASON
+        # a cycle without some sources says that instead
         if result.failed_sources:
-            reason = PARTIAL_REASON
+            reason = PARTIAL_REASON if status == "True" else reason
             missing = "; ".join(f"{exc.reason}: {exc}" for _, exc in result.failed_sources)
             names = ", ".join(src.name for src, _ in result.failed_sources)
             notes.insert(0, f"without source(s) {names} (onSourceError: ScoreWithAvailable): {missing}")
@@ -341,7 +354,7 @@ class ScorerWorker:
             aps_name=plan.aps_name,
             items=items,
             valid_until=result.valid_until,
-            condition=CycleCondition(CONDITION_TYPE, "True", reason, _truncate(message)),
+            condition=CycleCondition(CONDITION_TYPE, status, reason, _truncate(message)),
             interval_seconds=plan.interval,
         )
 

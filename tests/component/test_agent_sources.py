@@ -132,6 +132,30 @@ async def test_one_central_prometheus_scores_each_cluster_from_its_own_series(
     assert {x["source"] for x in series} == {"central"}  # every series names its source
 
 
+async def test_a_format_placeholder_the_series_do_not_carry_is_a_condition_naming_it_and_their_labels(
+    supervisor: Supervisor, publisher: MemoryPublisher, central: PromFixture, scorer: ScorerProcess
+) -> None:
+    """The series carry `node`, the format asks for `${device}`: nothing can be named, and it says so.
+
+    Upstream renders the empty name and drops the item without a word (OpenShift's node metrics
+    carry `instance`, not `node`, and a `${node}` format then publishes nothing).
+    """
+    path = f"/mean/scoring?run={uuid.uuid4().hex}"
+    s = summary(
+        "by_device", scorer.url(path), sources=[central_source(central)], scoreDimensionFormat="${device}"
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "by_device"))[0]
+    assert first.items == []
+    assert (first.condition.status, first.condition.reason) == ("False", "EmptyPlaceholder"), first.condition
+    message = first.condition.message
+    assert (
+        '${device} is empty in format "${device}" for 2 of 2 result(s), 2 of which publish no item' in message
+    )
+    assert 'node="n1"' in message and 'source="central"' in message, message
+    assert "name a label the results have in scoreDimensionFormat" in message
+
+
 async def test_series_of_several_sources_arrive_in_source_order_and_a_source_label_is_kept_aside(
     supervisor: Supervisor, publisher: MemoryPublisher, central: PromFixture, scorer: ScorerProcess
 ) -> None:

@@ -2,7 +2,10 @@
 
 Rendering is upstream's: each placeholder ``${cluster} ${node} ${device} ${namespace} ${app} ${pod}
 ${container} ${meta} ${scoreName}`` is replaced by its value (the untruncated label, or ``""``),
-unknown ``${x}`` tokens stay as literal text, and a name that renders empty is skipped.  The
+unknown ``${x}`` tokens stay as literal text, and a name that renders empty is skipped.  Unlike
+upstream, a label placeholder that results have no value for is never silent: it is counted per
+format and placeholder (``ItemsOutcome.empty_placeholders``) and the agent's condition names it
+with the labels the results did have (``describe_empty_placeholders``).  The
 replacement is one pass over the format, so a label value that itself contains ``${pod}`` is not
 expanded again.  An empty format means upstream's default ``${scoreName}``.
 
@@ -111,6 +114,24 @@ class ItemCollision:
     """The formats that rendered the name, in the order they did (one unless several collide)."""
 
 
+@dataclass
+class EmptyPlaceholder:
+    """A label placeholder a format uses that results have no value for: the first one, and how many.
+
+    Upstream renders it as "" and skips a name that comes out empty, so a scorer for node metrics
+    on a platform whose series carry ``instance`` but no ``node`` (OpenShift's) published nothing
+    and said nothing.  Here it is counted and described (:func:`describe_empty_placeholders`).
+    """
+
+    fmt: str
+    placeholder: str
+    index: int
+    """The first result without a value for it."""
+    count: int = 1
+    emptied: int = 0
+    """Results whose whole name rendered empty because of it (those publish no item)."""
+
+
 @dataclass(frozen=True)
 class ItemsOutcome:
     """The items to publish and what was dropped on the way, for logs, metrics and the condition."""
@@ -123,6 +144,8 @@ class ItemsOutcome:
     clamped: int = 0
     collisions: list[ItemCollision] = field(default_factory=list)
     """Names that different results rendered, in the order the second result appeared."""
+    empty_placeholders: list[EmptyPlaceholder] = field(default_factory=list)
+    """Label placeholders results had no value for, per format and placeholder, in format order."""
 
 
 def build_items(
@@ -150,10 +173,19 @@ def build_items(
     rejected: list[RejectedItem] = []
     skipped = duplicates = 0
     clamped: set[int] = set()
+    empties: dict[tuple[str, str], EmptyPlaceholder] = {}
     for position, one in enumerate(formats):
         render = renderer(one, cluster, score_name)
+        used = [k for k in LABEL_PLACEHOLDERS if k in _placeholders(one)]
         for index, result in enumerate(results):
             name = render(result.metric)
+            for key in used:
+                if not result.metric.get(key):
+                    found = empties.get((one, key))
+                    if found is None:
+                        found = empties[(one, key)] = EmptyPlaceholder(one, key, index, 0)
+                    found.count += 1
+                    found.emptied += not name
             if not name:
                 skipped += 1
                 continue
@@ -178,7 +210,9 @@ def build_items(
             if was_clamped:
                 clamped.add(index)
     items = [ScoreItem(name, chosen[name]) for name in sorted(chosen)]
-    return ItemsOutcome(items, rejected, skipped, duplicates, len(clamped), list(collided.values()))
+    return ItemsOutcome(
+        items, rejected, skipped, duplicates, len(clamped), list(collided.values()), list(empties.values())
+    )
 
 
 def _collide(
@@ -209,6 +243,36 @@ MAX_SHOWN_LABELS = 3
 
 def _placeholders(fmt: str) -> set[str]:
     return {m.group(1) for m in _PLACEHOLDER.finditer(fmt or DEFAULT_FORMAT)}
+
+
+MAX_SHOWN_SERIES_LABELS = 6
+"""Labels of one result an empty-placeholder message quotes; the rest are counted."""
+
+
+def describe_empty_placeholders(empties: Sequence[EmptyPlaceholder], results: Sequence[ScoredSeries]) -> str:
+    """One line naming each empty placeholder, its format, and the labels the first such result had.
+
+    E.g. ``${node} is empty in format "${node}" for 3 of 3 result(s), 3 of which publish no item
+    (their name renders empty): result 0 has labels instance="10.0.0.1:9100", job="node-exporter"``:
+    the reader sees at once which label the series carry instead.
+    """
+    parts = []
+    for e in empties:
+        metric = results[e.index].metric if e.index < len(results) else {}
+        shown = sorted(metric.items())[:MAX_SHOWN_SERIES_LABELS]
+        labels = ", ".join(f'{display_name(k)}="{display_name(v, 60)}"' for k, v in shown)
+        labels = f"labels {labels}" if labels else "no labels"
+        more = f" and {len(metric) - len(shown)} more" if len(metric) > len(shown) else ""
+        effect = (
+            f", {e.emptied} of which publish no item (their name renders empty)"
+            if e.emptied
+            else ", whose names miss that part"
+        )
+        parts.append(
+            f'${{{e.placeholder}}} is empty in format "{display_name(e.fmt)}" for {e.count} of '
+            f"{len(results)} result(s){effect}: result {e.index} has {labels}{more}"
+        )
+    return "; ".join(parts)
 
 
 def describe_collisions(

@@ -8,6 +8,7 @@ from dynamic_scoring.agent.items.dimensions import (
     ItemCollision,
     build_items,
     describe_collisions,
+    describe_empty_placeholders,
     item_name_problem,
     render_name,
 )
@@ -143,3 +144,60 @@ def test_items_are_unique_sorted_in_range_and_every_shared_name_is_a_collision(
 @pytest.mark.parametrize("name", ["a;b;c", "ünïcödé", "with space", "x" * 253])
 def test_valid_names(name: str) -> None:
     assert item_name_problem(name) is None
+
+
+# --- a placeholder the results have no value for is counted and described, never silent ---------------
+def test_a_placeholder_no_result_has_is_counted_with_the_names_it_emptied() -> None:
+    # OpenShift's node metrics: instance, no node
+    results = [r(10, instance="10.0.0.1:9100", job="node"), r(20, instance="10.0.0.2:9100", job="node")]
+    out = build_items(results, fmt="${node}", cluster="c", score_name="s")
+    assert out.items == [] and out.skipped_empty == 2
+    (empty,) = out.empty_placeholders
+    assert (empty.fmt, empty.placeholder, empty.index, empty.count, empty.emptied) == (
+        "${node}",
+        "node",
+        0,
+        2,
+        2,
+    )
+    text = describe_empty_placeholders(out.empty_placeholders, results)
+    assert text == (
+        '${node} is empty in format "${node}" for 2 of 2 result(s), 2 of which publish no item '
+        '(their name renders empty): result 0 has labels instance="10.0.0.1:9100", job="node"'
+    )
+
+
+def test_a_partly_empty_name_is_published_and_still_reported() -> None:
+    results = [r(10, node="n1"), r(20, pod="p")]
+    out = build_items(results, fmt="${scoreName}-${node}", cluster="c", score_name="s")
+    assert [i.name for i in out.items] == ["s-", "s-n1"]
+    (empty,) = out.empty_placeholders
+    assert (empty.index, empty.count, empty.emptied) == (1, 1, 0)
+    assert 'whose names miss that part: result 1 has labels pod="p"' in describe_empty_placeholders(
+        out.empty_placeholders, results
+    )
+
+
+def test_each_format_and_placeholder_is_reported_once_and_present_labels_are_not() -> None:
+    results = [r(1, node="n1"), r(2, node="n2")]
+    assert build_items(results, fmt="${node}", cluster="c", score_name="s").empty_placeholders == []
+    out = build_items(results, fmt=["${node}", "${pod}-${device}"], cluster="c", score_name="s")
+    assert [(e.fmt, e.placeholder, e.count) for e in out.empty_placeholders] == [
+        ("${pod}-${device}", "device", 2),
+        ("${pod}-${device}", "pod", 2),
+    ]
+    assert [c.name for c in out.collisions] == ["-"]  # both results render "-": reported as well
+    # ${cluster} and ${scoreName} never come from labels
+    assert (
+        build_items(results, fmt="${cluster}-${scoreName}", cluster="c", score_name="s").empty_placeholders
+        == []
+    )
+
+
+def test_the_labels_quoted_are_bounded_and_escaped() -> None:
+    metric = {f"l{i}": "v" * 100 for i in range(9)} | {"bad": "a\nb"}
+    text = describe_empty_placeholders(
+        build_items([r(1, **metric)], fmt="${pod}", cluster="c", score_name="s").empty_placeholders,
+        [r(1, **metric)],
+    )
+    assert "\n" not in text and "and 4 more" in text and "v" * 100 not in text
