@@ -135,14 +135,20 @@ def model_decisions(
     return out
 
 
+def _on_group(obj: JSON, group: str) -> JSON:
+    """A model Placement (``ranking.placement``) as an object on the hub, choosing from ``group``."""
+    spec = obj["spec"]
+    spec["clusterSets"] = [f"quality-{group}"]
+    spec["tolerations"] = TOLERATE
+    obj["metadata"]["namespace"] = NAMESPACE
+    return {"apiVersion": CLUSTER_V1B1, "kind": "Placement", **obj}
+
+
 def placement_object(case: Case, step: int) -> JSON:
     """The Placement of ``case`` at ``step``: the model's Placement, on its group's clusters, pointing
     at the step's scores, with its one decision group named after the step."""
-    obj = placement(case.k, case.form, case.resource(step), SCORE, name=case.name)
-    spec = obj["spec"]
-    spec["clusterSets"] = [f"quality-{case.group}"]
-    spec["tolerations"] = TOLERATE
-    spec["decisionStrategy"] = {
+    obj = _on_group(placement(case.k, case.form, case.resource(step), SCORE, name=case.name), case.group)
+    obj["spec"]["decisionStrategy"] = {
         "groupStrategy": {
             "decisionGroups": [
                 {
@@ -152,8 +158,7 @@ def placement_object(case: Case, step: int) -> JSON:
             ]
         }
     }
-    obj["metadata"]["namespace"] = NAMESPACE
-    return {"apiVersion": CLUSTER_V1B1, "kind": "Placement", **obj}
+    return obj
 
 
 def score_objects(case_resource: str, cluster: str, value: int) -> tuple[JSON, JSON]:
@@ -205,17 +210,10 @@ def hub_objects(names: Sequence[str]) -> list[JSON]:
     return objs
 
 
-def probe_object(names: Sequence[str]) -> JSON:
+def probe_object() -> JSON:
     """An Exact Placement picking 1 of the ``qm`` clusters by :data:`READY_SCORES`, which only the
     last cluster publishes (so the probe's answer differs from the name order's)."""
-    case = Case("ready", "probe", "exact", 1)
-    obj = placement_object(case, 0)
-    obj["metadata"]["name"] = PROBE
-    obj["spec"]["prioritizerPolicy"]["configurations"][0]["scoreCoordinate"]["addOn"]["resourceName"] = (
-        READY_SCORES
-    )
-    del obj["spec"]["decisionStrategy"]
-    return obj
+    return _on_group(placement(1, "exact", READY_SCORES, SCORE, name=PROBE), "qm")
 
 
 def compare(step: int, want: Mapping[Case, tuple[str, ...]], got: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -281,10 +279,6 @@ def _step_seen(hub: Client, step: int) -> bool:
     return all(c.name in seen for c in CASES)
 
 
-def _step_seen_or_none(hub: Client, step: int) -> bool | None:
-    return _step_seen(hub, step) or None
-
-
 def run_segment(
     run_dir: Path,
     names: Sequence[str],
@@ -325,9 +319,9 @@ def run_segment(
             list(pool.map(write, writes))
         last = cluster_name("qm", names[-1])
         write(score_objects(READY_SCORES, last, 100))
-        hub.apply(probe_object(names))
+        hub.apply(probe_object())
         wait_until(
-            lambda: _decided(hub).get(PROBE) == (last,) or None,
+            lambda: _decided(hub).get(PROBE) == (last,),
             timeout=STEP_TIMEOUT,
             what=f"the placement controller to see every score ({PROBE} picks {last})",
         )
@@ -338,7 +332,7 @@ def run_segment(
             for case in CASES:
                 hub.apply(placement_object(case, j))
             wait_until(
-                partial(_step_seen_or_none, hub, j),
+                partial(_step_seen, hub, j),
                 timeout=STEP_TIMEOUT,
                 what=f"every Placement's status to name step-{j}",
                 interval=0.05,

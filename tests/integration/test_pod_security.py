@@ -27,7 +27,7 @@ from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
 from e2e.controlplane import ControlPlane
-from e2e.kube import Kubectl
+from e2e.kube import KubeCluster, Kubectl
 from tests.restricted_v2 import pod_spec
 
 pytestmark = pytest.mark.integration
@@ -109,22 +109,23 @@ AGENT_PODS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Iterator[KubeAPI]:
-    assert control_plane.hub is not None
-    api = KubeAPI(control_plane.hub.admin_kubeconfig)
-    restricted_namespace(api, "dynamic-scoring-addon-manager")
+def restricted_cluster(cluster: KubeCluster | None, service_account: str) -> Iterator[KubeAPI]:
+    """A cluster's admin API with the restricted namespace in it, deleted afterwards."""
+    assert cluster is not None
+    api = KubeAPI(cluster.admin_kubeconfig)
+    restricted_namespace(api, service_account)
     yield api
     api.request("DELETE", f"/api/v1/namespaces/{NS}")
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Iterator[KubeAPI]:
+    yield from restricted_cluster(control_plane.hub, "dynamic-scoring-addon-manager")
 
 
 @pytest.fixture(scope="module")
 def cluster2(control_plane: ControlPlane) -> Iterator[KubeAPI]:
-    assert control_plane.spoke2 is not None
-    api = KubeAPI(control_plane.spoke2.admin_kubeconfig)
-    restricted_namespace(api, "dynamic-scoring-agent")
-    yield api
-    api.request("DELETE", f"/api/v1/namespaces/{NS}")
+    yield from restricted_cluster(control_plane.spoke2, "dynamic-scoring-agent")
 
 
 @pytest.mark.parametrize("components", [(), ("openshift",)], ids=["kubernetes", "openshift"])

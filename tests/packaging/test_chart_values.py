@@ -148,6 +148,15 @@ def kustomize_overlay(text: str) -> list[Obj]:
     return sorted((d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] != "Namespace"), key=key)
 
 
+def with_kustomize_components(*names: str) -> list[Obj]:
+    """`manifests/` with the named components of `manifests/components/`."""
+    listed = "".join(f"  - BASE/components/{n}\n" for n in names)
+    return kustomize_overlay(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - BASE\ncomponents:\n{listed}"
+    )
+
+
 # ------------------------------------------------------------------------ defaults
 def test_the_defaults_render_todays_objects_and_no_optional_one() -> None:
     objs = render()
@@ -321,17 +330,7 @@ def test_the_documented_kustomize_overlay_renders_what_the_equivalent_values_ren
 
 # ------------------------------------------------------------------------ kustomize components
 def test_the_kustomize_components_are_the_charts_optional_objects() -> None:
-    with_components = kustomize_overlay(
-        """
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - BASE
-components:
-  - BASE/components/pdb
-  - BASE/components/metrics
-"""
-    )
+    with_components = with_kustomize_components("pdb", "metrics")
     chart = render(
         "--set",
         "podDisruptionBudget.enabled=true",
@@ -377,16 +376,7 @@ def test_elsewhere_the_managers_pod_pins_the_images_user(args: list[str]) -> Non
 
 
 def test_the_openshift_component_is_the_charts_openshift_platform() -> None:
-    overlay = kustomize_overlay(
-        """
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - BASE
-components:
-  - BASE/components/openshift
-"""
-    )
+    overlay = with_kustomize_components("openshift")
     assert overlay == render("--set", "manager.platform=openshift")
     assert violations(manager_pod(overlay)) == []
 

@@ -86,7 +86,7 @@ def test_compare_reports_only_the_differences() -> None:
 
 
 def test_the_probe_reads_the_ready_scores_and_has_no_decision_group() -> None:
-    obj = qc.probe_object(NAMES)
+    obj = qc.probe_object()
     assert obj["metadata"]["name"] == qc.PROBE
     coordinate = obj["spec"]["prioritizerPolicy"]["configurations"][0]["scoreCoordinate"]
     assert coordinate["addOn"]["resourceName"] == qc.READY_SCORES
