@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
 
-tools: ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon and the upstream Go addon (prints progress and an estimate)
-	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol
+tools: ## every pinned binary the tests use: tools-ocm, plus Argo CD's ApplicationSet controller, the OTel Collector, actionlint, Kueue, kueue-addon, the upstream Go addon and kube-rbac-proxy (prints progress and an estimate)
+	e2e/build-tools.sh ocm13 ocm-api etcd ocm clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol kube-rbac-proxy
 
 tools-ocm: ## the local OCM control plane's binaries and helm (etcd, Kubernetes, OCM v1.3.1, clusteradm): all the demo needs; OCM v1.2.1 is built when first asked for (e2e-up OCM=v1.2.1, the compat run)
 	e2e/build-tools.sh ocm13 ocm-api etcd clusteradm k8s helm

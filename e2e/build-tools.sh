@@ -7,8 +7,8 @@
 # and recipe revision, so CI and later sessions pay the cold cost (tens of minutes) only once.
 #
 # Usage: e2e/build-tools.sh [component...]   (components: etcd k8s ocm clusteradm ocm-api ocm13 helm argocd
-#        actionlint kueue kueue-addon upstream otelcol; default all.  ocm13 (OCM v1.3.1), kueue, kueue-addon
-#        and upstream are built from pinned git mirrors, not the proxy)
+#        actionlint kueue kueue-addon upstream otelcol kube-rbac-proxy; default all.  ocm13 (OCM v1.3.1),
+#        kueue, kueue-addon and upstream are built from pinned git mirrors, not the proxy)
 # Prints the cache directory of every component on success (stdout), and its progress on stderr: the plan
 # (what is cached, what will be built, the typical cold time of each and in all), `[i/n]` as each build
 # starts, a line every DS_TOOLS_HEARTBEAT seconds (default 60) while one runs (time so far, packages
@@ -57,6 +57,11 @@ ADDON_CONTRIB_SOURCE_URL=${ADDON_CONTRIB_SOURCE_URL:-https://github.com/open-clu
 # moves users over from, from addon-contrib's dynamic-scoring-framework at a pinned commit (the newest
 # that touches it; no tags).  The interop tests and the large-score benchmark run its binaries.
 UPSTREAM_COMMIT=${UPSTREAM_COMMIT:-f5844b98e8e24a8677ca04a5a4bcff942ccde382}
+# kube-rbac-proxy (component kube-rbac-proxy): tests of the agent authenticating to a Prometheus behind
+# kube-rbac-proxy with its own ServiceAccount token (TokenReview + SubjectAccessReview), as OpenShift's
+# Thanos querier does.  The proxy serves v0.19.1, v0.18.2, v0.18.0 and v0.16.0 (not v0.17.1); it cannot
+# list versions, so ask for an exact one.  v0.19.1's go.mod asks for Go 1.24.2.
+KUBE_RBAC_PROXY_VERSION=${KUBE_RBAC_PROXY_VERSION:-v0.19.1}
 # Bump when a recipe below changes in a way that alters the produced binaries.  RECIPE_<component>
 # overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
@@ -71,7 +76,7 @@ OTELCOL_VERSION=${OTELCOL_VERSION:-v0.160.0}
 # (measured 2026-11-28, see docs/local-control-plane.md; k8s alone, not beside the unit tier).  The first
 # build also compiles the standard library (~1 min).  Only for the progress estimate.
 declare -A TYPICAL=([actionlint]=60 [etcd]=140 [k8s]=600 [ocm13]=320 [clusteradm]=75 [helm]=115 [ocm-api]=2
-  [otelcol]=180 [argocd]=430 [kueue]=420 [kueue-addon]=240 [upstream]=230 [ocm]=325)
+  [otelcol]=180 [argocd]=430 [kueue]=420 [kueue-addon]=240 [upstream]=230 [ocm]=325 [kube-rbac-proxy]=160)
 HEARTBEAT=${DS_TOOLS_HEARTBEAT:-60}
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
@@ -426,6 +431,18 @@ recipe_actionlint() {
   "$out/bin/actionlint" -version
 }
 
+# kube-rbac-proxy: a plain module whose one replace directive (gopkg.in/square/go-jose.v2 => go-jose
+# v2.6.3) a wrapper module would drop, so the recipe repeats it; version stamped as its Makefile does.
+recipe_kube_rbac_proxy() {
+  local out=$1 ver=$2 vpkg=k8s.io/component-base/version
+  wrapper github.com/brancz/kube-rbac-proxy "$ver"
+  echo 'replace gopkg.in/square/go-jose.v2 => github.com/go-jose/go-jose v2.6.3+incompatible' >> go.mod
+  GOFLAGS=-mod=mod go build -v -p 2 -trimpath -o "$out/bin/" \
+    -ldflags "-s -w -X $vpkg.gitVersion=$ver -X $vpkg/verflag.programName=kube-rbac-proxy" \
+    github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy || return 1
+  "$out/bin/kube-rbac-proxy" --version
+}
+
 # argocd: only the ApplicationSet controller, plus the CRDs of the same version.  argo-cd's go.mod has
 # replace directives, which `go install pkg@version` refuses and a wrapper module would drop, so the
 # module itself is the main module: copied out of the (read-only) module cache and built in place.
@@ -502,12 +519,13 @@ comp_version() {
     kueue) echo "$KUEUE_VERSION+$KUEUE_COMMIT" ;;
     kueue-addon) echo "$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}" ;;
     upstream) echo "$UPSTREAM_COMMIT" ;;
-    *) die "unknown component '$1' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint otelcol ocm13 kueue kueue-addon upstream)" ;;
+    kube-rbac-proxy) echo "$KUBE_RBAC_PROXY_VERSION" ;;
+    *) die "unknown component '$1' (known: etcd k8s ocm clusteradm ocm-api helm argocd actionlint otelcol ocm13 kueue kueue-addon upstream kube-rbac-proxy)" ;;
   esac
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol)
+[[ ${#components[@]} -gt 0 ]] || components=(ocm-api etcd ocm ocm13 clusteradm k8s helm argocd actionlint kueue kueue-addon upstream otelcol kube-rbac-proxy)
 mkdir -p "$TOOLS_ROOT"
 # The plan: which components are cached and which will be built, with the typical cold time of each.
 todo=() cached=()

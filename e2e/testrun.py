@@ -44,7 +44,7 @@ COMPAT_OCM = "v1.2.1"
 # What the control plane and lint need, in the order the first tests need them.
 CONTROL_PLANE_TOOLS = ("actionlint", "etcd", "k8s", "ocm13", "clusteradm", "helm", "ocm-api")
 # What only the tests marked late_tools need, then what only the compat run needs (OCM v1.2.1).
-LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream")
+LATE_TOOLS = ("otelcol", "argocd", "kueue", "kueue-addon", "upstream", "kube-rbac-proxy")
 COMPAT_TOOLS = ("ocm",)
 ALL_TOOLS = (*CONTROL_PLANE_TOOLS, *LATE_TOOLS, *COMPAT_TOOLS)
 LATE = "late_tools"
