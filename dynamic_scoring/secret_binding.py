@@ -290,8 +290,28 @@ def parse_allowed_hosts(value: str | None) -> tuple[tuple[HostEntry, ...], tuple
     return tuple(entries), tuple(bad)
 
 
+def listed_destination(value: str | None, url: str) -> bool:
+    """True when the entries in ``value`` (the allowed-hosts syntax) let a value go to ``url``.
+
+    The same check as a Secret's annotation gets, for lists an administrator writes elsewhere (the
+    agent's own ServiceAccount token is bound by an AddOnDeploymentConfig variable).
+    """
+    try:
+        dest = destination(url)
+    except ValueError:
+        return False
+    entries, _ = parse_allowed_hosts(value)
+    paths = request_paths(url)
+    return any(entry.allows(dest, paths) for entry in entries)
+
+
+def listed_names(value: str) -> tuple[str, ...]:
+    """The names of an allowed-scorers style list (comma or whitespace separated)."""
+    return tuple(n for n in _SPLIT.split(value) if n)
+
+
 def _scorer_refusal(value: str, scorer: str, *, secret: str, namespace: str) -> str | None:
-    names = [n for n in _SPLIT.split(value) if n]
+    names = list(listed_names(value))
     if scorer and scorer in names:
         return None
     who = f"DynamicScorer {scorer}" if scorer else "a summary without a DynamicScorer name"
@@ -364,6 +384,8 @@ __all__ = [
     "HostEntry",
     "binding_refusal",
     "destination",
+    "listed_destination",
+    "listed_names",
     "parse_allowed_hosts",
     "request_paths",
 ]

@@ -274,6 +274,13 @@ class EndpointAuth(_Wire):
     other.  Either one, when present, replaces the upstream ``*EndpointAuthName/Key`` bearer token.
     ``caSecretRef`` replaces the default trust store for this endpoint; ``insecureSkipVerify`` turns
     verification off entirely and must be asked for explicitly.
+
+    ``agentServiceAccountToken`` asks for the agent's own projected ServiceAccount token as the
+    bearer token (for a Prometheus behind kube-rbac-proxy, such as OpenShift's Thanos querier).  It
+    also sets ``Authorization``, so it excludes the other two.  The scorer author only asks: the
+    agent sends it only where the cluster's admin enabled it (AddOnDeploymentConfig
+    ``AgentTokenDestinations``, ``dynamic_scoring.agent.own_token``), and only to a source, never
+    to a scoring API.
     """
 
     bearer_token_secret_ref: SecretKeyRef | None = None
@@ -282,11 +289,20 @@ class EndpointAuth(_Wire):
     ca_secret_ref: SecretKeyRef | None = None
     client_cert_secret_ref: ClientCertSecretRef | None = None
     insecure_skip_verify: bool = False
+    # Emitted only when asked for, so summaries that do not use it stay byte-for-byte as before.
+    agent_service_account_token: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @model_validator(mode="after")
     def _one_authorization(self) -> EndpointAuth:
         if self.bearer_token_secret_ref is not None and self.basic_auth_secret_ref is not None:
             raise ValueError("bearerTokenSecretRef and basicAuthSecretRef exclude each other")
+        if self.agent_service_account_token and (
+            self.bearer_token_secret_ref is not None or self.basic_auth_secret_ref is not None
+        ):
+            raise ValueError(
+                "agentServiceAccountToken excludes bearerTokenSecretRef and basicAuthSecretRef: "
+                "each sets Authorization"
+            )
         return self
 
 

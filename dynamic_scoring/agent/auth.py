@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from dynamic_scoring.agent.errors import AgentError, AuthError, SecretInvalid, SecretNotBound, Stage
 from dynamic_scoring.agent.http import TLSMaterial
+from dynamic_scoring.agent.own_token import OwnToken, not_enabled
 from dynamic_scoring.agent.ports import SecretContents, SecretReader
 from dynamic_scoring.secret_binding import binding_refusal
 from dynamic_scoring.wire import EndpointAuth, SecretKeyRef
@@ -119,6 +120,7 @@ async def resolve_credentials(
     url: str,
     stage: Stage,
     scorer: str = "",
+    own_token: OwnToken | None = None,
 ) -> EndpointCredentials:
     """Read what the endpoint's auth settings reference and turn it into headers and TLS material.
 
@@ -136,17 +138,25 @@ async def resolve_credentials(
         scorer: the DynamicScorer's name (the summary's ``name``), checked against a Secret's
             optional allowed-scorers annotation.
         stage: the cycle stage these credentials are for, carried by any error.
+        own_token: the agent's own ServiceAccount token and its admin's binding, when the admin
+            enabled it for this kind of endpoint (only sources); None refuses a summary that asks.
 
     Raises:
         SecretNotFound: a referenced Secret or key does not exist.
-        SecretNotBound: a Secret whose value would be sent is not bound to ``url``'s host.
+        SecretNotBound: a Secret whose value would be sent is not bound to ``url``'s host, or the
+            agent's own token is asked for where its admin did not allow it.
         SecretInvalid: a value cannot be used.
         AuthError: the Secret could not be read for another reason.
     """
     read = _Secrets(secrets, url, stage, scorer)
     headers: dict[str, str] = {}
     bearer_ref: SecretKeyRef | None = None
-    if auth is not None and auth.bearer_token_secret_ref is not None:
+    if auth is not None and auth.agent_service_account_token:
+        # Replaces the upstream token like bearerTokenSecretRef does; the binding is the admin's.
+        if own_token is None:
+            raise not_enabled(stage)
+        headers["Authorization"] = f"Bearer {own_token.bearer(url, scorer=scorer, stage=stage)}"
+    elif auth is not None and auth.bearer_token_secret_ref is not None:
         bearer_ref = auth.bearer_token_secret_ref
     elif legacy_secret is not None and (auth is None or auth.basic_auth_secret_ref is None):
         bearer_ref = SecretKeyRef(name=legacy_secret[0], key=legacy_secret[1])

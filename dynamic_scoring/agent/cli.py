@@ -28,6 +28,7 @@ from dynamic_scoring.agent.kube.scores import KubeScorePublisher
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
 from dynamic_scoring.agent.kube.summaries import CONFIGMAP_NAME, SummaryWatcher
 from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.proxy import proxy_settings_from_env
 from dynamic_scoring.agent.server import HealthServer
 from dynamic_scoring.agent.settings import AgentSettings
@@ -313,6 +314,28 @@ async def run_agent(
     return await agent.serve(stop)
 
 
+def _own_token(path: Path | None, destinations: str, scorers: str | None) -> OwnToken | None:
+    """The agent's own token settings; both the file and its destinations, or neither."""
+    if path is None:
+        if destinations.strip() or scorers is not None:
+            raise click.UsageError(
+                "--service-account-token-destinations/--service-account-token-scorers need "
+                "--service-account-token-file"
+            )
+        return None
+    try:
+        own = OwnToken(path, destinations, scorers)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--service-account-token-destinations") from exc
+    logging.getLogger(__name__).info(
+        "the agent's ServiceAccount token (%s) may be sent to sources at %s%s",
+        path,
+        destinations.strip(),
+        f" by DynamicScorers {scorers.strip()}" if scorers is not None else "",
+    )
+    return own
+
+
 @click.command(context_settings={"show_default": True, "max_content_width": 100})
 @click.option(
     "--hub-kubeconfig",
@@ -375,6 +398,29 @@ async def run_agent(
     "scorers and Prometheus called through the proxy, for a proxy that intercepts TLS. Without it that CA "
     "verifies only the connection to an https:// proxy. The hub renders it when its manager has the same "
     "flag.",
+)
+@click.option(
+    "--service-account-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The agent's projected ServiceAccount token, sent to metrics sources whose sourceAuth asks for "
+    "agentServiceAccountToken, and only to --service-account-token-destinations. Read at every cycle, so "
+    "the kubelet's rotation applies. The hub renders it from the AddOnDeploymentConfig variable "
+    "AgentTokenDestinations. Default: none (a summary asking for it fails with SecretNotBound).",
+)
+@click.option(
+    "--service-account-token-destinations",
+    default="",
+    metavar="ENTRIES",
+    help="Where the token may go, in the allowed-hosts annotation's syntax (host, host:port, scheme://host, "
+    "*.domain, with an optional path prefix; comma or space separated). Required with the file.",
+)
+@click.option(
+    "--service-account-token-scorers",
+    default=None,
+    metavar="NAMES",
+    help="The DynamicScorers that may use the token (comma or space separated). Default: any scorer, "
+    "towards the destinations only.",
 )
 @click.option(
     "--watch-down-limit-seconds",
@@ -475,6 +521,9 @@ def main(
     allow_cidrs: tuple[str, ...],
     adopt_unlabelled_scores: bool,
     trust_proxy_ca_for_destinations: bool,
+    service_account_token_file: Path | None,
+    service_account_token_destinations: str,
+    service_account_token_scorers: str | None,
     watch_down_limit_seconds: float,
     dead_worker_exit_seconds: float,
     owner_deployment: str | None,
@@ -543,6 +592,9 @@ def main(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=f"--allow-cidr or env {AGENT_ALLOW_CIDRS_ENV}") from exc
     logging.getLogger(__name__).info("%s", policy.describe("agent"))
+    own_token = _own_token(
+        service_account_token_file, service_account_token_destinations, service_account_token_scorers
+    )
     settings = AgentSettings(
         max_concurrent_cycles=max_concurrent_cycles,
         max_score_bytes=max_score_bytes,
@@ -552,6 +604,7 @@ def main(
             os.environ, trust_ca_for_destinations=trust_proxy_ca_for_destinations
         ),
         address_policy=policy,
+        own_token=own_token,
     )
     code = asyncio.run(
         run_agent(

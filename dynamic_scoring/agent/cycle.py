@@ -359,6 +359,7 @@ class ScoringCycle:
             url=endpoint,
             stage="fetch",
             scorer=plan.summary.name,
+            own_token=settings.own_token,
         )
         client = self._client(creds.tls, "fetch")
         out: list[Any] = []

@@ -116,6 +116,16 @@ class PrometheusQueryError(SourceError):
         self.prometheus_error = prometheus_error
 
 
+class PrometheusAccessDenied(SourceError):  # noqa: N818 - names of the agent's public contract
+    """Prometheus (or the proxy in front of it) refused the request's credentials: HTTP 401 or 403.
+
+    Not a problem of the query, so not a ``PrometheusQueryError``: the fix is a token, a binding or a
+    role.  When the answer is kube-rbac-proxy's (OpenShift's Thanos querier), the message names the
+    identity and the permission it lacks, read from the proxy's fixed sentence
+    (``dynamic_scoring.agent.source.access``); other free text from the server is never repeated.
+    """
+
+
 class PrometheusRequestInvalid(SourceError):  # noqa: N818 - names of the agent's public contract
     """The request to Prometheus cannot be sent as configured (the HTTP library refuses the URL)."""
 
@@ -258,6 +268,7 @@ __all__ = [
     "AgentError",
     "AuthError",
     "ItemNameCollision",
+    "PrometheusAccessDenied",
     "PrometheusAddressRefused",
     "PrometheusQueryError",
     "PrometheusRequestInvalid",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dynamic_scoring.addresses import STRICT, AddressPolicy
+from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.proxy import ProxySettings
 from dynamic_scoring.score_size import MAX_SCORE_BYTES
 
@@ -74,6 +75,8 @@ class AgentSettings:
             unspecified, multicast and reserved addresses and allows private networks, where
             in-cluster Services and pods live; ``--allow-cidr`` and ``DYNAMIC_SCORING_AGENT_ALLOW_CIDRS``
             add networks.  Tests that run scorers on 127.0.0.1 set ``AddressPolicy.parse("127.0.0.0/8")``.
+        own_token: the agent's projected ServiceAccount token and where its admin lets it go
+            (``dynamic_scoring.agent.own_token``); None when not enabled, the default.
     """
 
     max_concurrent_cycles: int = 8
@@ -90,6 +93,7 @@ class AgentSettings:
     user_agent: str = "dynamic-scoring-agent"
     proxies: ProxySettings = field(default_factory=ProxySettings)
     address_policy: AddressPolicy = STRICT
+    own_token: OwnToken | None = None
 
 
 __all__ = ["MIB", "OPENSHIFT_SERVICE_CA", "AgentSettings", "RetryPolicy"]

@@ -155,6 +155,17 @@ class ScoringSpec(_Spec):
     params: ScoringParamsSpec | None = None
     auth: SpecAuth | None = None
 
+    @model_validator(mode="after")
+    def _no_agent_token(self) -> ScoringSpec:
+        # The CRD refuses it too; this puts the reason on the status of a CR the CRD let through
+        # (an older CRD, or a hub without CEL validation).
+        if self.auth is not None and self.auth.agent_service_account_token:
+            raise ValueError(
+                "auth.agentServiceAccountToken: the agent's own ServiceAccount token is sent only to "
+                "metrics sources, never to a scoring API"
+            )
+        return self
+
 
 class SelectorRequirement(_Spec):
     """One ``matchExpressions`` entry of a label selector."""

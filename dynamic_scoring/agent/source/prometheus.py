@@ -30,6 +30,7 @@ import httpx
 import msgspec
 
 from dynamic_scoring.agent.errors import (
+    PrometheusAccessDenied,
     PrometheusAddressRefused,
     PrometheusQueryError,
     PrometheusRequestInvalid,
@@ -49,6 +50,7 @@ from dynamic_scoring.agent.http import (
     status_phrase,
     transport_errors,
 )
+from dynamic_scoring.agent.source.access import access_denied_message
 from dynamic_scoring.urls import redact_url, url_secrets
 
 QUERY_DISPLAY_LENGTH = 120
@@ -167,6 +169,8 @@ async def query_range(
         PrometheusUnavailable: connection failure, 5xx, 408 or 429 (transient); ``retry_after`` is
             set from a ``Retry-After`` header on 429 and 503.
         PrometheusTimeout: no complete answer within ``timeout`` (transient).
+        PrometheusAccessDenied: 401 or 403: the credentials were refused (the message names the
+            missing permission when kube-rbac-proxy said which).
         PrometheusQueryError: Prometheus rejected the query; carries its ``errorType`` when the
             Prometheus API defines it (never its free-text ``error``).
         PrometheusResponseError: the body is not a successful matrix response, too large, or
@@ -197,6 +201,10 @@ async def query_range(
         detail = f"HTTP {status} ({status_phrase(status)})" + (
             f", errorType {error_type}" if error_type else ""
         )
+        if status in (401, 403):
+            raise PrometheusAccessDenied(
+                f"{name}: " + access_denied_message(where, status, status_phrase(status), body, secrets)
+            )
         if status >= 500 or status in (408, 429):
             unavailable = PrometheusUnavailable(f"{name}: Prometheus at {where} answered {detail}")
             if status in (429, 503):

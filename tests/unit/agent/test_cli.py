@@ -64,3 +64,16 @@ def test_bad_allow_cidr_names_the_flag_and_the_variable(tmp_path: Path) -> None:
     assert "DYNAMIC_SCORING_AGENT_ALLOW_CIDRS" in flag.output
     env = CliRunner().invoke(main, args, env={"DYNAMIC_SCORING_AGENT_ALLOW_CIDRS": "127.0.0.0/33"})
     assert env.exit_code == 2 and "'127.0.0.0/33' is not an IP network" in env.output
+
+
+def test_own_token_flags_come_together_and_destinations_must_be_readable(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    args = ["--hub-kubeconfig", str(kubeconfig), "--cluster-name", "c1", "--addon-namespace", "x"]
+    alone = CliRunner().invoke(main, [*args, "--service-account-token-destinations", "prom.example.com"])
+    assert alone.exit_code == 2 and "need --service-account-token-file" in alone.output
+    token = ["--service-account-token-file", str(tmp_path / "token")]
+    empty = CliRunner().invoke(main, [*args, *token])
+    assert empty.exit_code == 2 and "no destination" in empty.output
+    bad = CliRunner().invoke(main, [*args, *token, "--service-account-token-destinations", "prom:99999"])
+    assert bad.exit_code == 2 and "unreadable destination entries: 'prom:99999'" in bad.output

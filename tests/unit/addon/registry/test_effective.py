@@ -482,3 +482,16 @@ def test_stabilization_out_of_range_is_a_field_problem_naming_the_field() -> Non
     parsed = parse_scorer(obj)
     assert not isinstance(parsed, DynamicScorer)
     assert "stabilization.tolerance" in parsed.message
+
+
+def test_the_agent_token_request_reaches_the_summary_of_a_source_only() -> None:
+    spec = {**SPEC, "configURL": None, "source": {**PROM, "auth": {"agentServiceAccountToken": True}}}
+    summary = ok(resolve(scorer({k: v for k, v in spec.items() if v is not None})))
+    assert summary.source_auth is not None and summary.source_auth.agent_service_account_token
+    assert summary.to_wire()["sourceAuth"] == {"agentServiceAccountToken": True, "insecureSkipVerify": False}
+    # A scoring API never gets it: the hub names the field instead of passing it on.
+    scoring: dict[str, Any] = {**SPEC["scoring"], "auth": {"agentServiceAccountToken": True}}  # type: ignore[dict-item]
+    bad = {**SPEC, "scoring": scoring}
+    parsed = parse_scorer({"metadata": {"name": "s", "namespace": "hub"}, "spec": bad})
+    assert not isinstance(parsed, DynamicScorer)
+    assert "never to a scoring API" in parsed.message
