@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.secret_binding import listed_names, parse_allowed_hosts
 
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -30,6 +31,11 @@ DEFAULT_OTLP_NAMESPACE_SELECTOR: tuple[tuple[str, str], ...] = (
 )
 """Who may reach the receiver when the NetworkPolicy is on and no selector is given: the namespace
 of the sample Collector (samples/opentelemetry/collector-configmap.yaml)."""
+MONITORING_CLUSTER_ROLES = ("cluster-monitoring-view",)
+"""The ClusterRoles `AgentMonitoringClusterRole` may bind the agent to.  A closed list: whoever writes
+an AddOnDeploymentConfig must not be able to grant the agent any role of the managed cluster."""
+AGENT_TOKEN_SECONDS = (600, 86400, 3600)
+"""`AgentTokenExpirationSeconds`: the least the kube-apiserver issues, a day, and the default."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,12 @@ class Variables:
     otlp_network_policy_namespace_selector: tuple[tuple[str, str], ...] | None = None
     otlp_network_policy_pod_selector: tuple[tuple[str, str], ...] | None = None
     platform: str = "auto"  # auto, kubernetes or openshift (dynamic_scoring.addon.render.platform)
+    # The agent's own projected token for metrics sources (dynamic_scoring.agent.own_token): None = off.
+    agent_token_destinations: str | None = None
+    agent_token_scorers: str | None = None  # None: any DynamicScorer, towards the destinations
+    agent_token_audience: str | None = None  # None: the kube-apiserver's own audience
+    agent_token_expiration_seconds: int = AGENT_TOKEN_SECONDS[2]
+    agent_monitoring_cluster_role: str | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -152,6 +164,52 @@ def _cidrs(value: str) -> object:
     return tuple(str(n) for n in networks)
 
 
+def _destinations(value: str) -> object:
+    # The allowed-hosts annotation's syntax, checked by its own parser: an entry the agent could not
+    # read would be a typo that quietly allows nothing.
+    entries, bad = parse_allowed_hosts(value)
+    if bad:
+        raise ValueError(
+            f"has entries that cannot be read ({', '.join(repr(b) for b in bad)}); write host, host:port, "
+            "scheme://host:port or *.domain, each optionally with a path prefix"
+        )
+    if not entries:
+        raise ValueError(
+            "must name at least one destination, e.g. thanos-querier.openshift-monitoring.svc:9091"
+        )
+    return " ".join(value.split())
+
+
+def _scorer_names(value: str) -> object:
+    names = listed_names(value)
+    if not names or not all(len(n) <= 253 and _DNS_SUBDOMAIN.match(n) for n in names):
+        raise ValueError("must be DynamicScorer names (metadata.name), comma or space separated")
+    return ", ".join(names)
+
+
+def _audience(value: str) -> object:
+    if not value or len(value) > 253 or any(ch.isspace() or ch == "," for ch in value):
+        raise ValueError("must be one audience (no spaces or commas, at most 253 characters)")
+    return value
+
+
+def _token_seconds(value: str) -> object:
+    low, high, _ = AGENT_TOKEN_SECONDS
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise ValueError(f"must be seconds from {low} (the least the kube-apiserver issues) to {high}")
+    return int(value)
+
+
+def _monitoring_role(value: str) -> object:
+    if value not in MONITORING_CLUSTER_ROLES:
+        raise ValueError(
+            f"must be {' or '.join(MONITORING_CLUSTER_ROLES)}: the AddOnDeploymentConfig may bind the agent "
+            "only to the monitoring view role; to use another role, bind the agent's ServiceAccount "
+            "on the managed cluster yourself (docs/openshift.md)"
+        )
+    return value
+
+
 def _replicas(value: str) -> object:
     if value not in ("0", "1"):
         raise ValueError(
@@ -187,6 +245,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], object]]] = {
     "OtlpNetworkPolicyNamespaceSelector": ("otlp_network_policy_namespace_selector", _match_labels),
     "OtlpNetworkPolicyPodSelector": ("otlp_network_policy_pod_selector", _match_labels),
     "Platform": ("platform", _choice(*PLATFORM_SETTINGS)),
+    "AgentTokenDestinations": ("agent_token_destinations", _destinations),
+    "AgentTokenScorers": ("agent_token_scorers", _scorer_names),
+    "AgentTokenAudience": ("agent_token_audience", _audience),
+    "AgentTokenExpirationSeconds": ("agent_token_expiration_seconds", _token_seconds),
+    "AgentMonitoringClusterRole": ("agent_monitoring_cluster_role", _monitoring_role),
 }
 
 # variable -> the variables it needs, and why (checked after every value is parsed).
@@ -197,6 +260,13 @@ _REQUIRES: dict[str, tuple[str, str]] = {
     "OtlpNetworkPolicy": ("OtlpReceiverPort", "the NetworkPolicy guards the OTLP receiver"),
     "OtlpNetworkPolicyNamespaceSelector": ("OtlpNetworkPolicy", "it selects who the NetworkPolicy admits"),
     "OtlpNetworkPolicyPodSelector": ("OtlpNetworkPolicy", "it selects who the NetworkPolicy admits"),
+    "AgentTokenScorers": ("AgentTokenDestinations", "it narrows who may use the agent's token"),
+    "AgentTokenAudience": ("AgentTokenDestinations", "it configures the agent's token"),
+    "AgentTokenExpirationSeconds": ("AgentTokenDestinations", "it configures the agent's token"),
+    "AgentMonitoringClusterRole": (
+        "AgentTokenDestinations",
+        "the role is for the agent's token, which is sent nowhere without it",
+    ),
 }
 
 

@@ -45,6 +45,7 @@ AGENT_TEMPLATES = (
     "agent/deployment.yaml.j2",
     "agent/otlp-service.yaml.j2",
     "agent/otlp-networkpolicy.yaml.j2",
+    "agent/monitoring-binding.yaml.j2",
 )
 HUB_KUBECONFIG_DIR = "/var/run/hub"
 PROXY_CA_DIR = "/etc/dynamic-scoring/proxy-ca"
@@ -52,6 +53,8 @@ PROXY_CA_CONFIG_MAP = f"{ADDON_NAME}-proxy-ca"
 OTLP_TOKEN_DIR = "/etc/dynamic-scoring/otlp-token"
 OTLP_TLS_DIR = "/etc/dynamic-scoring/otlp-tls"
 OTLP_CLIENT_CA_DIR = "/etc/dynamic-scoring/otlp-client-ca"
+AGENT_TOKEN_DIR = "/var/run/secrets/dynamic-scoring/agent-token"
+"""Where the agent's projected token for metrics sources is mounted (not the kube-api-access one)."""
 
 # Sized from docs/agent.md: 61 MiB resident with 20 scorers; a 17 MB Prometheus result adds about
 # twice its size at peak.  The ADC's resourceRequirements replace these per container.
@@ -149,6 +152,14 @@ def template_values(
         "proxy_ca_dir": PROXY_CA_DIR,
         "proxy_ca_config_map": PROXY_CA_CONFIG_MAP,
         "resources": DEFAULT_RESOURCES,
+        "agent_token_destinations": v.agent_token_destinations,
+        "agent_token_scorers": v.agent_token_scorers,
+        "agent_token_audience": v.agent_token_audience,
+        "agent_token_expiration_seconds": v.agent_token_expiration_seconds,
+        "agent_token_dir": AGENT_TOKEN_DIR,
+        "monitoring_cluster_role": v.agent_monitoring_cluster_role,
+        # One name per install namespace: two installs of the addon on one cluster do not share it.
+        "monitoring_binding": f"{ADDON_NAME}-agent-{namespace.name}-monitoring"[:253],
         # OpenShift's SCC assigns the user; anywhere else the pod pins the image's (platform.py)
         "pin_user": platform != "openshift",
     }
