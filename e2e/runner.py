@@ -327,16 +327,26 @@ class Replica:
         data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
         return data
 
-    def _token(self) -> bytes:
+    def _token(self, source: dict[str, Any] | None = None) -> bytes:
+        """A token of the pod's ServiceAccount, with a projected source's audience and expiry if given.
+
+        No audience asks for the kube-apiserver's own, as the kubelet does.  Every token is renewed
+        when the shortest-lived one has a fifth of `TOKEN_SECONDS` left (the kubelet renews each at
+        80 % of its life; the runner's tokens live at least 600 s, so this is never later than that).
+        """
+        source = source or {}
         sa = self.spec.get("serviceAccountName") or "default"
+        seconds = int(source.get("expirationSeconds") or TOKEN_SECONDS)
+        audience = source.get("audience")
         body = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
-            "spec": {"audiences": [], "expirationSeconds": TOKEN_SECONDS},
+            "spec": {"audiences": [audience] if audience else [], "expirationSeconds": seconds},
         }
         path = SERVICE_ACCOUNTS.path(self.namespace, sa, "token")
         resp = self.cluster.api.request("POST", path, body=body)
-        self.token_expiry = time.time() + TOKEN_SECONDS
+        expiry = time.time() + seconds
+        self.token_expiry = expiry if not self.token_expiry else min(self.token_expiry, expiry)
         return str(resp["status"]["token"]).encode()
 
     def _write_files(
@@ -393,6 +403,7 @@ class Replica:
     def materialise(self) -> str:
         """Write every volume to disk; returns why the pod cannot start yet ('' when it can)."""
         vols = self.dir / "volumes"
+        self.token_expiry = 0.0  # every token is requested again below; the earliest expiry counts
         for vol in self.spec.get("volumes", []):
             name = vol["name"]
             target = vols / name
@@ -424,8 +435,9 @@ class Replica:
                 tokens: set[str] = set()
                 for source in vol["projected"].get("sources", []):
                     if "serviceAccountToken" in source:
-                        tokens.add(source["serviceAccountToken"]["path"])
-                        files[source["serviceAccountToken"]["path"]] = self._token()
+                        projected = source["serviceAccountToken"]
+                        tokens.add(projected["path"])
+                        files[projected["path"]] = self._token(projected)
                     elif "secret" in source:
                         d = self._secret(source["secret"]["name"]) or {}
                         files.update(self._select(d, source["secret"].get("items")))
@@ -457,7 +469,7 @@ class Replica:
                 continue
             if obj is None or obj["metadata"]["resourceVersion"] != version:
                 changed = True
-        if changed or time.time() > self.token_expiry - TOKEN_SECONDS * 0.2:
+        if changed or (self.token_expiry and time.time() > self.token_expiry - TOKEN_SECONDS * 0.2):
             self.materialise()
         return changed
 
