@@ -18,6 +18,9 @@ MIB = 1024 * 1024
 
 OPENSHIFT_SERVICE_CA = Path("/var/run/secrets/openshift/service-ca/service-ca.crt")
 """Upstream's Deployment mounts OpenShift's service CA here; it is trusted in addition to system CAs."""
+OPENSHIFT_POD_SERVICE_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt")
+"""Where OpenShift puts its service CA in every pod's ServiceAccount volume: it signs the Thanos
+querier's certificate, so the agent reaches it with no CA Secret.  Absent elsewhere (skipped)."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,11 @@ class AgentSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     publish_timeout_seconds: float = 15.0
     stop_timeout_seconds: float = 3.0
-    extra_ca_files: tuple[Path, ...] = (OPENSHIFT_SERVICE_CA,)
+    extra_ca_files: tuple[Path, ...] = (OPENSHIFT_SERVICE_CA, OPENSHIFT_POD_SERVICE_CA)
     user_agent: str = "dynamic-scoring-agent"
     proxies: ProxySettings = field(default_factory=ProxySettings)
     address_policy: AddressPolicy = STRICT
     own_token: OwnToken | None = None
 
 
-__all__ = ["MIB", "OPENSHIFT_SERVICE_CA", "AgentSettings", "RetryPolicy"]
+__all__ = ["MIB", "OPENSHIFT_POD_SERVICE_CA", "OPENSHIFT_SERVICE_CA", "AgentSettings", "RetryPolicy"]

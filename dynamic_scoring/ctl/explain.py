@@ -27,6 +27,7 @@ from dynamic_scoring.addon.registry.provenance import provenance
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.agent.items.stabilization import ItemState, Stabilizer
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
+from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.ports import CONDITION_TYPE, SecretReader
 from dynamic_scoring.ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from dynamic_scoring.ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable
@@ -359,6 +360,14 @@ def _print_text(doc: dict[str, Any]) -> None:
     "(SecretNotBound): the inspected scorer's author chose its URLs.",
 )
 @click.option(
+    "--agent-token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The token to send where the source asks for the agent's own ServiceAccount token "
+    "(agentServiceAccountToken), e.g. the output of `oc -n open-cluster-management-agent-addon create "
+    "token dynamic-scoring-agent`. Sent only to --token-allowed-hosts, as the agent sends it only to "
+    "AgentTokenDestinations.",
+)
+@click.option(
     "--cluster-kubeconfig",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Managed cluster kubeconfig: read referenced Secrets not given by --token-file.",
@@ -392,6 +401,7 @@ def explain(
     prometheus: str | None,
     token_files: tuple[str, ...],
     token_allowed_hosts: str,
+    agent_token_file: Path | None,
     cluster_kubeconfig: Path | None,
     secret_namespace: str,
     ca_files: tuple[Path, ...],
@@ -405,6 +415,16 @@ def explain(
     Prometheus or the scorer cannot be reached.
     """
     files = _token_files(token_files)
+    own_token = None
+    if agent_token_file is not None:
+        try:
+            own_token = OwnToken(agent_token_file, token_allowed_hosts)
+        except ValueError as exc:
+            fail(
+                f"--agent-token-file needs --token-allowed-hosts: {exc}",
+                code=ExitCode.USAGE,
+                hint="list the source's host:port; the inspected scorer's author chose its URLs",
+            )
     # The same address policy as the agent: the URLs are a scorer author's, and this runs with the
     # operator's network position (their laptop's loopback and cloud metadata included).
     try:
@@ -465,6 +485,7 @@ def explain(
             prometheus=endpoint,
             extra_ca_files=ca_files,
             policy=policy,
+            own_token=own_token,
         )
     )
     current, hub_error = None, ""

@@ -25,6 +25,7 @@ from dynamic_scoring.agent.errors import AgentError, PrometheusUnavailable, Scor
 from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.agent.items.dimensions import ItemsOutcome, render_name
 from dynamic_scoring.agent.items.maths import NonFiniteScore, clamp, normalise, score_value
+from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.plan import InvalidSummary, ScorerPlan, SourcePlan, plan_summary
 from dynamic_scoring.agent.ports import SecretContents, SecretReader
 from dynamic_scoring.agent.scorer_client.answer import ScoringAnswer
@@ -45,6 +46,8 @@ HINTS: dict[str, str] = {
     "PrometheusTimeout": "the query is too slow for the timeout: narrow it, or raise spec.timeoutSeconds",
     "PrometheusResponseError": "the endpoint is not a Prometheus query_range API, or the answer is too large",
     "PrometheusRequestInvalid": "the source endpoint or a ${cluster} value cannot be sent; fix the URL",
+    "PrometheusAccessDenied": "grant the token's identity what the message names, or check the token; "
+    "agents get the same answer",
     "PrometheusAddressRefused": "agents refuse it too (ADC AgentAllowCIDRs allows it); here, --allow-cidr",
     "ScorerUnavailable": "start the scoring API, or check scoring.host / configURL",
     "ScorerTimeout": "the scorer is slower than the timeout: speed it up, or raise spec.timeoutSeconds",
@@ -57,7 +60,8 @@ HINTS: dict[str, str] = {
     "or aggregate the results in the scorer",
     "SecretNotFound": "pass --token-file NAME/KEY=PATH, or --cluster-kubeconfig to read the Secret",
     "SecretNotBound": "the Secret's owner binds it to the host with the annotation the message names; "
-    "for a --token-file value, list where it may go with --token-allowed-hosts (the annotation's syntax)",
+    "for a --token-file value, list where it may go with --token-allowed-hosts (the annotation's syntax); "
+    "for the agent's own token, pass --agent-token-file with --token-allowed-hosts",
     "SecretInvalid": "fix the Secret's value (no newline or control characters in a token)",
     "AuthError": "check that the kubeconfig's user may read the Secret",
     "InvalidSummary": "fix the named field of the DynamicScorer (the agent would refuse this summary)",
@@ -252,6 +256,7 @@ async def run_cycle(
     prometheus: str | None = None,
     extra_ca_files: tuple[Path, ...] = (),
     policy: AddressPolicy = STRICT,
+    own_token: OwnToken | None = None,
 ) -> Trace:
     """Run every stage of one cycle of ``summary`` for ``cluster`` and return what each saw.
 
@@ -265,7 +270,8 @@ async def run_cycle(
         return _fail(trace, "summary", exc)
     trace.plan = plan
     clients = ClientPool(extra_ca_files=extra_ca_files, policy=policy)
-    env = CycleEnv(cluster, secrets, clients, AgentSettings(address_policy=policy), prometheus=prometheus)
+    settings = AgentSettings(address_policy=policy, own_token=own_token)
+    env = CycleEnv(cluster, secrets, clients, settings, prometheus=prometheus)
     cycle = ScoringCycle(plan, env, observer=_Tracer(trace, plan))
     try:
         result = await cycle.run(time.monotonic() + plan.interval)

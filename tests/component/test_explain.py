@@ -201,6 +201,43 @@ def test_a_scorer_token_comes_from_a_file_and_is_never_printed(scorer: ScorerPro
     assert token not in given.output and token not in run(tmp_path, path, *bound).output
 
 
+def test_the_agents_own_token_is_sent_only_where_the_operator_lists(
+    prometheus: PromFixture, scorer: ScorerProcess, tmp_path: Path
+) -> None:
+    source = {**prometheus_source(prometheus), "auth": {"agentServiceAccountToken": True}}
+    path = scorer_file(
+        tmp_path,
+        {
+            "configSyncMode": "None",
+            "scoreDimensionFormat": "${node}-${namespace}-${pod}",
+            "source": source,
+            "scoring": {"host": scorer.base, "path": "/mean/scoring", "params": {"name": "cpu_headroom"}},
+        },
+    )
+    token = f"agent-{uuid.uuid4().hex}"
+    token_file = tmp_path / "agent-token"
+    token_file.write_text(token + "\n")
+
+    missing = run(tmp_path, path)
+    assert missing.exit_code == 1, missing.output
+    assert "FAILED at fetch: SecretNotBound" in missing.output and "--agent-token-file" in missing.output
+
+    alone = run(tmp_path, path, "--agent-token-file", str(token_file))
+    assert alone.exit_code == 2 and "--agent-token-file needs --token-allowed-hosts" in alone.output
+
+    elsewhere = run(
+        tmp_path, path, "--agent-token-file", str(token_file), "--token-allowed-hosts", "example.com"
+    )
+    assert elsewhere.exit_code == 1 and "SecretNotBound" in elsewhere.output and token not in elsewhere.output
+
+    host = source["host"].split("://", 1)[1]
+    bound = run(
+        tmp_path, path, "--agent-token-file", str(token_file), "--token-allowed-hosts", host, "-o", "json"
+    )
+    assert bound.exit_code == 0, bound.output
+    assert json.loads(bound.output)["fetch"]["queries"][0]["series"] == 3 and token not in bound.output
+
+
 def test_a_scorer_the_hub_would_not_distribute_is_refused_naming_the_field(tmp_path: Path) -> None:
     path = scorer_file(tmp_path, {"source": {"type": "Prometheus", "params": {"query": "up"}}})
     result = run(tmp_path, path)

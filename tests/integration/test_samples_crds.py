@@ -90,6 +90,9 @@ def test_scorer_samples_apply_strictly_and_keep_every_field(hub: Kubectl, scratc
     # In a scratch namespace, so that a manager running in this session does not act on them.
     objects = [*load("crs/cpu-headroom-scorer.yaml"), *load("crs/cpu-forecast-scorer.yaml")]
     objects += load("crs/dynamicscoringconfig.yaml")
+    (openshift,) = load("openshift/cpu-headroom-scorer.yaml")
+    openshift["metadata"]["name"] = "cpu-headroom-openshift"  # beside the plain one
+    objects.append(openshift)
     for o in objects:
         o["metadata"]["namespace"] = scratch
     result = strict(hub, objects)

@@ -17,6 +17,7 @@ import yaml
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.samples.scorers import cpu, predict
+from dynamic_scoring.secret_binding import listed_destination
 from tests.unit.addon.helpers import mca
 from tests.unit.samples.agent_names import agent_metric_names
 
@@ -281,3 +282,19 @@ def test_remote_write_keeps_the_agent_series_and_nothing_else() -> None:
     assert all(regex.match(name) for name in agent_metric_names())
     for other in ("process_cpu_seconds_total", "python_info", "container_cpu_usage_seconds_total", "up"):
         assert not regex.match(other)
+
+
+def test_the_openshift_samples_render_the_token_and_the_binding_and_use_them() -> None:
+    config = one("openshift/addondeploymentconfig.yaml", "AddOnDeploymentConfig")
+    scorer = one("openshift/cpu-headroom-scorer.yaml", "DynamicScorer")
+    manifests = render_agent(mca=mca(), adc=config).manifests
+    binding = next(m for m in manifests if m["kind"] == "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "cluster-monitoring-view"
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    destinations = next(a for a in args if a.startswith("--service-account-token-destinations="))
+    # The scorer's source is where the admin lets the token go, and only there.
+    source = scorer["spec"]["source"]
+    url = source["host"] + source["path"]
+    assert listed_destination(destinations.partition("=")[2], url)
+    assert source["auth"] == {"agentServiceAccountToken": True}
