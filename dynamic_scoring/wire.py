@@ -323,6 +323,29 @@ MAX_DIMENSION_FORMATS = 16
 """Entries of ``scoreDimensionFormats``: each result yields one item per format."""
 MAX_DIMENSION_FORMAT_LENGTH = 1024
 """One item-name format (``scoreDimensionFormat``, each entry of ``scoreDimensionFormats``)."""
+DIMENSION_LABEL_PLACEHOLDERS: tuple[str, ...] = (
+    "node",
+    "device",
+    "namespace",
+    "app",
+    "pod",
+    "container",
+    "meta",
+)
+"""The format placeholders filled from a result's labels, and so the keys of ``scoreDimensionLabels``."""
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,127}$")
+
+
+def check_dimension_labels(value: Mapping[str, str]) -> None:
+    """Raise ValueError unless ``value`` maps format placeholders to Prometheus label names."""
+    for key, label in value.items():
+        if key not in DIMENSION_LABEL_PLACEHOLDERS:
+            raise ValueError(
+                f"{key!r} is not a label placeholder of scoreDimensionFormat "
+                f"(one of {', '.join(DIMENSION_LABEL_PLACEHOLDERS)})"
+            )
+        if not isinstance(label, str) or not _LABEL_NAME.match(label):
+            raise ValueError(f"${{{key}}}: {label!r} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
 
 
 def params_size(params: Mapping[str, Any]) -> int:
@@ -530,6 +553,14 @@ class ScorerSummary(_Wire):
         default=None, min_length=1, max_length=MAX_DIMENSION_FORMATS
     )
     stabilization: ScoreStabilization | None = None
+    score_dimension_labels: dict[str, str] | None = None
+
+    @field_validator("score_dimension_labels")
+    @classmethod
+    def _known_placeholders(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None:
+            check_dimension_labels(value)
+        return value
 
     @field_validator("sources")
     @classmethod
@@ -582,6 +613,11 @@ class ScorerSummary(_Wire):
         if self.score_dimension_formats:
             return tuple(self.score_dimension_formats)
         return (self.score_dimension_format or DEFAULT_DIMENSION_FORMAT,)
+
+    @property
+    def dimension_labels(self) -> tuple[tuple[str, str], ...]:
+        """``scoreDimensionLabels`` as sorted (placeholder, label) pairs: the label each one reads."""
+        return tuple(sorted((self.score_dimension_labels or {}).items()))
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object: all 16 upstream keys in upstream order, then the extensions that are set."""

@@ -225,6 +225,7 @@ class ScoringCycle:
             cluster=self._env.cluster_name,
             score_name=plan.score_name,
             normalization=plan.summary.score_normalization,
+            labels=plan.summary.dimension_labels,
         )
         self._observer.items_built(built)
         if plan.publish:  # items that collide or cannot be stored fail the cycle before the write

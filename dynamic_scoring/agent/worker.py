@@ -335,7 +335,11 @@ class ScorerWorker:
         reason = STABILIZED_REASON if held else SCORED_REASON
         if built.empty_placeholders:
             empty = describe_empty_placeholders(built.empty_placeholders, result.answer.results)
-            notes.insert(0, empty + "; name a label the results have in scoreDimensionFormat")
+            notes.insert(
+                0,
+                empty + "; name a label the results have in scoreDimensionFormat, or map the "
+                "placeholder to one with scoreDimensionLabels (e.g. {node: instance})",
+            )
             self.log.warning("%s", notes[0])
             reason = EMPTY_PLACEHOLDER_REASON
             if not result.items:  # every name rendered empty: the scorer's answer reached no one

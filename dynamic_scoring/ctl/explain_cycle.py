@@ -232,7 +232,13 @@ def _breakdown(trace: Trace, plan: ScorerPlan) -> None:
     collisions: dict[str, list[int]] = {}
     for index, result in enumerate(trace.response.results):
         names = [
-            render_name(fmt, cluster=trace.cluster, score_name=plan.score_name, metric=result.metric)
+            render_name(
+                fmt,
+                cluster=trace.cluster,
+                score_name=plan.score_name,
+                metric=result.metric,
+                labels=summary.dimension_labels,
+            )
             for fmt in summary.dimension_formats
         ]
         normalised = normalise(result.score, spec)

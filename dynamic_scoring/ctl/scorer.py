@@ -15,6 +15,7 @@ import click
 from dynamic_scoring.ctl.lint import lint_command
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
 from dynamic_scoring.scorer.conformance import Checker, UnreachableError
+from dynamic_scoring.wire import check_dimension_labels
 
 
 @click.group()
@@ -30,6 +31,24 @@ def _read_token(path: Path) -> str:
     if not token or not token.isascii() or not token.isprintable() or " " in token:
         fail(f"the token file {path} is empty or not printable ASCII without spaces", code=ExitCode.USAGE)
     return token
+
+
+def _dimension_labels(entries: tuple[str, ...]) -> dict[str, str]:
+    """``--dimension-label node=instance`` options as scoreDimensionLabels, checked as the hub does."""
+    labels: dict[str, str] = {}
+    for entry in entries:
+        key, sep, label = entry.partition("=")
+        if not sep:
+            fail(
+                f"--dimension-label {entry!r}: expected PLACEHOLDER=LABEL, e.g. node=instance",
+                code=ExitCode.USAGE,
+            )
+        labels[key.strip()] = label.strip()
+    try:
+        check_dimension_labels(labels)
+    except ValueError as exc:
+        fail(f"--dimension-label: {exc}", code=ExitCode.USAGE)
+    return labels
 
 
 @scorer.command()
@@ -55,6 +74,14 @@ def _read_token(path: Path) -> str:
     help="The DynamicScorer's scoreDimensionFormat, to check that results get item names apart "
     "(default: the agent's default ${scoreName}).",
 )
+@click.option(
+    "--dimension-label",
+    "dimension_labels",
+    multiple=True,
+    metavar="PLACEHOLDER=LABEL",
+    help="The DynamicScorer's scoreDimensionLabels, one entry per option: node=instance makes ${node} "
+    "read the instance label.",
+)
 @output_option
 def validate(
     url: str,
@@ -64,6 +91,7 @@ def validate(
     timeout: float,
     no_large: bool,
     dimension_format: str | None,
+    dimension_labels: tuple[str, ...],
     output: str,
 ) -> None:
     """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
@@ -74,6 +102,7 @@ def validate(
     (warnings allowed), 1 on any error finding, 2 for bad arguments, 3 when nothing answers at URL.
     """
     token = _read_token(token_file) if token_file is not None else None
+    labels = _dimension_labels(dimension_labels)
     try:
         checker = Checker(
             url,
@@ -83,6 +112,7 @@ def validate(
             large=not no_large,
             ca_file=str(ca_file) if ca_file else None,
             dimension_format=dimension_format,
+            dimension_labels=labels,
         )
     except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
         fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)

@@ -289,6 +289,7 @@ class Checker:
         client: httpx.Client | None = None,
         ca_file: str | None = None,
         dimension_format: str | None = None,
+        dimension_labels: Mapping[str, str] | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -300,6 +301,8 @@ class Checker:
         self.large = large
         self.repeats = repeats
         self.dimension_format = dimension_format
+        # scoreDimensionLabels: the result label each placeholder reads, when not its own name.
+        self.dimension_labels = dict(dimension_labels or {})
         self._published_formats: tuple[str, ...] = ()
         self._format_warned = False
         # TLS is always verified: against ``ca_file`` (a private CA) when given, else the system's CAs.
@@ -732,11 +735,12 @@ class Checker:
             formats, origin = self._published_formats, " (published in /config)"
         else:
             formats, origin = (DEFAULT_DIMENSION_FORMAT,), " (the default)"
+        source = self.dimension_labels
         for fmt in formats:
             named = [d for d in DIMENSION_LABELS if "${" + d + "}" in fmt]
             groups: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
             for r in results:
-                name = tuple(r.metric.get(d, "") for d in named)
+                name = tuple(r.metric.get(source.get(d, d), "") for d in named)
                 groups.setdefault(name, set()).add(tuple(r.metric.get(d, "") for d in DIMENSION_LABELS))
             colliding = [g for g in groups.values() if len(g) > 1]
             if colliding:

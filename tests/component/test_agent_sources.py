@@ -156,6 +156,40 @@ async def test_a_format_placeholder_the_series_do_not_carry_is_a_condition_namin
     assert "name a label the results have in scoreDimensionFormat" in message
 
 
+async def test_a_label_mapping_fills_a_placeholder_from_another_label(
+    supervisor: Supervisor, publisher: MemoryPublisher, central: PromFixture, scorer: ScorerProcess
+) -> None:
+    """`scoreDimensionLabels: {device: node}`: `${device}` reads the series' `node` label.
+
+    The same shape as OpenShift's node metrics with `{node: instance}`; a mapping to a label the
+    results lack is reported like any empty placeholder, naming the label it reads.
+    """
+    path = f"/mean/scoring?run={uuid.uuid4().hex}"
+    s = summary(
+        "mapped",
+        scorer.url(path),
+        sources=[central_source(central)],
+        scoreDimensionFormat="${device}",
+        scoreDimensionLabels={"device": "node"},
+    )
+    await supervisor.apply([s])
+    first = (await published(publisher, "mapped"))[0]
+    assert first.condition.status == "True", first.condition
+    assert first.items == [ScoreItem("n1", 10), ScoreItem("n2", 20)]
+
+    wrong = summary(
+        "mapped_wrong",
+        scorer.url(path),
+        sources=[central_source(central)],
+        scoreDimensionFormat="${device}",
+        scoreDimensionLabels={"device": "instance_name"},
+    )
+    await supervisor.apply([s, wrong])
+    bad = (await published(publisher, "mapped_wrong"))[0]
+    assert (bad.condition.status, bad.condition.reason) == ("False", "EmptyPlaceholder"), bad.condition
+    assert "${device} (read from label instance_name) is empty" in bad.condition.message
+
+
 async def test_series_of_several_sources_arrive_in_source_order_and_a_source_label_is_kept_aside(
     supervisor: Supervisor, publisher: MemoryPublisher, central: PromFixture, scorer: ScorerProcess
 ) -> None:

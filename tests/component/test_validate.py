@@ -355,6 +355,22 @@ def test_results_one_item_name_would_merge_get_a_warning_naming_the_ignored_labe
     assert "under scoreDimensionFormat '${container}'; it ignores node, namespace, pod" in still.seen
 
 
+def test_a_label_mapping_is_checked_as_the_agent_applies_it() -> None:
+    # ${container} reads the pod label, in which the results differ: their names are apart.
+    assert (
+        run(Behaviour(), dimension_format="${container}", dimension_labels={"container": "pod"}).warnings
+        == []
+    )
+    bad = CliRunner().invoke(
+        main, ["scorer", "validate", "http://127.0.0.1:9", "--dimension-label", "host=x"]
+    )
+    assert bad.exit_code == 2 and "'host' is not a label placeholder" in bad.output
+    shape = CliRunner().invoke(
+        main, ["scorer", "validate", "http://127.0.0.1:9", "--dimension-label", "node"]
+    )
+    assert shape.exit_code == 2 and "expected PLACEHOLDER=LABEL" in shape.output
+
+
 def test_the_format_published_in_config_is_the_one_checked() -> None:
     params = {"name": "broken", "interval": 30, "scoreDimensionFormat": "${scoreName}-${pod}"}
     config = json.dumps({**GOOD_CONFIG, "scoring": {"path": "/scoring", "params": params}}).encode()

@@ -245,6 +245,34 @@ INVALID = [
         "spec.stabilization.fallWindowSeconds",
         "must be of type integer",
     ),
+    (
+        "agent-token-scoring",
+        {"scoring": {"auth": {"agentServiceAccountToken": True}}},
+        "spec.scoring.auth.agentServiceAccountToken",
+        "sent only to metrics sources, never to a scoring API",
+    ),
+    (
+        "agent-token-bearer",
+        {
+            "source": {
+                "auth": {"agentServiceAccountToken": True, "bearerTokenSecretRef": {"name": "t", "key": "k"}}
+            }
+        },
+        "spec.source.auth.agentServiceAccountToken",
+        "each set Authorization; set one",
+    ),
+    (
+        "labels-key",
+        {"scoreDimensionLabels": {"host": "instance"}},
+        "spec.scoreDimensionLabels",
+        "keys must be label placeholders",
+    ),
+    (
+        "labels-value",
+        {"scoreDimensionLabels": {"node": "not-a-label"}},
+        "spec.scoreDimensionLabels.node",
+        "should match",
+    ),
 ]
 
 
@@ -538,3 +566,26 @@ def test_stabilization_is_stored_as_written_and_reaches_the_summary(hub: Kubectl
         "riseWindowSeconds": 300,
         "fallWindowSeconds": 0,
     }
+
+
+def test_the_agent_token_and_a_label_mapping_are_stored_and_reach_the_summary(hub: Kubectl, ns: str) -> None:
+    spec = {
+        "source": {
+            "host": "https://thanos-querier.openshift-monitoring.svc:9091",
+            "params": {"query": "up"},
+            "auth": {"agentServiceAccountToken": True},
+        },
+        "scoring": {"host": "http://s:8000"},
+        "scoreDimensionFormat": "${cluster}-${node}",
+        "scoreDimensionLabels": {"node": "instance"},
+    }
+    done = apply(hub, scorer_yaml("openshift-nodes", spec), ns)
+    assert done.returncode == 0, done.stderr
+    stored = hub.get_json(f"dynamicscorers.{GROUP}", "openshift-nodes", "-n", ns)
+    scorer = parse_scorer(stored)
+    assert isinstance(scorer, DynamicScorer)
+    summary = resolve(scorer).summary
+    assert summary is not None
+    wire = summary.to_wire()
+    assert wire["scoreDimensionLabels"] == {"node": "instance"}
+    assert wire["sourceAuth"]["agentServiceAccountToken"] is True

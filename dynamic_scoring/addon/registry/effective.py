@@ -386,6 +386,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             scoring_params=scoring_params,
             missing_data_score=spec.missing_data.score if spec.missing_data else None,
             score_dimension_formats=format_list,
+            score_dimension_labels=spec.score_dimension_labels or None,
             # all zero is no stabilization: leave it out, so the summary is what it was without it
             stabilization=spec.stabilization if spec.stabilization != ScoreStabilization() else None,
         )

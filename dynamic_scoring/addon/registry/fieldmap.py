@@ -46,6 +46,7 @@ SUMMARY_SOURCES: Final[dict[str, tuple[str, ...]]] = {
     "sources": ("sources",),
     "onSourceError": ("onSourceError",),
     "stabilization": ("stabilization",),
+    "scoreDimensionLabels": ("scoreDimensionLabels",),
 }
 """Summary JSON key -> the ``spec`` paths it comes from (``()``: from metadata or the config)."""
 

@@ -30,6 +30,7 @@ from dynamic_scoring.wire import (
     ScorerConfig,
     ScoreStabilization,
     SecretKeyRef,
+    check_dimension_labels,
 )
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
@@ -229,9 +230,18 @@ class DynamicScorerSpec(_Spec):
     max_score_bytes: int | None = Field(default=None, ge=MIN_SCORE_BYTES_SETTING, le=MAX_SCORE_BYTES_SETTING)
     missing_data: MissingDataSpec | None = None
     score_dimension_formats: list[str] | None = Field(default=None, min_length=1)
+    score_dimension_labels: dict[str, str] | None = None
     cluster_selector: LabelSelector | None = None
     probe: ProbeSpec | None = None
     stabilization: ScoreStabilization | None = None
+
+    @field_validator("score_dimension_labels")
+    @classmethod
+    def _label_placeholders(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        # The CRD checks the same; this names the field for a CR an older CRD let through.
+        if value is not None:
+            check_dimension_labels(value)
+        return value
 
 
 class DynamicScorerStatus(_Spec):

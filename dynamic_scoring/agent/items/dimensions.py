@@ -34,17 +34,37 @@ from dataclasses import dataclass, field
 from dynamic_scoring.agent.items.maths import NonFiniteScore, score_value
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.scorer_client.answer import ScoredSeries
-from dynamic_scoring.wire import DEFAULT_DIMENSION_FORMAT, ScoreNormalization, display_name
+from dynamic_scoring.wire import (
+    DEFAULT_DIMENSION_FORMAT,
+    DIMENSION_LABEL_PLACEHOLDERS,
+    ScoreNormalization,
+    display_name,
+)
 
 DEFAULT_FORMAT = DEFAULT_DIMENSION_FORMAT
 MAX_ITEM_NAME_LENGTH = 253
-LABEL_PLACEHOLDERS = ("node", "device", "namespace", "app", "pod", "container", "meta")
-"""The placeholders filled from a result's labels (``${cluster}`` and ``${scoreName}`` are not)."""
+LABEL_PLACEHOLDERS = DIMENSION_LABEL_PLACEHOLDERS
+"""The placeholders filled from a result's labels (``${cluster}`` and ``${scoreName}`` are not).
+
+Each reads the label of its own name, unless the summary's ``scoreDimensionLabels`` maps it to
+another (``{"node": "instance"}``: ``${node}`` is the result's ``instance`` label, for OpenShift's
+node metrics).  ``Labels`` is that mapping as sorted pairs, hashable for the renderer's cache."""
+Labels = tuple[tuple[str, str], ...]
 _PLACEHOLDER = re.compile(r"\$\{(cluster|node|device|namespace|app|pod|container|meta|scoreName)\}")
 
 
+def source_label(placeholder: str, labels: Labels) -> str:
+    """The result label that fills ``placeholder`` under the mapping ``labels``."""
+    for key, label in labels:
+        if key == placeholder:
+            return label
+    return placeholder
+
+
 @functools.lru_cache(maxsize=256)
-def renderer(fmt: str, cluster: str, score_name: str) -> Callable[[Mapping[str, str]], str]:
+def renderer(
+    fmt: str, cluster: str, score_name: str, labels: Labels = ()
+) -> Callable[[Mapping[str, str]], str]:
     """A function rendering ``fmt`` for one result's labels, with the cluster and score name fixed.
 
     The format is split once into literal text and label keys (``${cluster}`` and ``${scoreName}``
@@ -59,7 +79,7 @@ def renderer(fmt: str, cluster: str, score_name: str) -> Callable[[Mapping[str, 
         if key in ("cluster", "scoreName"):
             texts[-1] += (cluster if key == "cluster" else score_name) + text
         else:
-            keys.append(key)
+            keys.append(source_label(key, labels))
             texts.append(text)
     if not keys:
         constant = texts[0]
@@ -81,9 +101,11 @@ def renderer(fmt: str, cluster: str, score_name: str) -> Callable[[Mapping[str, 
     return render
 
 
-def render_name(fmt: str, *, cluster: str, score_name: str, metric: Mapping[str, str]) -> str:
-    """Render one item name from the format and one result's labels."""
-    return renderer(fmt, cluster, score_name)(metric)
+def render_name(
+    fmt: str, *, cluster: str, score_name: str, metric: Mapping[str, str], labels: Labels = ()
+) -> str:
+    """Render one item name from the format and one result's labels (read through ``labels``)."""
+    return renderer(fmt, cluster, score_name, labels)(metric)
 
 
 def item_name_problem(name: str) -> str | None:
@@ -130,6 +152,8 @@ class EmptyPlaceholder:
     count: int = 1
     emptied: int = 0
     """Results whose whole name rendered empty because of it (those publish no item)."""
+    source: str = ""
+    """The label it reads when ``scoreDimensionLabels`` maps it to another (``""``: its own name)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +179,7 @@ def build_items(
     cluster: str,
     score_name: str,
     normalization: ScoreNormalization | None = None,
+    labels: Labels = (),
 ) -> ItemsOutcome:
     """Render, validate, convert and sort the items of one response, and find the names that collide.
 
@@ -163,6 +188,7 @@ def build_items(
     response order.  A name rendered by two different results (under one format or two) is a
     collision; a name one result renders under two formats is one item.  Each item holds the last
     rendering of its name.  A clamped score is counted once per result, not once per format.
+    ``labels`` maps placeholders to the result labels they read (``scoreDimensionLabels``).
     """
     formats = [f or DEFAULT_FORMAT for f in ([fmt] if isinstance(fmt, str) else fmt)]
     chosen: dict[str, int] = {}
@@ -175,15 +201,15 @@ def build_items(
     clamped: set[int] = set()
     empties: dict[tuple[str, str], EmptyPlaceholder] = {}
     for position, one in enumerate(formats):
-        render = renderer(one, cluster, score_name)
-        used = [k for k in LABEL_PLACEHOLDERS if k in _placeholders(one)]
+        render = renderer(one, cluster, score_name, labels)
+        used = [(k, source_label(k, labels)) for k in LABEL_PLACEHOLDERS if k in _placeholders(one)]
         for index, result in enumerate(results):
             name = render(result.metric)
-            for key in used:
-                if not result.metric.get(key):
+            for key, label in used:
+                if not result.metric.get(label):
                     found = empties.get((one, key))
                     if found is None:
-                        found = empties[(one, key)] = EmptyPlaceholder(one, key, index, 0)
+                        found = empties[(one, key)] = EmptyPlaceholder(one, key, index, 0, source=label)
                     found.count += 1
                     found.emptied += not name
             if not name:
@@ -268,8 +294,9 @@ def describe_empty_placeholders(empties: Sequence[EmptyPlaceholder], results: Se
             if e.emptied
             else ", whose names miss that part"
         )
+        mapped = f" (read from label {e.source})" if e.source and e.source != e.placeholder else ""
         parts.append(
-            f'${{{e.placeholder}}} is empty in format "{display_name(e.fmt)}" for {e.count} of '
+            f'${{{e.placeholder}}}{mapped} is empty in format "{display_name(e.fmt)}" for {e.count} of '
             f"{len(results)} result(s){effect}: result {e.index} has {labels}{more}"
         )
     return "; ".join(parts)

@@ -14,7 +14,7 @@ from dynamic_scoring.agent.items.dimensions import (
 )
 from dynamic_scoring.agent.items.maths import score_value
 from dynamic_scoring.agent.ports import ScoreItem
-from dynamic_scoring.wire import ScoreNormalization, ScoreResult
+from dynamic_scoring.wire import ScoreNormalization, ScoreResult, ScorerSummary
 
 pytestmark = pytest.mark.unit
 
@@ -201,3 +201,33 @@ def test_the_labels_quoted_are_bounded_and_escaped() -> None:
         [r(1, **metric)],
     )
     assert "\n" not in text and "and 4 more" in text and "v" * 100 not in text
+
+
+def test_a_label_mapping_fills_a_placeholder_from_another_label() -> None:
+    # OpenShift's node metrics: instance carries the node's name, there is no node label.
+    results = [r(10, instance="worker-1", node="ignored"), r(20, instance="worker-2")]
+    labels = (("node", "instance"),)
+    out = build_items(results, fmt="${cluster}-${node}", cluster="c", score_name="s", labels=labels)
+    assert [i.name for i in out.items] == ["c-worker-1", "c-worker-2"] and out.empty_placeholders == []
+    # The mapping replaces the placeholder's own label, and unmapped placeholders keep theirs.
+    metric = {"instance": "w", "node": "n", "pod": "p"}
+    assert render_name("${node}/${pod}", cluster="c", score_name="s", metric=metric, labels=labels) == "w/p"
+    assert render_name("${node}/${pod}", cluster="c", score_name="s", metric=metric) == "n/p"
+
+
+def test_a_mapped_placeholder_the_results_lack_names_the_label_it_reads() -> None:
+    results = [r(10, node="n1")]
+    out = build_items(results, fmt="${node}", cluster="c", score_name="s", labels=(("node", "instance"),))
+    assert out.items == []
+    text = describe_empty_placeholders(out.empty_placeholders, results)
+    assert text.startswith('${node} (read from label instance) is empty in format "${node}" for 1 of 1')
+
+
+def test_the_wire_accepts_only_label_placeholders_and_label_names() -> None:
+    ok = ScorerSummary.model_validate({"scoreDimensionLabels": {"node": "instance", "pod": "pod_name"}})
+    assert ok.dimension_labels == (("node", "instance"), ("pod", "pod_name"))
+    assert ok.to_wire()["scoreDimensionLabels"] == {"node": "instance", "pod": "pod_name"}
+    assert "scoreDimensionLabels" not in ScorerSummary().to_wire()
+    for bad in ({"cluster": "x"}, {"scoreName": "x"}, {"node": "not-a-label"}, {"node": ""}):
+        with pytest.raises(ValueError, match=r"placeholder|label name"):
+            ScorerSummary.model_validate({"scoreDimensionLabels": bad})

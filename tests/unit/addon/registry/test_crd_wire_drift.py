@@ -169,6 +169,7 @@ FULL_SPEC: dict[str, Any] = {
     "missingData": {"score": -100},
     "scoreDimensionFormats": ["${scoreName}", "${node}"],
     "stabilization": {"tolerance": 3, "riseWindowSeconds": 300, "fallWindowSeconds": 30},
+    "scoreDimensionLabels": {"node": "instance"},
 }
 
 

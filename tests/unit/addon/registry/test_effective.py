@@ -495,3 +495,21 @@ def test_the_agent_token_request_reaches_the_summary_of_a_source_only() -> None:
     parsed = parse_scorer({"metadata": {"name": "s", "namespace": "hub"}, "spec": bad})
     assert not isinstance(parsed, DynamicScorer)
     assert "never to a scoring API" in parsed.message
+
+
+def test_the_label_mapping_reaches_the_summary_and_a_bad_one_names_the_field() -> None:
+    spec = {
+        **SPEC,
+        "scoreDimensionFormat": "${cluster}-${node}",
+        "scoreDimensionLabels": {"node": "instance"},
+    }
+    summary = ok(resolve(scorer(spec)))
+    assert summary.to_wire()["scoreDimensionLabels"] == {"node": "instance"}
+    bad = parse_scorer(
+        {
+            "metadata": {"name": "s", "namespace": "hub"},
+            "spec": {**SPEC, "scoreDimensionLabels": {"host": "instance"}},
+        }
+    )
+    assert not isinstance(bad, DynamicScorer)
+    assert "spec.scoreDimensionLabels" in bad.message and "not a label placeholder" in bad.message
