@@ -328,3 +328,68 @@ def test_cpu_scorer_default_query_scores_each_clusters_load(
         print(f"cpu_headroom on the local clusters: {final}")  # docs/samples.md
     finally:
         proc.stop()
+
+
+def test_the_sample_placement_says_why_it_selects_nothing_and_the_documented_fix_works(
+    hub: Kubectl, placements: str
+) -> None:
+    """A hub whose clusters are not in `default` (docs/openshift.md, cluster sets), on OCM's controller.
+
+    The sample Placement binds `default`, where ACM and `clusteradm init` put every cluster. Here
+    both clusters move to a set of their own, as on a hub that sorts clusters into sets: the
+    Placement's condition says `AllManagedClusterSetsEmpty`, as the docs say. The documented fix,
+    binding a set the clusters are in (`global`, which holds every cluster) and naming it in
+    `spec.clusterSets`, makes it select them again.
+    """
+    ns, set_label = "dynamic-scoring-samples", "cluster.open-cluster-management.io/clusterset"
+
+    def satisfied() -> tuple[str, str, int]:
+        placement = hub.get_json("placements.cluster.open-cluster-management.io", placements, "-n", ns)
+        status = placement.get("status") or {}
+        cond = next((c for c in status.get("conditions") or [] if c["type"] == "PlacementSatisfied"), {})
+        return (
+            str(cond.get("status")),
+            str(cond.get("reason")),
+            int(status.get("numberOfSelectedClusters") or 0),
+        )
+
+    wait_until(lambda: satisfied()[2] == 1, timeout=60, what="the sample Placement selecting a cluster")
+    hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(
+        {"apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+         "metadata": {"name": "e2e-sorted"}}
+    ))  # fmt: skip
+    try:
+        for cluster in ("cluster1", "cluster2"):
+            hub.run("label", "managedcluster", cluster, f"{set_label}=e2e-sorted", "--overwrite")
+        wait_until(
+            lambda: satisfied()[:2] == ("False", "AllManagedClusterSetsEmpty"),
+            timeout=60,
+            what="PlacementSatisfied=False/AllManagedClusterSetsEmpty with no cluster in default",
+        )
+        binding = {
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "global", "namespace": ns},
+            "spec": {"clusterSet": "global"},
+        }
+        hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(binding))
+        hub.run(
+            "patch", "placements.cluster.open-cluster-management.io", placements, "-n", ns, "--type=merge",
+            "-p", json.dumps({"spec": {"clusterSets": ["default", "global"]}}),
+        )  # fmt: skip
+        wait_until(
+            lambda: satisfied()[0] == "True" and satisfied()[2] == 1,
+            timeout=60,
+            what="the Placement selecting again through the global binding",
+        )
+    finally:
+        for cluster in ("cluster1", "cluster2"):
+            hub.run("label", "managedcluster", cluster, f"{set_label}=default", "--overwrite")
+        hub.run("delete", "managedclustersetbindings.cluster.open-cluster-management.io", "global", "-n", ns,
+                "--ignore-not-found")  # fmt: skip
+        hub.run(
+            "delete",
+            "managedclustersets.cluster.open-cluster-management.io",
+            "e2e-sorted",
+            "--ignore-not-found",
+        )
