@@ -346,7 +346,8 @@ def test_the_sample_placement_says_why_it_selects_nothing_and_the_documented_fix
     def satisfied() -> tuple[str, str, int]:
         placement = hub.get_json("placements.cluster.open-cluster-management.io", placements, "-n", ns)
         status = placement.get("status") or {}
-        cond = next((c for c in status.get("conditions") or [] if c["type"] == "PlacementSatisfied"), {})
+        conditions: list[dict[str, Any]] = status.get("conditions") or []
+        cond = next((c for c in conditions if c["type"] == "PlacementSatisfied"), {})
         return (
             str(cond.get("status")),
             str(cond.get("reason")),
