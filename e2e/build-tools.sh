@@ -35,12 +35,12 @@ ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
 OCM13_VERSION=${OCM13_VERSION:-v1.3.1}
 OCM13_COMMIT=${OCM13_COMMIT:-805fa6103d8bc1761dbc9cb4e420def42703ec53}
 OCM_SOURCE_URL=${OCM_SOURCE_URL:-https://github.com/open-cluster-management-io/ocm}
-# Kueue (component kueue): the MultiKueue manager and worker.  v0.16.9 is the newest patch of the line
-# kueue-addon is built against (v0.16, the first whose storage version is v1beta2).  The proxy refuses
-# sigs.k8s.io/kueue v0.16.x, so it is built from the public repository's git history like ocm13, pinned by
-# tag AND commit; its dependencies come through the proxy.
-KUEUE_VERSION=${KUEUE_VERSION:-v0.16.9}
-KUEUE_COMMIT=${KUEUE_COMMIT:-762bba717f69b4621a973318846133bee2df7990}
+# Kueue (component kueue): the MultiKueue manager and worker.  v0.19.2: v0.19 is the first release whose
+# incremental MultiKueue dispatcher nominates clusters in MultiKueueConfig.spec.clusters order (feature gate
+# MultiKueueIncrementalDispatcherRespectConfigOrder, Beta, on), which ordered dispatch by score needs.  The
+# module proxy serves sigs.k8s.io/kueue v0.19.2 (it refused the v0.16.x line, built from a git mirror
+# before), so it is built from the module, pinned by the checksum database; its go.mod asks for Go 1.26.0.
+KUEUE_VERSION=${KUEUE_VERSION:-v0.19.2}
 KUEUE_SOURCE_URL=${KUEUE_SOURCE_URL:-https://github.com/kubernetes-sigs/kueue}
 # kueue-addon (component kueue-addon): OCM's hub controller for Kueue, from addon-contrib at a pinned
 # commit (it has no tags).  Its go.mod requires sigs.k8s.io/kueue v0.16.0, which the proxy refuses, so
@@ -320,8 +320,11 @@ recipe_ocm13() {
 # build would: the CRDs (config/components/crd/bases), the webhook configurations (their service
 # references become loopback URLs at install time) and the manager's ClusterRole.
 recipe_kueue() {
-  local out=$1 ver=${2%%+*} vpkg=sigs.k8s.io/kueue/pkg/version
-  git --git-dir="$KUEUE_SOURCE_GIT" archive "$KUEUE_COMMIT" | tar -x -C . || return 1
+  local out=$1 ver=$2 vpkg=sigs.k8s.io/kueue/pkg/version src
+  # The module itself is the main module (its go.sum pins every dependency): copied out of the
+  # read-only module cache and built in place.
+  src=$(moddir "sigs.k8s.io/kueue@$ver") || return 1
+  cp -r "$src/." . && chmod -R u+w . || return 1
   # The one source change: without Kueue's internal cert management, the metrics server reads its
   # certificate from a fixed /etc/kueue/metrics/certs; the harness runs Kueue as a process, so the
   # directory comes from $KUEUE_METRICS_CERT_DIR when set (the fixed path otherwise).
@@ -330,13 +333,13 @@ recipe_kueue() {
   sed -i 's#'"$fixed"'#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")\n\t\tif metricsCertPath == "" {\n\t\t\tmetricsCertPath = "/etc/kueue/metrics/certs"\n\t\t}#' "$main"
   grep -qF 'os.Getenv("KUEUE_METRICS_CERT_DIR")' "$main" || { echo "metrics cert patch did not apply"; return 1; }
   GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/kueue-manager" \
-    -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.GitCommit=$KUEUE_COMMIT -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
+    -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
     ./cmd/kueue || return 1
   mkdir -p "$out/crds" "$out/webhook" "$out/rbac"
   cp config/components/crd/bases/*.yaml "$out/crds/" || return 1
   cp config/components/webhook/manifests.yaml "$out/webhook/" || return 1
   cp config/components/rbac/role.yaml "$out/rbac/" || return 1
-  printf '{"tag": "%s", "commit": "%s"}\n' "$ver" "$KUEUE_COMMIT" > "$out/source.json"
+  printf '{"tag": "%s", "module": "sigs.k8s.io/kueue@%s"}\n' "$ver" "$ver" > "$out/source.json"
 }
 
 # kueue-addon's hub controller from addon-contrib at the pinned commit, its Kueue and cluster-permission
@@ -516,7 +519,7 @@ comp_version() {
     actionlint) echo "$ACTIONLINT_VERSION" ;;
     otelcol) echo "$OTELCOL_VERSION" ;;
     ocm13) echo "$OCM13_VERSION+$OCM13_COMMIT" ;;
-    kueue) echo "$KUEUE_VERSION+$KUEUE_COMMIT" ;;
+    kueue) echo "$KUEUE_VERSION" ;;
     kueue-addon) echo "$KUEUE_ADDON_COMMIT+kueue$KUEUE_ADDON_KUEUE_VERSION+cp${CLUSTER_PERMISSION_COMMIT:0:12}" ;;
     upstream) echo "$UPSTREAM_COMMIT" ;;
     kube-rbac-proxy) echo "$KUBE_RBAC_PROXY_VERSION" ;;
@@ -553,7 +556,6 @@ for c in "${components[@]}"; do
   if will_build "$c" "$v"; then   # a component's git sources are checked only when it will be built
     case $c in
       ocm13) pinned_source "OCM $OCM13_VERSION" OCM_SOURCE_GIT "$OCM_SOURCE_URL" "$OCM13_VERSION" "$OCM13_COMMIT" ;;
-      kueue) pinned_source "Kueue $KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" "$KUEUE_VERSION" "$KUEUE_COMMIT" ;;
       kueue-addon)
         pinned_source kueue-addon ADDON_CONTRIB_SOURCE_GIT "$ADDON_CONTRIB_SOURCE_URL" - "$KUEUE_ADDON_COMMIT"
         pinned_source "Kueue $KUEUE_ADDON_KUEUE_VERSION" KUEUE_SOURCE_GIT "$KUEUE_SOURCE_URL" \

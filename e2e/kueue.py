@@ -1,11 +1,12 @@
 """Kueue and OCM's kueue-addon, as built into the tools cache by `e2e/build-tools.sh kueue kueue-addon`.
 
-Kueue's controller manager (v0.16.9) and kueue-addon's hub controller (addon-contrib f5844b98) are
-built from pinned git mirrors: the module proxy refuses `sigs.k8s.io/kueue` v0.16.x, the release line
-kueue-addon is built against.  Beside each binary the recipe copies what the harness installs with
-it: Kueue's CRDs, webhook configurations and manager ClusterRole; the ManagedServiceAccount,
-ClusterPermission and ClusterProfile CRDs kueue-addon's informers need, and its hub ClusterRole.
-See docs/local-control-plane.md, "Kueue and kueue-addon from pinned git mirrors".
+Kueue's controller manager (v0.19.2) is built from its Go module through the module proxy, and
+kueue-addon's hub controller (addon-contrib f5844b98) from a pinned git mirror, against the Kueue
+v0.16.0 tree it declares (the proxy refuses the v0.16.x line); it runs unchanged against v0.19.2, whose
+storage version is still `kueue.x-k8s.io/v1beta2`.  Beside each binary the recipe copies what the
+harness installs with it: Kueue's CRDs, webhook configurations and manager ClusterRole; the
+ManagedServiceAccount, ClusterPermission and ClusterProfile CRDs kueue-addon's informers need, and
+its hub ClusterRole.  See docs/local-control-plane.md, "Kueue and kueue-addon".
 """
 
 from __future__ import annotations

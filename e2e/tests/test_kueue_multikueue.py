@@ -5,7 +5,7 @@ The whole path, on the session's control plane with a third managed cluster adde
 * our addon installed as users install it (`helm install`, `clusteradm addon enable` on the two
   workers), the sample CPU scorer registered as a DynamicScorer, each worker's agent scoring it
   from its own Prometheus;
-* Kueue v0.16.9 with its webhooks as the MultiKueue manager on the hub and as the worker on
+* Kueue v0.19.2 with its webhooks as the MultiKueue manager on the hub and as the worker on
   cluster2 and cluster3 (`samples/kueue/worker.yaml`); the hub's own cluster, labelled
   `local-cluster` as OCM labels a self-managed hub, is left out by the sample Placement;
 * kueue-addon's hub controller (addon-contrib f5844b98), turning the sample Placement's decision
@@ -361,6 +361,20 @@ def test_when_the_scores_flip_the_next_job_lands_on_the_other_worker(fleet: Flee
     fleet.note("decision -> MultiKueueConfig", time.monotonic() - start)
     dispatch(fleet, EXTRA)
     fleet.note("load shift -> Job landed on the new worker", time.monotonic() - start + flip.decided)
-    # the first Job stays where it was dispatched
+    # Kueue v0.19 does not leave the first Job where it was: its worker left the MultiKueueConfig, so
+    # MultiKueue no longer sees the admitted remote, evicts the Workload ("Admitting remote no longer
+    # exists") and dispatches it again, to the worker the decision names now. (v0.16.9 kept it on
+    # cluster2.) A decision change therefore moves running batch work: docs/samples.md says so.
     first = fleet.jobs[0]
-    assert fleet.landed(first) == "cluster2"
+    start = time.monotonic()
+    wait_until(
+        lambda: fleet.landed(first) == EXTRA, timeout=90, what=f"the first Job dispatched again to {EXTRA}"
+    )
+    fleet.note(
+        "decision change -> the first Job evicted and admitted again on the new worker",
+        time.monotonic() - start,
+    )
+    evictions = (
+        ((fleet.hub_workload(first) or {}).get("status") or {}).get("schedulingStats", {}).get("evictions")
+    )
+    assert evictions and evictions[0]["reason"] == "AdmissionCheck", evictions

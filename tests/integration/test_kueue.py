@@ -94,8 +94,9 @@ def test_both_binaries_run_and_say_what_they_were_built_from(build: KueueBuild) 
     )
     assert addon.returncode == 0, addon.stderr[-2000:]
     assert "--kubeconfig" in addon.stdout
-    assert build.kueue_source["tag"].startswith("v0.16."), build.kueue_source
-    assert len(build.kueue_source["commit"]) == 40
+    # v0.19: its incremental dispatcher keeps MultiKueueConfig.spec.clusters order (ordered dispatch)
+    assert build.kueue_source["tag"].startswith("v0.19."), build.kueue_source
+    assert build.kueue_source["module"] == f"sigs.k8s.io/kueue@{build.kueue_source['tag']}"
     assert len(build.addon_source["commit"]) == 40
     assert build.addon_source["kueue"].startswith("v0.16.0+"), build.addon_source
 

@@ -1,7 +1,7 @@
 """The sample manifests agree with each other, with the scorers, and with what their readers expect.
 
 Here the samples are checked against each other; the OCM objects are applied to a real hub in
-tests/integration/test_samples_crds.py, and the Kueue objects to Kueue's own v0.16.9 CRDs in
+tests/integration/test_samples_crds.py, and the Kueue objects to Kueue's own v0.19.2 CRDs in
 tests/integration/test_kueue.py.
 """
 
