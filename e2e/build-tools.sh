@@ -76,7 +76,7 @@ OTELCOL_VERSION=${OTELCOL_VERSION:-v0.160.0}
 # (measured 2026-11-28, see docs/local-control-plane.md; k8s alone, not beside the unit tier).  The first
 # build also compiles the standard library (~1 min).  Only for the progress estimate.
 declare -A TYPICAL=([actionlint]=60 [etcd]=140 [k8s]=600 [ocm13]=320 [clusteradm]=75 [helm]=115 [ocm-api]=2
-  [otelcol]=180 [argocd]=430 [kueue]=420 [kueue-addon]=240 [upstream]=230 [ocm]=325 [kube-rbac-proxy]=160)
+  [otelcol]=180 [argocd]=430 [kueue]=210 [kueue-addon]=240 [upstream]=230 [ocm]=325 [kube-rbac-proxy]=160)
 HEARTBEAT=${DS_TOOLS_HEARTBEAT:-60}
 
 TOOLS_ROOT=${DS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamic-scoring-tools}
