@@ -82,17 +82,28 @@ def scorer(m: Mission, name: str, score: str, host: str) -> JSON:
     return doc
 
 
-def condition(m: Mission, score: str) -> dict[str, Any]:
+def aps_status(m: Mission, score: str) -> dict[str, Any]:
     aps = m.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(score), CLUSTER) or {}
-    found = [
-        c for c in (aps.get("status") or {}).get("conditions") or [] if c.get("type") == "ScoresUpToDate"
-    ]
+    return dict(aps.get("status") or {})
+
+
+def condition(m: Mission, score: str) -> dict[str, Any]:
+    found = [c for c in aps_status(m, score).get("conditions") or [] if c.get("type") == "ScoresUpToDate"]
     return dict(found[0]) if found else {}
 
 
 def scores(m: Mission, score: str) -> list[dict[str, Any]]:
-    aps = m.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(score), CLUSTER) or {}
-    return list((aps.get("status") or {}).get("scores") or [])
+    return list(aps_status(m, score).get("scores") or [])
+
+
+def use_configs(m: Mission, configs: list[dict[str, str]] | None) -> None:
+    """Point cluster2's ManagedClusterAddOn at these configs (None: back to the default)."""
+    m.hub.api.request(
+        "PATCH",
+        f"/apis/{ADDON_V1A1}/namespaces/{CLUSTER}/managedclusteraddons/dynamic-scoring",
+        body={"spec": {"configs": configs}},
+        content_type="application/merge-patch+json",
+    )
 
 
 def adc(variables: dict[str, str]) -> JSON:
@@ -144,12 +155,7 @@ def thanos(openshift: Mission, tmp_path: Path) -> Iterator[tuple[RbacProxy, Reco
     finally:
         for name, _ in (GOOD, EXFIL):
             m.hub.delete(DS_V1A1, "DynamicScorer", name, NAMESPACE)
-        m.hub.api.request(
-            "PATCH",
-            f"/apis/{ADDON_V1A1}/namespaces/{CLUSTER}/managedclusteraddons/dynamic-scoring",
-            body={"spec": {"configs": None}},
-            content_type="application/merge-patch+json",
-        )
+        use_configs(m, None)
         m.hub.delete(ADDON_V1A1, "AddOnDeploymentConfig", ADC, CLUSTER)
         spoke.delete("v1", "Secret", CA_SECRET, INSTALL_NS)
         wait_until(lambda: spoke.find(*BINDING) is None, timeout=120, what="the monitoring binding removed")
@@ -172,13 +178,9 @@ def test_the_agent_scores_through_kube_rbac_proxy_with_its_own_token_only_where_
         steps.append((what, round(time.monotonic() - t0, 1)))
         print(f"[agent token] {what}: {steps[-1][1]} s")
 
-    m.hub.apply(adc({"AgentTokenDestinations": f"127.0.0.1:{port}", "AgentTokenAudience": AUDIENCE}))
-    m.hub.api.request(
-        "PATCH",
-        f"/apis/{ADDON_V1A1}/namespaces/{CLUSTER}/managedclusteraddons/dynamic-scoring",
-        body={"spec": {"configs": [adc_ref(CLUSTER, ADC)]}},
-        content_type="application/merge-patch+json",
-    )
+    token = {"AgentTokenDestinations": f"127.0.0.1:{port}", "AgentTokenAudience": AUDIENCE}
+    m.hub.apply(adc(token))
+    use_configs(m, [adc_ref(CLUSTER, ADC)])
     m.hub.apply(scorer(m, *GOOD, proxy.url))
     m.hub.apply(scorer(m, *EXFIL, recorder.server.url))
 
@@ -210,15 +212,7 @@ def test_the_agent_scores_through_kube_rbac_proxy_with_its_own_token_only_where_
 
     # The admin binds the platform's monitoring role: the work agent applies the binding, and the
     # agent scores through the proxy once its 30 s cache of the denial has passed.
-    m.hub.apply(
-        adc(
-            {
-                "AgentTokenDestinations": f"127.0.0.1:{port}",
-                "AgentTokenAudience": AUDIENCE,
-                "AgentMonitoringClusterRole": ROLE,
-            }
-        )
-    )
+    m.hub.apply(adc({**token, "AgentMonitoringClusterRole": ROLE}))
     binding = wait_value(
         lambda: spoke.find(*BINDING), lambda b: b is not None, timeout=120, what="the binding"
     )
