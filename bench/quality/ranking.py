@@ -26,6 +26,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.jsontypes import JSON
 
@@ -77,13 +78,13 @@ def rank(
             as in the model); None when no cluster publishes one.
         previous: the clusters the Placement's decision names now (Steady's "already decided").
     """
-    weights = pm.prioritizer_weights(placement_obj)
+    weights = pp.prioritizer_weights(placement_obj)
     decided = set(previous)
     totals = dict.fromkeys(names, 0)
     for coordinate, weight in weights:
-        if coordinate.builtin == pm.BALANCE:
+        if coordinate.builtin == pp.BALANCE:
             table = pm.balance_scores(names, [])
-        elif coordinate.builtin == pm.STEADY:
+        elif coordinate.builtin == pp.STEADY:
             table = pm.steady_scores(names, decided)
         elif coordinate.builtin:
             raise ValueError(f"prioritizer {coordinate.builtin} is not modelled by the replay")

@@ -188,6 +188,17 @@ def main() -> None:
     "it, that CA is trusted only for the TLS connection to an https:// proxy itself.",
 )
 @click.option(
+    "--multikueue-order",
+    envvar="DYNAMIC_SCORING_MULTIKUEUE_ORDER",
+    is_flag=True,
+    default=False,
+    help="Write a MultiKueueConfig named <namespace>.<placement> for every Placement labelled "
+    "dynamic-scoring.open-cluster-management.io/multikueue-order=score, listing its decided clusters "
+    "best-scored first, for Kueue's incremental dispatcher (Kueue v0.19+). Needs the RBAC of the "
+    "multikueue-order kustomize component or the chart's multikueueOrder.enabled "
+    "(docs/multikueue-order.md).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -216,6 +227,7 @@ def manager(
     adopt_unlabelled_scores: bool,
     agent_image_allow: tuple[str, ...],
     trust_proxy_ca_for_destinations: bool,
+    multikueue_order: bool,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -253,6 +265,7 @@ def manager(
         probe_concurrency=scorer_probe_concurrency,
         probe_allow_cidrs=tuple(str(n) for n in allowed),
         probe_deny_private_networks=scorer_probe_deny_private_networks,
+        multikueue_order=multikueue_order,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

@@ -91,6 +91,7 @@ class ManagerOptions:
     probe_concurrency: int = 8
     probe_allow_cidrs: tuple[str, ...] = ()
     probe_deny_private_networks: bool = False
+    multikueue_order: bool = False
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -219,6 +220,7 @@ class Manager:
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
             workers=self.options.workers,
+            multikueue_order=self.options.multikueue_order,
             probe=ProbeSettings.build(
                 period=self.options.probe_period,
                 jitter=self.options.probe_jitter,

@@ -36,22 +36,22 @@ from kubernetes.utils.quantity import parse_quantity
 
 from dynamic_scoring.agent.ports import CONDITION_TYPE, STABILIZED_REASON
 from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.placement_policy import (
+    BALANCE,
+    MAX_SCORE,
+    PLACEMENT_LABEL,
+    RESOURCE_PRIORITIZERS,
+    STEADY,
+    Coordinate,
+    Misconfigured,
+    prioritizer_weights,
+    score_value,
+)
 from dynamic_scoring.timestamps import parse_time
 
-PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
 GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"
 GROUP_INDEX_LABEL = "cluster.open-cluster-management.io/decision-group-index"
 CLUSTER_SET_LABEL = "cluster.open-cluster-management.io/clusterset"
-MAX_SCORE = 100
-
-BALANCE, STEADY = "Balance", "Steady"
-RESOURCE_PRIORITIZERS = {"ResourceAllocatableCPU": "cpu", "ResourceAllocatableMemory": "memory"}
-# OCM's defaults in Additive mode (and when mode is empty); Exact mode starts from nothing.
-DEFAULT_WEIGHTS = ((BALANCE, 1), (STEADY, 1))
-
-
-class Misconfigured(Exception):  # noqa: N818 - the controller's own name for this status
-    """The Placement cannot be scheduled as written; the controller decides nothing."""
 
 
 # ----------------------------------------------------------------------------- results
@@ -353,57 +353,6 @@ def taint_failure(
 # ----------------------------------------------------------------------------- prioritizers
 
 
-@dataclass(frozen=True)
-class Coordinate:
-    """One prioritizer of the Placement: a built-in name, or an AddOn resource/score pair."""
-
-    builtin: str = ""
-    resource: str = ""
-    score: str = ""
-
-    @property
-    def name(self) -> str:
-        """OCM's name for it (the names in the controller's ScoreUpdate Event)."""
-        return self.builtin or f"AddOn/{self.resource}/{self.score}"
-
-
-def prioritizer_weights(placement: JSON) -> list[tuple[Coordinate, int]]:
-    """The prioritizers that run and their weights, in OCM's merge semantics.
-
-    `Exact` starts from nothing, `Additive` (or no mode) from Balance 1 and Steady 1; each
-    configuration then sets its coordinate's weight.  Built-in coordinates are one map key, so the
-    last configuration of a name wins; AddOn coordinates are keyed by pointer in OCM, so two
-    configurations naming the same score both count.  Weight 0 disables a prioritizer.
-    """
-    policy = (placement.get("spec") or {}).get("prioritizerPolicy") or {}
-    mode = policy.get("mode") or "Additive"
-    if mode not in ("Additive", "Exact"):
-        raise Misconfigured(f"incorrect prioritizer policy mode: {mode}")
-    builtins: dict[str, int] = dict(DEFAULT_WEIGHTS) if mode == "Additive" else {}
-    addons: list[tuple[Coordinate, int]] = []
-    for i, config in enumerate(policy.get("configurations") or []):
-        coord = config.get("scoreCoordinate")
-        if not coord:
-            raise Misconfigured(f"configurations[{i}]: scoreCoordinate field is required")
-        raw_weight = config.get("weight")
-        weight = 1 if raw_weight is None else int(raw_weight)  # the CRD defaults an omitted weight to 1
-        if (coord.get("type") or "BuiltIn") == "BuiltIn":
-            name = str(coord.get("builtIn", ""))
-            if name not in (BALANCE, STEADY, *RESOURCE_PRIORITIZERS):
-                raise Misconfigured(f"incorrect builtin prioritizer: {name}")
-            builtins[name] = weight
-        else:
-            addon = coord.get("addOn")
-            if not addon:
-                raise Misconfigured(f"configurations[{i}]: addOn should not be empty")
-            coordinate = Coordinate(
-                resource=str(addon.get("resourceName", "")), score=str(addon.get("scoreName", ""))
-            )
-            addons.append((coordinate, weight))
-    weights = [(Coordinate(builtin=name), w) for name, w in builtins.items()] + addons
-    return [(c, w) for c, w in weights if w != 0]
-
-
 def balance_scores(names: Iterable[str], other_decisions: Iterable[JSON]) -> dict[str, tuple[int, str]]:
     """Balance: 100 for a cluster no other Placement chose, down to -100 for the most chosen."""
     count: dict[str, int] = {}
@@ -459,24 +408,18 @@ def resource_scores(clusters: Sequence[JSON], resource: str) -> dict[str, tuple[
 
 def addon_score(aps: JSON | None, coordinate: Coordinate, now: dt.datetime) -> tuple[int, str]:
     """An AddOn prioritizer's score for one cluster: the item's value, or 0 saying why."""
-    if aps is None:
-        return 0, f"no AddOnPlacementScore {coordinate.resource}: counts 0"
+    value, not_counted = score_value(aps, coordinate, now)
+    if aps is None or not_counted is not None:
+        return value, not_counted or ""
     status = aps.get("status") or {}
-    until = parse_time(status.get("validUntil"))
-    if until is not None and now > until:
-        return 0, f"expired at {status.get('validUntil')}: counts 0"
-    value: int | None = None
-    for item in status.get("scores") or []:
-        if item.get("name") == coordinate.score:
-            value = int(item.get("value", 0))
-    if value is None:
-        return 0, f"no score item {coordinate.score} in {coordinate.resource}: counts 0"
     held = any(
         c.get("type") == CONDITION_TYPE and c.get("status") == "True" and c.get("reason") == STABILIZED_REASON
         for c in status.get("conditions") or []
     )
     return value, f"{coordinate.resource}/{coordinate.score} = {value}" + (
-        f", valid until {status.get('validUntil')}" if until else ", no validUntil"
+        f", valid until {status.get('validUntil')}"
+        if parse_time(status.get("validUntil"))
+        else ", no validUntil"
     ) + (
         ", some published values held back by stabilization (the score's condition says which)"
         if held

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.ctl.hub import (
     MANAGED_CLUSTER_SET_BINDINGS,
@@ -49,8 +50,8 @@ def read_state(api: KubeAPI, placement: JSON) -> pm.HubState:
     meta = placement.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     try:
-        weights = pm.prioritizer_weights(placement)
-    except pm.Misconfigured:
+        weights = pp.prioritizer_weights(placement)
+    except pp.Misconfigured:
         weights = []
     resources = sorted({c.resource for c, _ in weights if not c.builtin})
     scores: dict[tuple[str, str], JSON] = {}
@@ -58,11 +59,11 @@ def read_state(api: KubeAPI, placement: JSON) -> pm.HubState:
         for aps in list_all(api, ADDON_PLACEMENT_SCORES, fieldSelector=f"metadata.name={resource}"):
             aps_meta = aps.get("metadata") or {}
             scores[(str(aps_meta.get("namespace")), str(aps_meta.get("name")))] = aps
-    if any(c.builtin == pm.BALANCE for c, _ in weights):
+    if any(c.builtin == pp.BALANCE for c, _ in weights):
         decisions = list_all(api, PLACEMENT_DECISIONS)
     else:
         decisions = list_all(
-            api, PLACEMENT_DECISIONS, namespace, labelSelector=f"{pm.PLACEMENT_LABEL}={name}"
+            api, PLACEMENT_DECISIONS, namespace, labelSelector=f"{pp.PLACEMENT_LABEL}={name}"
         )
     return pm.HubState(
         placement=placement,

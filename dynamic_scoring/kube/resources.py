@@ -114,6 +114,9 @@ PLACEMENTS = Resource(_OCM_CLUSTER, "v1beta1", "placements", "Placement", namesp
 PLACEMENT_DECISIONS = Resource(
     _OCM_CLUSTER, "v1beta1", "placementdecisions", "PlacementDecision", namespaced=True
 )
+MULTIKUEUE_CONFIGS = Resource(
+    "kueue.x-k8s.io", "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False
+)
 DYNAMIC_SCORERS = Resource(_DSF, "v1alpha1", "dynamicscorers", "DynamicScorer", namespaced=True)
 DYNAMIC_SCORING_CONFIGS = Resource(
     _DSF, "v1alpha1", "dynamicscoringconfigs", "DynamicScoringConfig", namespaced=True

@@ -112,6 +112,17 @@ class Writer:
         self.metrics.wrote(self.controller, verb, resource.name)
         return result
 
+    def create(self, resource: Resource, desired: JSON) -> JSON:
+        """Create `desired`; `Conflict` when an object of that name exists already.
+
+        For objects whose name is not ours alone (a cluster-scoped name another writer may hold):
+        unlike `ensure`, an existing object is never compared and patched.
+        """
+        meta = desired.get("metadata") or {}
+        namespace = meta.get("namespace") if resource.namespaced else None
+        body = {**desired, "apiVersion": resource.api_version, "kind": resource.kind}
+        return self._call("create", resource, "POST", resource.path(namespace), body=body)
+
     def ensure(self, resource: Resource, desired: JSON, current: JSON | None) -> JSON:
         """Create `desired`, or merge-patch the fields of it that differ from `current`.
 

@@ -45,6 +45,8 @@ class HubContext:
         stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
         workers: reconcile workers of each controller that runs several (the manager's --workers).
         probe: how the scorer controller probes scorers (the manager's --scorer-probe-* flags).
+        multikueue_order: the hub admin's opt-in (--multikueue-order) for ordered MultiKueueConfigs
+            of labelled Placements; without it that controller does not run and needs no RBAC.
     """
 
     api: KubeAPI
@@ -58,6 +60,7 @@ class HubContext:
     stop: threading.Event = field(default_factory=threading.Event)
     workers: int = 4
     probe: ProbeSettings = field(default_factory=ProbeSettings)
+    multikueue_order: bool = False
 
 
 ControllerFactory = Callable[[HubContext], list[Controller]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dynamic_scoring.addon.controllers import ControllerFactory
 from dynamic_scoring.addon.controllers.distribution.controller import distribution_controller
 from dynamic_scoring.addon.controllers.lifecycle import lifecycle_controllers
+from dynamic_scoring.addon.controllers.multikueue import multikueue_order_controller
 from dynamic_scoring.addon.controllers.placement_scores import (
     external_agent_scores_controller,
     score_expiry_controller,
@@ -21,4 +22,5 @@ CONTROLLER_FACTORIES: list[ControllerFactory] = [
     distribution_controller,
     score_expiry_controller,
     external_agent_scores_controller,
+    multikueue_order_controller,
 ]

@@ -1,4 +1,4 @@
-"""The manager's --agent-image-allow and --trust-proxy-ca-for-destinations reach ManagerOptions."""
+"""The manager's option flags reach ManagerOptions (image allow list, proxy CA, MultiKueue order)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,14 @@ def test_flags_and_env_list_reach_the_options(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr("dynamic_scoring.addon.cli.configure", lambda _level: None)
     result = CliRunner().invoke(
         main,
-        ["manager", "--trust-proxy-ca-for-destinations"],
+        ["manager", "--trust-proxy-ca-for-destinations", "--multikueue-order"],
         env={AGENT_IMAGE_ALLOW_ENV: "mirror.example.com/ds, localhost:5000/"},
     )
     assert "stopped before serving" in result.output
     options = seen["options"]
     assert options.agent_image_allow == ("mirror.example.com/ds", "localhost:5000")
     assert options.trust_proxy_ca_for_destinations is True
+    assert options.multikueue_order is True and ManagerOptions().multikueue_order is False
     assert (
         ManagerOptions().agent_image_allow == () and ManagerOptions().trust_proxy_ca_for_destinations is False
     )

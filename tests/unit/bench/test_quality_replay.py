@@ -15,6 +15,7 @@ from bench.quality.policies import POLICIES, QUERY, dynamic_scorer, plan_for, re
 from bench.quality.ranking import FORMS, Form, placement, rank, score_object
 from bench.quality.replay import aps_writes, decide, decide_static, stabilize, summarize_leads
 from bench.quality.traces import ClusterLoads
+from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.agent.cycle import CycleEnv
 from dynamic_scoring.agent.items.stabilization import Stabilization
 from dynamic_scoring.ctl import placement_model as pm
@@ -142,7 +143,7 @@ def _hub(
         "metadata": {
             "namespace": "quality",
             "name": "quality-decision-1",
-            "labels": {pm.PLACEMENT_LABEL: "quality"},
+            "labels": {pp.PLACEMENT_LABEL: "quality"},
         },
         "status": {"decisions": [{"clusterName": c, "reason": ""} for c in previous]},
     }

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.jsontypes import JSON
 
@@ -52,7 +53,7 @@ def decision(
             "namespace": ns,
             "name": f"{placement_name}-decision-{page}",
             "labels": {
-                pm.PLACEMENT_LABEL: placement_name,
+                pp.PLACEMENT_LABEL: placement_name,
                 pm.GROUP_INDEX_LABEL: str(group[0]),
                 pm.GROUP_NAME_LABEL: group[1],
             },
@@ -106,7 +107,7 @@ def exact(*configs: JSON, n: int | None = None, **extra: Any) -> JSON:
 
 
 def test_addon_score_missing_expired_missing_item_and_present_each_say_which() -> None:
-    coord = pm.Coordinate(resource="load", score="cpu")
+    coord = pp.Coordinate(resource="load", score="cpu")
     assert pm.addon_score(None, coord, NOW) == (0, "no AddOnPlacementScore load: counts 0")
     value, note = pm.addon_score(aps("c", "load", ts(-1), cpu=90), coord, NOW)
     assert value == 0 and note.startswith("expired at")
@@ -117,7 +118,7 @@ def test_addon_score_missing_expired_missing_item_and_present_each_say_which() -
 
 
 def test_addon_score_says_when_the_agent_holds_values_back_by_stabilization() -> None:
-    coord = pm.Coordinate(resource="load", score="cpu")
+    coord = pp.Coordinate(resource="load", score="cpu")
     stabilized = aps("c", "load", ts(60), cpu=40)
     stabilized["status"]["conditions"] = [
         {"type": "ScoresUpToDate", "status": "True", "reason": "Stabilized", "message": "1 of 1 held"}
@@ -129,7 +130,7 @@ def test_addon_score_says_when_the_agent_holds_values_back_by_stabilization() ->
 
 def test_addon_score_at_exactly_valid_until_still_counts() -> None:
     """OCM drops a score only when now is *after* validUntil."""
-    coord = pm.Coordinate(resource="load", score="cpu")
+    coord = pp.Coordinate(resource="load", score="cpu")
     assert pm.addon_score(aps("c", "load", ts(0), cpu=5), coord, NOW)[0] == 5
 
 
@@ -138,9 +139,9 @@ def test_addon_score_at_exactly_valid_until_still_counts() -> None:
 
 def test_additive_mode_adds_balance_and_steady_and_exact_does_not() -> None:
     additive = placement({"prioritizerPolicy": {"configurations": [addon("r", "s", 2)]}})
-    names = [(c.name, w) for c, w in pm.prioritizer_weights(additive)]
+    names = [(c.name, w) for c, w in pp.prioritizer_weights(additive)]
     assert names == [("Balance", 1), ("Steady", 1), ("AddOn/r/s", 2)]
-    assert [(c.name, w) for c, w in pm.prioritizer_weights(exact(addon("r", "s", 2)))] == [("AddOn/r/s", 2)]
+    assert [(c.name, w) for c, w in pp.prioritizer_weights(exact(addon("r", "s", 2)))] == [("AddOn/r/s", 2)]
 
 
 def test_weight_zero_disables_a_default_and_builtins_take_the_last_weight() -> None:
@@ -156,7 +157,7 @@ def test_weight_zero_disables_a_default_and_builtins_take_the_last_weight() -> N
             }
         }
     )
-    assert [(c.name, w) for c, w in pm.prioritizer_weights(p)] == [("Steady", 2)]
+    assert [(c.name, w) for c, w in pp.prioritizer_weights(p)] == [("Steady", 2)]
 
 
 def test_the_same_addon_score_twice_counts_twice_as_in_ocm() -> None:
@@ -450,4 +451,4 @@ def test_exists_without_key_tolerates_every_taint_and_only_hard_taints_can_filte
 
 def test_an_omitted_weight_is_1_as_the_crd_defaults_it() -> None:
     p = exact({"scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": "r", "scoreName": "s"}}})
-    assert [(c.name, w) for c, w in pm.prioritizer_weights(p)] == [("AddOn/r/s", 1)]
+    assert [(c.name, w) for c, w in pp.prioritizer_weights(p)] == [("AddOn/r/s", 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.ctl import status as st
 from e2e import demo
@@ -64,7 +65,7 @@ def test_the_demo_view_contains_the_status_view_verbatim_and_why_for_the_placeme
                     "metadata": {
                         "namespace": "ns",
                         "name": "p-decision-1",
-                        "labels": {pm.PLACEMENT_LABEL: "p"},
+                        "labels": {pp.PLACEMENT_LABEL: "p"},
                     },
                     "status": {"decisions": [{"clusterName": "cluster2"}]},
                 }

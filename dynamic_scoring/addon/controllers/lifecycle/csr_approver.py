@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from dynamic_scoring.addon.constants import ADDON_NAME, CLUSTER_NAME_LABEL
-from dynamic_scoring.addon.controllers.lifecycle.events import Notices
 from dynamic_scoring.addon.controllers.lifecycle.inputs import Caches, addon_key
+from dynamic_scoring.addon.controllers.notices import Notices
 from dynamic_scoring.addon.registration.csr_approval import approval_body, decide, is_decided
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result

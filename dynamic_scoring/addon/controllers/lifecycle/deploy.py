@@ -21,7 +21,6 @@ import threading
 
 from dynamic_scoring.addon.config.install_namespace import InstallNamespaceRefusedError
 from dynamic_scoring.addon.constants import ADDON_NAME, DEFAULT_IMAGE
-from dynamic_scoring.addon.controllers.lifecycle.events import Notices
 from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
@@ -31,6 +30,7 @@ from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     of_cluster,
     referencing,
 )
+from dynamic_scoring.addon.controllers.notices import Notices
 from dynamic_scoring.addon.errors import AddonConfigError, TemplatesUnavailableError, WorkTooLargeError
 from dynamic_scoring.addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from dynamic_scoring.addon.render.agent import render_agent

@@ -26,7 +26,6 @@ import threading
 
 from dynamic_scoring.addon.config.install_namespace import install_namespace_for
 from dynamic_scoring.addon.constants import ADDON_NAME, CONFIG_WORK_NAME, DEFAULT_INSTALL_NAMESPACE
-from dynamic_scoring.addon.controllers.lifecycle.events import Notices
 from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
@@ -36,6 +35,7 @@ from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     of_cluster,
     referencing,
 )
+from dynamic_scoring.addon.controllers.notices import Notices
 from dynamic_scoring.addon.errors import AddonConfigError, TemplatesUnavailableError
 from dynamic_scoring.addon.registration.identity import subject_problem
 from dynamic_scoring.addon.registration.status import (

@@ -1,0 +1,209 @@
+"""The ordered-MultiKueue controller: a MultiKueueConfig per opted-in Placement, best-scored cluster first.
+
+Runs only when the hub admin starts the manager with `--multikueue-order` (its RBAC comes with that
+option: docs/multikueue-order.md).  Keyed by Placement (`namespace/name`).  It reads:
+
+* Placements labelled `dynamic-scoring.open-cluster-management.io/multikueue-order=score` (selected
+  by the apiserver, so other Placements cost nothing);
+* every PlacementDecision (the decided clusters);
+* the AddOnPlacementScores, ours and other addons', through the manager's two shared caches;
+* every MultiKueueConfig (cluster-scoped, few), to see whether the name it would write is taken.
+
+A reconcile lists exactly the clusters the Placement decided, sorted by the Placement's weighted
+AddOn scores (`dynamic_scoring.addon.multikueue.rank`), and writes `spec.clusters` only when the
+order or the set changed; each change is a Normal Event on the Placement giving the totals.  One
+writer per object: a MultiKueueConfig we did not write (kueue-addon's, a hand-made one) is never
+touched, and the Placement gets a Warning saying so.  With no cluster decided, or when the
+Placement leaves the selection or is deleted, its MultiKueueConfig is deleted, as kueue-addon does
+with its own (Kueue refuses an empty list).
+
+Score changes wake every opted-in Placement (they are few); an expiring score needs no timer of
+its own, because the score-expiry controller marks it at expiry and that write is an update here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable
+
+from dynamic_scoring.addon.controllers import HubContext, agent_scores, foreign_scores
+from dynamic_scoring.addon.controllers.notices import Notices
+from dynamic_scoring.addon.multikueue import (
+    MAX_CLUSTERS,
+    config_name,
+    decided_clusters,
+    desired_config,
+    listed,
+    order_message,
+    placement_of,
+    placement_selector,
+    rank,
+)
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import Conflict, NotFound
+from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.resources import MULTIKUEUE_CONFIGS, PLACEMENT_DECISIONS, PLACEMENTS, split_key
+from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.placement_policy import PLACEMENT_LABEL, Misconfigured
+
+log = logging.getLogger(__name__)
+
+NAME = "multikueue-order"
+
+
+class MultiKueueOrder:
+    """The reconcile of one Placement's ordered MultiKueueConfig."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        *,
+        placements: Informer,
+        decisions: Informer,
+        configs: Informer,
+        scores: Iterable[Informer],
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.writer = writer
+        self.notices = Notices(writer)
+        self._placements = placements
+        self._decisions = decisions
+        self._configs = configs
+        self._scores = tuple(scores)
+        self._clock = clock
+
+    def _score(self, cluster: str, name: str) -> JSON | None:
+        key = f"{cluster}/{name}"
+        for cache in self._scores:
+            found = cache.get(key)
+            if found is not None:
+                return found
+        return None
+
+    def reconcile(self, key: str) -> Result | None:
+        """Make the Placement's MultiKueueConfig list its decided clusters in score order."""
+        namespace, name = split_key(key)
+        if namespace is None:
+            return None
+        target = config_name(namespace, name)
+        current = self._configs.get(target) if target else None
+        ours = current is not None and placement_of(current) == key
+        placement = self._placements.get(key)
+        if placement is None:  # deleted, or its label removed: its config goes too
+            self.notices.clear(key)
+            if ours and target:
+                self._delete(target, f"Placement {key} no longer asks for an ordered MultiKueueConfig")
+            return None
+        if target is None:
+            self.notices.warn(
+                key,
+                placement,
+                "MultiKueueConfigNameTooLong",
+                f"the MultiKueueConfig name '{namespace}.{name}' would exceed 253 characters: "
+                "shorten the Placement's name",
+            )
+            return None
+        if current is not None and not ours:
+            self.notices.warn(
+                key,
+                placement,
+                "MultiKueueConfigNotOurs",
+                f"MultiKueueConfig {target} exists and was not written for this Placement by "
+                f"{self.writer.component}; it is left as it is. Delete it (or rename the Placement) to let "
+                "the ordered one be written",
+            )
+            return None
+        clusters = decided_clusters(self._decisions.list(namespace), namespace, name)
+        if not clusters:
+            self.notices.clear(key)
+            if current is not None:
+                self._delete(target, f"Placement {key} decided no cluster")
+                self.writer.event(
+                    placement,
+                    "Normal",
+                    "MultiKueueConfigDeleted",
+                    f"deleted MultiKueueConfig {target}: the Placement decided no cluster",
+                )
+            return None
+        try:
+            ranked = rank(placement, clusters, self._score, self._clock())
+        except Misconfigured as exc:
+            self.notices.warn(
+                key,
+                placement,
+                "PrioritizerPolicyInvalid",
+                f"cannot order MultiKueueConfig {target}: {exc}; "
+                "it keeps its order until the policy is fixed",
+            )
+            return None
+        self.notices.clear(key)
+        order = [r.cluster for r in ranked[:MAX_CLUSTERS]]
+        dropped = {r.cluster: r.total for r in ranked[MAX_CLUSTERS:]}
+        before = listed(current)
+        if order == before:
+            return None
+        desired = desired_config(target, key, order)
+        try:
+            if current is None:
+                self.writer.create(MULTIKUEUE_CONFIGS, desired)
+            else:
+                self.writer.ensure(MULTIKUEUE_CONFIGS, desired, current)
+        except Conflict:
+            return Result(requeue_after=1.0)  # created meanwhile (by whom, the next reconcile says)
+        except NotFound:
+            return Result(requeue_after=1.0)  # deleted meanwhile: create it on the next pass
+        message = f"MultiKueueConfig {target}: " + order_message(ranked[:MAX_CLUSTERS], before, dropped)
+        log.info("%s", message, extra={"controller": NAME, "key": key})
+        self.writer.event(placement, "Warning" if dropped else "Normal", "MultiKueueOrderChanged", message)
+        return None
+
+    def _delete(self, target: str, why: str) -> None:
+        if self.writer.delete(MULTIKUEUE_CONFIGS, None, target):
+            log.info("deleted MultiKueueConfig %s: %s", target, why, extra={"controller": NAME})
+
+
+def _placement_of_decision(pd: JSON) -> Iterable[str]:
+    meta = pd.get("metadata") or {}
+    placement = (meta.get("labels") or {}).get(PLACEMENT_LABEL)
+    return (f"{meta.get('namespace')}/{placement}",) if placement else ()
+
+
+def _placement_of_config(config: JSON) -> Iterable[str]:
+    """The Placement we wrote it for, and the one its name spells.
+
+    A foreign config of that name going away must wake that Placement, so its own is written.
+    """
+    keys = set()
+    key = placement_of(config)
+    if key:
+        keys.add(key)
+    namespace, dot, name = str((config.get("metadata") or {}).get("name", "")).partition(".")
+    if dot and namespace and name:
+        keys.add(f"{namespace}/{name}")
+    return keys
+
+
+def multikueue_order_controller(ctx: HubContext) -> list[Controller]:
+    """The controller, when the manager runs with `--multikueue-order` (a ``ControllerFactory``)."""
+    if not ctx.multikueue_order:
+        return []
+    manager = ctx.manager
+    placements = manager.informer(PLACEMENTS, label_selector=placement_selector())
+    decisions = manager.informer(PLACEMENT_DECISIONS, label_selector=PLACEMENT_LABEL)
+    configs = manager.informer(MULTIKUEUE_CONFIGS)
+    scores = (agent_scores(manager), foreign_scores(manager))
+    order = MultiKueueOrder(
+        manager.writer(NAME), placements=placements, decisions=decisions, configs=configs, scores=scores
+    )
+    controller = Controller(NAME, order.reconcile, resync_seconds=ctx.resync_seconds)
+    controller.watch(placements)
+    controller.watch(decisions, _placement_of_decision)
+    controller.watch(configs, _placement_of_config)
+    for cache in scores:
+        controller.watch(cache, lambda _obj: placements.keys())
+    return [controller]
+
+
+__all__ = ["NAME", "MultiKueueOrder", "multikueue_order_controller"]

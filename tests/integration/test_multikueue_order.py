@@ -1,0 +1,262 @@
+"""Ordered MultiKueueConfigs on the real hub: OCM's placement controller decides, the manager orders.
+
+The manager runs in-process with `--multikueue-order` and only that controller, against the real
+hub kube-apiserver with Kueue's own MultiKueueConfig CRD (v1beta2, whose CEL rule refuses a
+repeated cluster) and OCM's real placement controller.  The state is shaped directly: three
+ManagedClusters of the test's own (no klusterlet; their availability taints tolerated), a cluster
+set selecting them, and an AddOnPlacementScore per cluster whose values put them in an order that
+is not name order.  What a user sees is checked: the MultiKueueConfig's `spec.clusters` and the
+Events on the Placement.  Kueue's dispatcher following that order is the e2e tier's job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from dynamic_scoring.addon.controllers.multikueue import multikueue_order_controller
+from dynamic_scoring.addon.manager import Manager, ManagerOptions
+from dynamic_scoring.addon.multikueue import ORDER_LABEL, PLACEMENT_ANNOTATION
+from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.api import KubeAPI
+from e2e.controlplane import ControlPlane
+from e2e.kube import Client
+from e2e.kueue import kueue_build
+from e2e.ocm import apply_namespaces, decided_clusters, install_crds, label_selected_cluster_set
+from e2e.procs import wait_until, wait_value
+
+pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
+
+CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
+CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
+CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
+APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
+MKC_CRD = "multikueueconfigs.kueue.x-k8s.io"
+SUFFIX = uuid.uuid4().hex[:5]
+NS = f"mko-{SUFFIX}"
+SET = f"mko-{SUFFIX}"
+MEMBER = "mko.test/member"
+A, B, C = (f"mko-{SUFFIX}-{x}" for x in "abc")
+SCORE = "mko-score"
+TOLERATE = [
+    {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+    {"key": "cluster.open-cluster-management.io/unavailable", "operator": "Exists"},
+]
+
+
+def placement(name: str, number: int, *, opted_in: bool = True) -> JSON:
+    return {
+        "apiVersion": CLUSTER_V1B1,
+        "kind": "Placement",
+        "metadata": {"name": name, "namespace": NS, "labels": {ORDER_LABEL: "score"} if opted_in else {}},
+        "spec": {
+            "clusterSets": [SET],
+            "numberOfClusters": number,
+            "tolerations": TOLERATE,
+            "prioritizerPolicy": {
+                "mode": "Exact",
+                "configurations": [
+                    {
+                        "scoreCoordinate": {
+                            "type": "AddOn",
+                            "addOn": {"resourceName": SCORE, "scoreName": "s"},
+                        },
+                        "weight": 1,
+                    }
+                ],
+            },
+        },
+    }
+
+
+def set_score(hub: Client, cluster: str, value: int) -> None:
+    obj = {
+        "apiVersion": APS_V1A1,
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": SCORE, "namespace": cluster},
+    }
+    hub.apply(obj)
+    until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    hub.patch_status(obj, {"validUntil": until, "scores": [{"name": "s", "value": value}]})
+
+
+def listed(hub: Client, name: str) -> list[str] | None:
+    obj = hub.find(KUEUE_V1B2, "MultiKueueConfig", name)
+    return None if obj is None else list(obj["spec"]["clusters"])
+
+
+def wait_listed(hub: Client, name: str, want: list[str] | None) -> None:
+    wait_until(lambda: listed(hub, name) == want, timeout=60, what=f"MultiKueueConfig {name} lists {want}")
+
+
+def events(hub: Client, placement_name: str, reason: str) -> list[str]:
+    return [
+        str(e.get("message"))
+        for e in hub.items("v1", "Event", NS)
+        if e.get("reason") == reason and (e.get("involvedObject") or {}).get("name") == placement_name
+    ]
+
+
+@pytest.fixture(scope="module")
+def hub(control_plane: ControlPlane) -> Iterator[Client]:
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=15)
+    crd_file = next(p for p in kueue_build().kueue_crds if p.name.endswith("_multikueueconfigs.yaml"))
+    # another test may have deleted Kueue's CRDs without waiting: install only once that is over
+    wait_until(
+        lambda: (
+            not (
+                (client.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", MKC_CRD) or {})
+                .get("metadata", {})
+                .get("deletionTimestamp")
+            )
+        ),
+        timeout=60,
+        what=f"CRD {MKC_CRD} not being deleted",
+    )
+    install_crds(client, (crd_file,))
+    clusters = (A, B, C)
+    try:
+        for cluster in clusters:
+            client.apply(
+                {
+                    "apiVersion": CLUSTER_V1,
+                    "kind": "ManagedCluster",
+                    "metadata": {"name": cluster, "labels": {MEMBER: "yes"}},
+                    "spec": {"hubAcceptsClient": False},
+                }
+            )
+        apply_namespaces(client, *clusters, NS)
+        for cluster, value in zip(clusters, (30, 90, 60), strict=True):
+            set_score(client, cluster, value)
+        client.apply(label_selected_cluster_set(SET, MEMBER))
+        client.apply(
+            {
+                "apiVersion": CLUSTER_V1B2,
+                "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": SET, "namespace": NS},
+                "spec": {"clusterSet": SET},
+            }
+        )
+        yield client
+    finally:
+        client.delete("v1", "Namespace", NS)
+        client.delete(CLUSTER_V1B2, "ManagedClusterSet", SET)
+        for cluster in clusters:
+            client.delete("v1", "Namespace", cluster)
+            client.delete(CLUSTER_V1, "ManagedCluster", cluster)
+        for obj in client.items(KUEUE_V1B2, "MultiKueueConfig"):
+            client.delete(KUEUE_V1B2, "MultiKueueConfig", obj["metadata"]["name"])
+        client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", MKC_CRD)
+        wait_until(
+            lambda: client.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", MKC_CRD) is None,
+            timeout=60,
+            what=f"CRD {MKC_CRD} gone",
+        )
+
+
+@pytest.fixture
+def manager(control_plane: ControlPlane, hub: Client) -> Iterator[None]:
+    """The manager with `--multikueue-order` and only that controller, stopped after the test."""
+    assert control_plane.hub is not None
+    process = Manager(
+        KubeAPI(control_plane.hub.admin_kubeconfig),
+        ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", multikueue_order=True),
+        factories=[multikueue_order_controller],
+    )
+    stop = threading.Event()
+    exit_code: list[int] = []
+    thread = threading.Thread(target=lambda: exit_code.append(process.run(stop)), name="manager", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: process.readiness()[0], timeout=60, what="the manager ready (its caches synced)")
+        yield
+    finally:
+        stop.set()
+        thread.join(60)
+    assert exit_code == [0]
+
+
+def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_scores(
+    hub: Client, manager: None
+) -> None:
+    hub.apply(placement("ordered", 3))
+    name = f"{NS}.ordered"
+    wait_until(
+        lambda: decided_clusters(hub, NS, "ordered") == [A, B, C], timeout=60, what="all three decided"
+    )
+    # scores b 90, c 60, a 30: not name order
+    wait_listed(hub, name, [B, C, A])
+    config = hub.get(KUEUE_V1B2, "MultiKueueConfig", name)
+    assert config["metadata"]["annotations"][PLACEMENT_ANNOTATION] == f"{NS}/ordered"
+    first = wait_value(
+        lambda: events(hub, "ordered", "MultiKueueOrderChanged"),
+        bool,
+        timeout=30,
+        what="the Event of the first order",
+    )
+    assert f"order {B} (90), {C} (60), {A} (30)" in first[0], first
+
+    # a climbs to the top: the order follows, the set stays (a rank change removes no one)
+    set_score(hub, A, 95)
+    wait_listed(hub, name, [A, B, C])
+    message = wait_value(
+        lambda: [m for m in events(hub, "ordered", "MultiKueueOrderChanged") if f"was {B}, {C}, {A}" in m],
+        bool,
+        timeout=30,
+        what="the Event of the new order",
+    )
+    assert f"order {A} (95), {B} (90), {C} (60)" in message[0], message
+
+    # the Placement decides two: the one it dropped leaves the list
+    hub.apply(placement("ordered", 2))
+    wait_listed(hub, name, [A, B])
+
+    # the label removed: the Placement's config goes
+    hub.apply(placement("ordered", 2, opted_in=False))
+    wait_listed(hub, name, None)
+
+
+def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reported(
+    hub: Client, manager: None
+) -> None:
+    name = f"{NS}.taken"
+    set_score(hub, A, 30)  # the first order again: b 90, c 60, a 30
+    hand_made = hub.apply(
+        {
+            "apiVersion": KUEUE_V1B2,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": name},
+            "spec": {"clusters": ["x"]},
+        }
+    )
+    hub.apply(placement("taken", 3))
+    warnings = wait_value(
+        lambda: events(hub, "taken", "MultiKueueConfigNotOurs"), bool, timeout=60, what="the Warning"
+    )
+    assert f"MultiKueueConfig {name} exists and was not written for this Placement" in warnings[0]
+    assert (
+        hub.get(KUEUE_V1B2, "MultiKueueConfig", name)["metadata"]["resourceVersion"]
+        == (hand_made["metadata"]["resourceVersion"])
+    )
+    # once it is deleted, the ordered one is written in its place
+    hub.delete(KUEUE_V1B2, "MultiKueueConfig", name)
+    wait_listed(hub, name, [B, C, A])
+    hub.delete(CLUSTER_V1B1, "Placement", "taken", NS)
+    wait_listed(hub, name, None)
+
+
+def test_a_placement_without_the_label_gets_no_config(hub: Client, manager: None) -> None:
+    hub.apply(placement("plain", 3, opted_in=False))
+    hub.apply(placement("witness", 3))
+    # the witness is reconciled by the same controller after the plain one was created: by then
+    # the plain one would have its config too, had it been selected
+    wait_until(lambda: listed(hub, f"{NS}.witness") is not None, timeout=60, what="the witness's config")
+    assert listed(hub, f"{NS}.plain") is None
+    hub.delete(CLUSTER_V1B1, "Placement", "witness", NS)
+    wait_listed(hub, f"{NS}.witness", None)
