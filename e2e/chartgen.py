@@ -16,13 +16,15 @@ with the real `kubectl kustomize`, then writes each object into `charts/dynamic-
     imagePullSecrets and priorityClassName, and its pinned user (runAsUser/runAsGroup 65532) is
     left out on OpenShift (`manager.platform`, helper `dynamic-scoring.pinUser`), whose
     restricted-v2 SCC assigns one;
+  - the manager's `DYNAMIC_SCORING_MULTIKUEUE_ORDER` comes from `multikueueOrder.enabled`;
   - the ClusterManagementAddOn's `spec.installStrategy` comes from the `installStrategy` value.
   Where a field becomes a value, values.yaml's default must equal what manifests/ say (else
   ChartGenError), so the chart's defaults render exactly the kustomize objects.
 
 Hand-written, and left alone here: Chart.yaml, values.yaml, values.schema.json, templates/_helpers.tpl,
 templates/NOTES.txt and the chart-only optional objects (PodDisruptionBudget, metrics Service,
-ServiceMonitor; their kustomize twins are the components under manifests/components/).
+ServiceMonitor, the multikueue-order RBAC; their kustomize twins are the components under
+manifests/components/).
 
 `python -m e2e.chartgen` rewrites the files; `--check` exits 1 and names the stale files instead.
 The e2e test `test_install_chart.py` also renders both installs and compares the objects.
@@ -55,6 +57,8 @@ MANAGER = "dynamic-scoring-addon-manager"  # the manager Deployment, and its con
 ADDON = ADDON_NAME  # the ClusterManagementAddOn
 # Labels the Deployment's selector relies on: `manager.podLabels` cannot replace them.
 FIXED_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of")
+# The manager's --multikueue-order, as an env value the chart's multikueueOrder.enabled sets.
+MULTIKUEUE_ORDER_ENV = "DYNAMIC_SCORING_MULTIKUEUE_ORDER"
 
 
 class ChartGenError(RuntimeError):
@@ -243,6 +247,13 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
         raise ChartGenError("the manager's args must have exactly one --log-level=")
     level = container["args"][levels[0]].partition("=")[2]
     container["args"][levels[0]] = "--log-level=" + t.value("manager.logLevel", level)
+    (order,) = [e for e in container["env"] if e["name"] == MULTIKUEUE_ORDER_ENV]
+    if order.get("value") != "false" or t.default("multikueueOrder.enabled") is not False:
+        raise ChartGenError(
+            f'manifests/ must set {MULTIKUEUE_ORDER_ENV} to "false" and values.yaml\'s '
+            "multikueueOrder.enabled must default to false"
+        )
+    order["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
     t.check("manager.resources", container.get("resources", {}))
     replace_key(container, "resources", t.block(always("resources", "manager.resources")))
     security = pod["securityContext"]

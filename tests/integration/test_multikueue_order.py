@@ -1,8 +1,10 @@
 """Ordered MultiKueueConfigs on the real hub: OCM's placement controller decides, the manager orders.
 
-The manager runs in-process with `--multikueue-order` and only that controller, against the real
-hub kube-apiserver with Kueue's own MultiKueueConfig CRD (v1beta2, whose CEL rule refuses a
-repeated cluster) and OCM's real placement controller.  The state is shaped directly: three
+The manager runs in-process with `--multikueue-order` and only that controller, as its own
+ServiceAccount with the RBAC the installs grant (manifests/rbac.yaml and the multikueue-order
+component, which it is shown to need), against the real hub kube-apiserver with Kueue's own
+MultiKueueConfig CRD (v1beta2, whose CEL rule refuses a repeated cluster) and OCM's real placement
+controller.  The state is shaped directly: three
 ManagedClusters of the test's own (no klusterlet; their availability taints tolerated), a cluster
 set selecting them, and an AddOnPlacementScore per cluster whose values put them in an order that
 is not name order.  What a user sees is checked: the MultiKueueConfig's `spec.clusters` and the
@@ -15,6 +17,7 @@ import datetime as dt
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,13 +27,16 @@ from dynamic_scoring.addon.multikueue import ORDER_LABEL, PLACEMENT_ANNOTATION
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
 from e2e.controlplane import ControlPlane
-from e2e.kube import Client
+from e2e.kube import Client, Kubectl
 from e2e.kueue import kueue_build
 from e2e.ocm import apply_namespaces, decided_clusters, install_crds, label_selected_cluster_set
+from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until, wait_value
 
 pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
 
+REPO = Path(__file__).resolve().parents[2]
+MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
@@ -160,12 +166,59 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
         )
 
 
+def can_i(kubectl: Kubectl, verb: str, resource: str) -> str:
+    return kubectl.run("auth", "can-i", verb, resource, f"--as={MANAGER_SA}", check=False).strip()
+
+
+@pytest.fixture(scope="module")
+def manager_kubeconfig(
+    control_plane: ControlPlane, hub: Client, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The manager's ServiceAccount with the installs' RBAC: manifests/rbac.yaml, then the component's.
+
+    Without the component the manager may not write a MultiKueueConfig; with it, it may, and the
+    tests below run the controller on exactly these rules.
+    """
+    assert control_plane.hub is not None and control_plane.tools is not None
+    kubectl = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+    hub.apply_yaml((REPO / "manifests" / "namespace.yaml").read_text())
+    hub.apply_yaml((REPO / "manifests" / "rbac.yaml").read_text())
+    wait_until(
+        lambda: can_i(kubectl, "watch", "addonplacementscores.cluster.open-cluster-management.io") == "yes",
+        timeout=30,
+        what="the manager's base RBAC in effect",
+    )
+    assert can_i(kubectl, "create", "multikueueconfigs.kueue.x-k8s.io") == "no"
+    assert can_i(kubectl, "list", "placements.cluster.open-cluster-management.io") == "no"
+    component = hub.apply_yaml(
+        (REPO / "manifests" / "components" / "multikueue-order" / "rbac.yaml").read_text()
+    )
+    try:
+        wait_until(
+            lambda: can_i(kubectl, "create", "multikueueconfigs.kueue.x-k8s.io") == "yes",
+            timeout=30,
+            what="the component's RBAC in effect",
+        )
+        token = kubectl.run(
+            "create", "token", "dynamic-scoring-addon-manager", "-n", "dynamic-scoring", "--duration=1h"
+        ).strip()
+        yield write_kubeconfig(
+            tmp_path_factory.mktemp("manager") / "kubeconfig",
+            server=control_plane.hub.server,
+            ca_pem=control_plane.hub.ca.cert_pem,
+            user="dynamic-scoring-addon-manager",
+            token=token,
+        )
+    finally:
+        for obj in reversed(component):
+            hub.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
 @pytest.fixture
-def manager(control_plane: ControlPlane, hub: Client) -> Iterator[None]:
-    """The manager with `--multikueue-order` and only that controller, stopped after the test."""
-    assert control_plane.hub is not None
+def manager(manager_kubeconfig: Path) -> Iterator[None]:
+    """The manager with `--multikueue-order` and only that controller, as its ServiceAccount."""
     process = Manager(
-        KubeAPI(control_plane.hub.admin_kubeconfig),
+        KubeAPI(manager_kubeconfig),
         ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", multikueue_order=True),
         factories=[multikueue_order_controller],
     )

@@ -330,8 +330,10 @@ def test_the_documented_kustomize_overlay_renders_what_the_equivalent_values_ren
 
 # ------------------------------------------------------------------------ kustomize components
 def test_the_kustomize_components_are_the_charts_optional_objects() -> None:
-    with_components = with_kustomize_components("pdb", "metrics")
+    with_components = with_kustomize_components("pdb", "metrics", "multikueue-order")
     chart = render(
+        "--set",
+        "multikueueOrder.enabled=true",
         "--set",
         "podDisruptionBudget.enabled=true",
         "--set",
@@ -341,6 +343,28 @@ def test_the_kustomize_components_are_the_charts_optional_objects() -> None:
     )
     assert [key(o) for o in with_components] == [key(o) for o in chart]
     assert with_components == chart
+
+
+def test_multikueue_order_turns_the_managers_flag_on_with_its_own_rbac_only() -> None:
+    default, enabled = render(), render("--set", "multikueueOrder.enabled=true")
+
+    def order_env(objs: list[Obj]) -> str:
+        (container,) = pod_spec(one(objs, "Deployment"))["containers"]
+        (env,) = [e for e in container["env"] if e["name"] == chartgen.MULTIKUEUE_ORDER_ENV]
+        return str(env["value"])
+
+    assert (order_env(default), order_env(enabled)) == ("false", "true")
+    added = [o for o in enabled if key(o) not in {key(d) for d in default}]
+    assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding"]
+    role = one(added, "ClusterRole")
+    assert {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]} == {
+        ("cluster.open-cluster-management.io", "placements"),
+        ("cluster.open-cluster-management.io", "placementdecisions"),
+        ("kueue.x-k8s.io", "multikueueconfigs"),
+    }
+    assert not any("update" in rule["verbs"] or "*" in rule["verbs"] for rule in role["rules"])
+    binding = one(added, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}]
 
 
 # ------------------------------------------------------------------------ OpenShift

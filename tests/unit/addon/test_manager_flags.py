@@ -18,32 +18,42 @@ def test_an_allow_value_with_a_tag_is_refused_at_start() -> None:
     assert "--agent-image-allow" in result.output and "tag or digest" in result.output
 
 
-def test_flags_and_env_list_reach_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+def options_from(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> ManagerOptions:
+    """The ManagerOptions `manager` builds from `args` and `env`, stopped before it serves."""
     seen: dict[str, ManagerOptions] = {}
-
-    class StopError(OSError):
-        pass
 
     class FakeManager:
         def __init__(self, _api: Any, options: ManagerOptions) -> None:
             seen["options"] = options
 
         def serve(self) -> int:
-            raise StopError("stopped before serving")
+            raise OSError("stopped before serving")
 
     monkeypatch.setattr("dynamic_scoring.addon.cli.Manager", FakeManager)
     monkeypatch.setattr("dynamic_scoring.addon.cli.build_api", lambda _kubeconfig: None)
     monkeypatch.setattr("dynamic_scoring.addon.cli.configure", lambda _level: None)
-    result = CliRunner().invoke(
-        main,
-        ["manager", "--trust-proxy-ca-for-destinations", "--multikueue-order"],
-        env={AGENT_IMAGE_ALLOW_ENV: "mirror.example.com/ds, localhost:5000/"},
-    )
+    result = CliRunner().invoke(main, ["manager", *args], env=env)
     assert "stopped before serving" in result.output
-    options = seen["options"]
+    return seen["options"]
+
+
+def test_flags_and_env_list_reach_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = options_from(
+        monkeypatch,
+        ["--trust-proxy-ca-for-destinations", "--multikueue-order"],
+        {AGENT_IMAGE_ALLOW_ENV: "mirror.example.com/ds, localhost:5000/"},
+    )
     assert options.agent_image_allow == ("mirror.example.com/ds", "localhost:5000")
     assert options.trust_proxy_ca_for_destinations is True
     assert options.multikueue_order is True and ManagerOptions().multikueue_order is False
     assert (
         ManagerOptions().agent_image_allow == () and ManagerOptions().trust_proxy_ca_for_destinations is False
     )
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True)])
+def test_the_multikueue_order_env_the_installs_set_is_read_as_a_boolean(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
+) -> None:
+    options = options_from(monkeypatch, [], {"DYNAMIC_SCORING_MULTIKUEUE_ORDER": value})
+    assert options.multikueue_order is expected
