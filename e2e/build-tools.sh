@@ -66,7 +66,8 @@ KUBE_RBAC_PROXY_VERSION=${KUBE_RBAC_PROXY_VERSION:-v0.19.1}
 # overrides it for one component, so changing one recipe rebuilds only that component.
 RECIPE=1
 RECIPE_ocm13=2   # 2: webhook servers bind 127.0.0.1
-RECIPE_kueue=2   # 2: the metrics certificate directory can be set (KUEUE_METRICS_CERT_DIR)
+RECIPE_kueue=3   # 2: the metrics certificate directory can be set (KUEUE_METRICS_CERT_DIR); 3: and the
+                 # incremental dispatcher's round timeout (KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT)
 # OpenTelemetry Collector (component otelcol): an otlp receiver and otlphttp exporter distribution made by
 # the Collector builder, for tests/component/test_otlp_collector.py.  v0.164.0's otlphttp exporter needs a
 # module the proxy does not serve.
@@ -332,6 +333,36 @@ recipe_kueue() {
   grep -qF "$fixed" "$main" || { echo "metrics cert patch: '$fixed' not found in $main"; return 1; }
   sed -i 's#'"$fixed"'#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")\n\t\tif metricsCertPath == "" {\n\t\t\tmetricsCertPath = "/etc/kueue/metrics/certs"\n\t\t}#' "$main"
   grep -qF 'os.Getenv("KUEUE_METRICS_CERT_DIR")' "$main" || { echo "metrics cert patch did not apply"; return 1; }
+  # The second: MultiKueue's incremental dispatcher nominates the next stepSize workers only when a round
+  # of incrementalDispatcherRoundTimeout has passed without admission, a constant 5 minutes Kueue offers
+  # no configuration field for, so a test of spill-over to the next cluster would wait 5 minutes a step.
+  # The constant becomes a variable read once from $KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT (a Go
+  # duration such as 5s) when set, valid and positive; otherwise it stays 5 minutes.  The const line is
+  # deleted and the variable defined in a file of its own, so the original imports stay untouched.
+  local disp=pkg/controller/workloaddispatcher/incrementaldispatcher.go
+  fixed='incrementalDispatcherRoundTimeout   = 5 * time.Minute'
+  grep -qxF "$(printf '\t')$fixed" "$disp" || { echo "round timeout patch: '$fixed' not found in $disp"; return 1; }
+  sed -i '/^\tincrementalDispatcherRoundTimeout   = 5 \* time\.Minute$/d' "$disp"
+  cat > "${disp%/*}/roundtimeout_env.go" <<'GO'
+package workloaddispatcher
+
+import (
+	"os"
+	"time"
+)
+
+// Patched in by dynamic-scoring's e2e/build-tools.sh: the round timeout, a constant upstream.
+var incrementalDispatcherRoundTimeout = roundTimeoutFromEnv()
+
+func roundTimeoutFromEnv() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return 5 * time.Minute
+}
+GO
+  ! grep -qF "$fixed" "$disp" && grep -qF 'KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT' "${disp%/*}/roundtimeout_env.go" \
+    || { echo "round timeout patch did not apply"; return 1; }
   GOFLAGS="-mod=mod -buildvcs=false" go build -v -p 2 -trimpath -o "$out/bin/kueue-manager" \
     -ldflags "-s -w -X $vpkg.GitVersion=$ver -X $vpkg.BuildDate=1970-01-01T00:00:00Z" \
     ./cmd/kueue || return 1

@@ -15,6 +15,7 @@ import base64
 import functools
 import json
 import os
+import re
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,21 @@ from e2e.tools import component_dirs
 
 KUEUE_MANAGER = "kueue-manager"
 KUEUE_ADDON_CONTROLLER = "kueue-addon-controller"
+
+# MultiKueue's dispatchers (Configuration `multiKueue.dispatcherName`).  Kueue's default
+# (`kueue.x-k8s.io/multikueue-dispatcher-all-at-once`) sends a Workload to every cluster of its
+# MultiKueueConfig at once; the incremental one nominates `stepSize`
+# of them per round, in `spec.clusters` order (feature gate MultiKueueIncrementalDispatcherRespectConfigOrder,
+# Beta and on by default in v0.19, as is MultiKueueIncrementalDispatcherConfig, which honours `stepSize`),
+# and adds the next ones only when a round ends without admission.
+INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+# The length of the incremental dispatcher's round: a constant 5 minutes upstream, read from this
+# variable by the harness's build (e2e/build-tools.sh, recipe_kueue), so tests of spill-over to the next
+# cluster need not wait minutes per step.  An unset or invalid value keeps the 5 minutes.
+ROUND_TIMEOUT_ENV = "KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT"
+# What Go's time.ParseDuration accepts, unsigned: checked here because the patched Kueue silently falls
+# back to 5 minutes on a value it cannot parse, which would show only as a slow test.
+_GO_DURATION = re.compile(r"(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+")
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,12 @@ class KueueManager:
     Configuration (no internal cert management, no leader election, the batch/Job integration), a
     serving certificate for 127.0.0.1 from the cluster's CA, and the webhook configurations with
     `url:` and `caBundle` instead of a Service.  Every listener binds 127.0.0.1.
+
+    As a MultiKueue manager it runs Kueue's default dispatcher unless `dispatcher` names another
+    (`INCREMENTAL_DISPATCHER`): ordered dispatch, one cluster after the other, is what tests of
+    dispatch by score need.  `step_size` sets the incremental dispatcher's clusters per round, and
+    `round_timeout` (a Go duration, e.g. "5s") its round length; both only with that dispatcher.  Left
+    at None, the Configuration and the environment are exactly those of a plain start.
     """
 
     build: KueueBuild
@@ -117,10 +139,35 @@ class KueueManager:
     proc: Proc | None = None
     ports: dict[str, int] = field(default_factory=dict)
     registered: list[tuple[str, str]] = field(default_factory=list)  # webhook configurations: (kind, name)
+    dispatcher: str | None = None  # Configuration multiKueue.dispatcherName; None: Kueue's default
+    step_size: int | None = None  # multiKueue.incrementalDispatcherConfig.stepSize; None: Kueue's 3
+    round_timeout: str | None = None  # $KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT; None: 5 minutes
 
     def __post_init__(self) -> None:
+        """Paths and names; and reject dispatcher settings Kueue would refuse or silently ignore.
+
+        Kueue exits on a `stepSize` without the incremental dispatcher or below 1, and the patched
+        build ignores a round timeout it cannot parse; failing here says which setting is wrong.
+        """
         self.dir = self.cluster.dir / "kueue"
         self.prefix = f"kueue-{self.cluster.name}"
+        incremental = self.dispatcher == INCREMENTAL_DISPATCHER
+        if (self.step_size is not None or self.round_timeout is not None) and not incremental:
+            raise ValueError(f"step_size and round_timeout need dispatcher={INCREMENTAL_DISPATCHER!r}")
+        if self.step_size is not None and self.step_size < 1:
+            raise ValueError(f"step_size must be at least 1, not {self.step_size}")
+        timeout = self.round_timeout
+        if timeout is not None and not (_GO_DURATION.fullmatch(timeout) and re.search("[1-9]", timeout)):
+            raise ValueError(f"round_timeout {self.round_timeout!r} is not a positive Go duration (e.g. 5s)")
+
+    def _multikueue_config(self) -> dict[str, Any] | None:
+        """The Configuration's `multiKueue` section, or None to leave it out (Kueue's defaults)."""
+        if self.dispatcher is None:
+            return None
+        section: dict[str, Any] = {"dispatcherName": self.dispatcher}
+        if self.step_size is not None:
+            section["incrementalDispatcherConfig"] = {"stepSize": self.step_size}
+        return section
 
     def install(self) -> None:
         """CRDs (Established) and namespace (idempotent): before `start`, and before any Kueue object.
@@ -155,6 +202,12 @@ class KueueManager:
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": ["batch/job"]},
         }
+        multikueue = self._multikueue_config()
+        if multikueue is not None:
+            config["multiKueue"] = multikueue
+        env = {**os.environ, "KUEUE_METRICS_CERT_DIR": str(certs)}
+        if self.round_timeout is not None:
+            env[ROUND_TIMEOUT_ENV] = self.round_timeout
         config_path = self.dir / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
         self.proc = Proc(
@@ -167,7 +220,7 @@ class KueueManager:
                 "--feature-gates=VisibilityOnDemand=false",
             ],
             self.cluster.run_dir / "logs" / f"{self.cluster.name}-kueue.log",
-            env={**os.environ, "KUEUE_METRICS_CERT_DIR": str(certs)},
+            env=env,
         ).start()
         ca_bundle = base64.b64encode(self.cluster.ca.cert_pem).decode()
         client = Client(self.cluster.admin_kubeconfig)

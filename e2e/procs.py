@@ -190,6 +190,8 @@ def kill_group(pid: int, timeout: float = 10.0) -> None:
 def kill_groups(pids: Sequence[int], timeout: float = 10.0) -> None:
     """Stop several process groups at once: TERM all, wait up to `timeout` in total, KILL the rest.
 
+    Returns once every group is gone, or 5 s after the KILL.
+
     Sequential stops would add up each component's graceful-shutdown time.
     """
     for pid in pids:
@@ -201,6 +203,11 @@ def kill_groups(pids: Sequence[int], timeout: float = 10.0) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
+    # SIGKILL is delivered at once, but a large process (a kube-apiserver) takes a moment to be torn
+    # down: wait for that too, so a caller that checks right after sees the outcome, not the race
+    killed = time.monotonic() + 5
+    while time.monotonic() < killed and any(group_alive(p) for p in pids):
+        time.sleep(0.05)
 
 
 def group_alive(pgid: int) -> bool:

@@ -192,11 +192,19 @@ def main() -> None:
     envvar="DYNAMIC_SCORING_MULTIKUEUE_ORDER",
     is_flag=True,
     default=False,
-    help="Write a MultiKueueConfig named <namespace>.<placement> for every Placement labelled "
-    "dynamic-scoring.open-cluster-management.io/multikueue-order=score, listing its decided clusters "
-    "best-scored first, for Kueue's incremental dispatcher (Kueue v0.19+). Needs the RBAC of the "
-    "multikueue-order kustomize component or the chart's multikueueOrder.enabled "
-    "(docs/multikueue-order.md).",
+    help="For every Placement in --multikueue-namespace labelled "
+    "dynamic-scoring.open-cluster-management.io/multikueue-order=score, write a MultiKueueConfig of the "
+    "Placement's name listing its decided clusters best-scored first, for Kueue's incremental dispatcher "
+    "(Kueue v0.19+). Needs the RBAC of the multikueue-order kustomize component or the chart's "
+    "multikueueOrder.enabled (docs/multikueue-order.md).",
+)
+@click.option(
+    "--multikueue-namespace",
+    envvar="DYNAMIC_SCORING_MULTIKUEUE_NAMESPACE",
+    default="kueue-system",
+    show_default=True,
+    help="With --multikueue-order: the one namespace whose Placements may ask for an ordered "
+    "MultiKueueConfig (where kueue-addon reads its Placements too).",
 )
 @click.option(
     "--log-level",
@@ -228,6 +236,7 @@ def manager(
     agent_image_allow: tuple[str, ...],
     trust_proxy_ca_for_destinations: bool,
     multikueue_order: bool,
+    multikueue_namespace: str,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
@@ -266,6 +275,7 @@ def manager(
         probe_allow_cidrs=tuple(str(n) for n in allowed),
         probe_deny_private_networks=scorer_probe_deny_private_networks,
         multikueue_order=multikueue_order,
+        multikueue_namespace=multikueue_namespace,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

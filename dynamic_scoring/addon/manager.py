@@ -92,6 +92,7 @@ class ManagerOptions:
     probe_allow_cidrs: tuple[str, ...] = ()
     probe_deny_private_networks: bool = False
     multikueue_order: bool = False
+    multikueue_namespace: str = "kueue-system"
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -221,6 +222,7 @@ class Manager:
             stop=leading_stop,
             workers=self.options.workers,
             multikueue_order=self.options.multikueue_order,
+            multikueue_namespace=self.options.multikueue_namespace,
             probe=ProbeSettings.build(
                 period=self.options.probe_period,
                 jitter=self.options.probe_jitter,

@@ -14,10 +14,12 @@ Why these rules:
   weighs them (`dynamic_scoring.placement_policy`): an expired or missing score counts 0.  The
   built-in prioritizers do not take part: `Steady` gives every decided cluster the same 100, and
   `Balance` and `ResourceAllocatable*` rank by something other than the scores.  Ties go by name.
-* **The name is derived, `<namespace>.<placement>`**, never chosen by whoever labels the Placement:
-  namespaces hold no dot, so no two Placements share a name, and an AdmissionCheck naming that
-  config follows exactly the Placement whose namespace and name it spells.  A hub user who can
-  label a Placement cannot steer a MultiKueueConfig another team's check names.
+* **Placements of one namespace only, the config named after the Placement.**  The namespace is
+  the hub admin's (`--multikueue-namespace`, `kueue-system` by default, where kueue-addon reads its
+  Placements too): whoever may write Placements there already steers MultiKueue, and nobody
+  elsewhere can make the hub write a MultiKueueConfig.  The name is the Placement's, never chosen
+  in a label or annotation, so it cannot be aimed at a config another check names.  It must be a
+  DNS label, because that is what an AdmissionCheck's `parameters.name` accepts.
 
 Everything here is pure: objects in, a ranking and a desired object out.
 """
@@ -25,6 +27,7 @@ Everything here is pure: objects in, a ranking and a desired object out.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -41,7 +44,8 @@ PLACEMENT_ANNOTATION: Final = "dynamic-scoring.open-cluster-management.io/placem
 MANAGED_BY: Final = f"{ADDON_NAME}-addon-manager"
 MAX_CLUSTERS: Final = 20
 """Kueue's limit on `MultiKueueConfig.spec.clusters` (the CRD's maxItems)."""
-MAX_NAME: Final = 253
+DEFAULT_NAMESPACE: Final = "kueue-system"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def placement_selector() -> str:
@@ -49,10 +53,9 @@ def placement_selector() -> str:
     return f"{ORDER_LABEL}={ORDER_BY_SCORE}"
 
 
-def config_name(namespace: str, name: str) -> str | None:
-    """The MultiKueueConfig name of Placement `namespace/name`, or None when it would be too long."""
-    out = f"{namespace}.{name}"
-    return out if len(out) <= MAX_NAME else None
+def config_name(placement_name: str) -> str | None:
+    """The MultiKueueConfig name of a Placement: its own, or None when an AdmissionCheck could not name it."""
+    return placement_name if _DNS_LABEL.match(placement_name) else None
 
 
 def placement_of(config: JSON) -> str | None:
@@ -145,6 +148,7 @@ def order_message(ranked: list[Ranked], before: list[str], dropped: Mapping[str,
 
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "MANAGED_BY",
     "MAX_CLUSTERS",
     "ORDER_BY_SCORE",

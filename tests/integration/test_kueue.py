@@ -9,7 +9,8 @@ mirrors (e2e/kueue.py).  Here, against the real hub kube-apiserver of the test c
   Kueue's objects are stored as `v1beta2`, the only version kueue-addon speaks;
 * a `v1beta2` AdmissionCheck of kueue-addon's controller, its Placement parameters and a
   MultiKueueConfig round-trip through the apiserver;
-* `samples/kueue/multikueue.yaml` passes Kueue's own schema with strict validation;
+* `samples/kueue/multikueue.yaml` and the ordered variant pass Kueue's own schema with strict
+  validation;
 * the manager's and kueue-addon's ClusterRoles apply;
 * Kueue's manager runs as a process on the hub with its webhooks (every listener on 127.0.0.1): a
   queued Job is suspended by its webhook, then admitted through a ClusterQueue and unsuspended.
@@ -158,6 +159,14 @@ def test_the_kueue_sample_is_valid_v1beta2_for_kueue_itself(hub: Kubectl) -> Non
     out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(sample))
     for kind in ("resourceflavor", "admissioncheck", "clusterqueue", "localqueue"):
         assert kind in out, out
+    # the ordered variant's hub side, and its Placement (in kueue-system, which Kueue's install creates)
+    ordered = SAMPLES / "kueue" / "ordered" / "multikueue.yaml"
+    out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(ordered))
+    assert "admissioncheck.kueue.x-k8s.io/multikueue-ordered" in out, out
+    hub.run("create", "namespace", "kueue-system", check=False)
+    placement = SAMPLES / "kueue" / "ordered" / "placement.yaml"
+    out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(placement))
+    assert "placement.cluster.open-cluster-management.io/spill-over" in out, out
     worker = SAMPLES / "kueue" / "worker.yaml"
     out = hub.run("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(worker))
     for kind in ("resourceflavor", "clusterqueue", "localqueue"):

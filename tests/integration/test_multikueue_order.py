@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dynamic_scoring.addon.controllers.multikueue import multikueue_order_controller
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
@@ -43,7 +44,9 @@ CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
 MKC_CRD = "multikueueconfigs.kueue.x-k8s.io"
+# MultiKueueConfigs are cluster-scoped and named after their Placements: names of this run only
 SUFFIX = uuid.uuid4().hex[:5]
+ORDERED, TAKEN, PLAIN, WITNESS = (f"{x}-{SUFFIX}" for x in ("ordered", "taken", "plain", "witness"))
 NS = f"mko-{SUFFIX}"
 SET = f"mko-{SUFFIX}"
 MEMBER = "mko.test/member"
@@ -166,8 +169,9 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
         )
 
 
-def can_i(kubectl: Kubectl, verb: str, resource: str) -> str:
-    return kubectl.run("auth", "can-i", verb, resource, f"--as={MANAGER_SA}", check=False).strip()
+def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None = None) -> str:
+    where = ["-n", namespace] if namespace else []
+    return kubectl.run("auth", "can-i", verb, resource, *where, f"--as={MANAGER_SA}", check=False).strip()
 
 
 @pytest.fixture(scope="module")
@@ -189,16 +193,28 @@ def manager_kubeconfig(
         what="the manager's base RBAC in effect",
     )
     assert can_i(kubectl, "create", "multikueueconfigs.kueue.x-k8s.io") == "no"
-    assert can_i(kubectl, "list", "placements.cluster.open-cluster-management.io") == "no"
-    component = hub.apply_yaml(
-        (REPO / "manifests" / "components" / "multikueue-order" / "rbac.yaml").read_text()
-    )
+    assert can_i(kubectl, "list", "placements.cluster.open-cluster-management.io", NS) == "no"
+    # the component's Role and RoleBinding live in the manager's --multikueue-namespace: this test's
+    component = [
+        {**o, "metadata": {**o["metadata"], "namespace": NS}} if o["kind"] in ("Role", "RoleBinding") else o
+        for o in yaml.safe_load_all(
+            (REPO / "manifests" / "components" / "multikueue-order" / "rbac.yaml").read_text()
+        )
+    ]
+    for obj in component:
+        hub.apply(obj)
     try:
         wait_until(
-            lambda: can_i(kubectl, "create", "multikueueconfigs.kueue.x-k8s.io") == "yes",
+            lambda: (
+                can_i(kubectl, "create", "multikueueconfigs.kueue.x-k8s.io") == "yes"
+                and can_i(kubectl, "watch", "placementdecisions.cluster.open-cluster-management.io", NS)
+                == "yes"
+            ),
             timeout=30,
             what="the component's RBAC in effect",
         )
+        # Placements elsewhere stay out of reach
+        assert can_i(kubectl, "list", "placements.cluster.open-cluster-management.io", "default") == "no"
         token = kubectl.run(
             "create", "token", "dynamic-scoring-addon-manager", "-n", "dynamic-scoring", "--duration=1h"
         ).strip()
@@ -211,7 +227,9 @@ def manager_kubeconfig(
         )
     finally:
         for obj in reversed(component):
-            hub.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+            hub.delete(
+                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+            )
 
 
 @pytest.fixture
@@ -219,7 +237,9 @@ def manager(manager_kubeconfig: Path) -> Iterator[None]:
     """The manager with `--multikueue-order` and only that controller, as its ServiceAccount."""
     process = Manager(
         KubeAPI(manager_kubeconfig),
-        ManagerOptions(leader_elect=False, bind_address="127.0.0.1:0", multikueue_order=True),
+        ManagerOptions(
+            leader_elect=False, bind_address="127.0.0.1:0", multikueue_order=True, multikueue_namespace=NS
+        ),
         factories=[multikueue_order_controller],
     )
     stop = threading.Event()
@@ -238,17 +258,15 @@ def manager(manager_kubeconfig: Path) -> Iterator[None]:
 def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_scores(
     hub: Client, manager: None
 ) -> None:
-    hub.apply(placement("ordered", 3))
-    name = f"{NS}.ordered"
-    wait_until(
-        lambda: decided_clusters(hub, NS, "ordered") == [A, B, C], timeout=60, what="all three decided"
-    )
+    hub.apply(placement(ORDERED, 3))
+    name = ORDERED
+    wait_until(lambda: decided_clusters(hub, NS, ORDERED) == [A, B, C], timeout=60, what="all three decided")
     # scores b 90, c 60, a 30: not name order
     wait_listed(hub, name, [B, C, A])
     config = hub.get(KUEUE_V1B2, "MultiKueueConfig", name)
-    assert config["metadata"]["annotations"][PLACEMENT_ANNOTATION] == f"{NS}/ordered"
+    assert config["metadata"]["annotations"][PLACEMENT_ANNOTATION] == f"{NS}/{ORDERED}"
     first = wait_value(
-        lambda: events(hub, "ordered", "MultiKueueOrderChanged"),
+        lambda: events(hub, ORDERED, "MultiKueueOrderChanged"),
         bool,
         timeout=30,
         what="the Event of the first order",
@@ -259,7 +277,7 @@ def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_s
     set_score(hub, A, 95)
     wait_listed(hub, name, [A, B, C])
     message = wait_value(
-        lambda: [m for m in events(hub, "ordered", "MultiKueueOrderChanged") if f"was {B}, {C}, {A}" in m],
+        lambda: [m for m in events(hub, ORDERED, "MultiKueueOrderChanged") if f"was {B}, {C}, {A}" in m],
         bool,
         timeout=30,
         what="the Event of the new order",
@@ -267,18 +285,18 @@ def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_s
     assert f"order {A} (95), {B} (90), {C} (60)" in message[0], message
 
     # the Placement decides two: the one it dropped leaves the list
-    hub.apply(placement("ordered", 2))
+    hub.apply(placement(ORDERED, 2))
     wait_listed(hub, name, [A, B])
 
     # the label removed: the Placement's config goes
-    hub.apply(placement("ordered", 2, opted_in=False))
+    hub.apply(placement(ORDERED, 2, opted_in=False))
     wait_listed(hub, name, None)
 
 
 def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reported(
     hub: Client, manager: None
 ) -> None:
-    name = f"{NS}.taken"
+    name = TAKEN
     set_score(hub, A, 30)  # the first order again: b 90, c 60, a 30
     hand_made = hub.apply(
         {
@@ -288,9 +306,9 @@ def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reporte
             "spec": {"clusters": ["x"]},
         }
     )
-    hub.apply(placement("taken", 3))
+    hub.apply(placement(TAKEN, 3))
     warnings = wait_value(
-        lambda: events(hub, "taken", "MultiKueueConfigNotOurs"), bool, timeout=60, what="the Warning"
+        lambda: events(hub, TAKEN, "MultiKueueConfigNotOurs"), bool, timeout=60, what="the Warning"
     )
     assert f"MultiKueueConfig {name} exists and was not written for this Placement" in warnings[0]
     assert (
@@ -300,16 +318,16 @@ def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reporte
     # once it is deleted, the ordered one is written in its place
     hub.delete(KUEUE_V1B2, "MultiKueueConfig", name)
     wait_listed(hub, name, [B, C, A])
-    hub.delete(CLUSTER_V1B1, "Placement", "taken", NS)
+    hub.delete(CLUSTER_V1B1, "Placement", TAKEN, NS)
     wait_listed(hub, name, None)
 
 
 def test_a_placement_without_the_label_gets_no_config(hub: Client, manager: None) -> None:
-    hub.apply(placement("plain", 3, opted_in=False))
-    hub.apply(placement("witness", 3))
+    hub.apply(placement(PLAIN, 3, opted_in=False))
+    hub.apply(placement(WITNESS, 3))
     # the witness is reconciled by the same controller after the plain one was created: by then
     # the plain one would have its config too, had it been selected
-    wait_until(lambda: listed(hub, f"{NS}.witness") is not None, timeout=60, what="the witness's config")
-    assert listed(hub, f"{NS}.plain") is None
-    hub.delete(CLUSTER_V1B1, "Placement", "witness", NS)
-    wait_listed(hub, f"{NS}.witness", None)
+    wait_until(lambda: listed(hub, WITNESS) is not None, timeout=60, what="the witness's config")
+    assert listed(hub, PLAIN) is None
+    hub.delete(CLUSTER_V1B1, "Placement", WITNESS, NS)
+    wait_listed(hub, WITNESS, None)

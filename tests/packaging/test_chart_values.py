@@ -355,16 +355,25 @@ def test_multikueue_order_turns_the_managers_flag_on_with_its_own_rbac_only() ->
 
     assert (order_env(default), order_env(enabled)) == ("false", "true")
     added = [o for o in enabled if key(o) not in {key(d) for d in default}]
-    assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding"]
-    role = one(added, "ClusterRole")
-    assert {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]} == {
+    assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+
+    def granted(role: Obj) -> set[tuple[str, str]]:
+        return {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+
+    # Placements and their decisions in Kueue's namespace only; MultiKueueConfigs are cluster-scoped
+    role, cluster_role = one(added, "Role"), one(added, "ClusterRole")
+    assert role["metadata"]["namespace"] == "kueue-system"
+    assert granted(role) == {
         ("cluster.open-cluster-management.io", "placements"),
         ("cluster.open-cluster-management.io", "placementdecisions"),
-        ("kueue.x-k8s.io", "multikueueconfigs"),
     }
-    assert not any("update" in rule["verbs"] or "*" in rule["verbs"] for rule in role["rules"])
-    binding = one(added, "ClusterRoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}]
+    assert role["rules"][0]["verbs"] == ["list", "watch"]
+    assert granted(cluster_role) == {("kueue.x-k8s.io", "multikueueconfigs")}
+    assert not any(
+        "update" in r["verbs"] or "*" in r["verbs"] for r in [*role["rules"], *cluster_role["rules"]]
+    )
+    for binding in (one(added, "RoleBinding"), one(added, "ClusterRoleBinding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}]
 
 
 # ------------------------------------------------------------------------ OpenShift

@@ -47,6 +47,7 @@ class HubContext:
         probe: how the scorer controller probes scorers (the manager's --scorer-probe-* flags).
         multikueue_order: the hub admin's opt-in (--multikueue-order) for ordered MultiKueueConfigs
             of labelled Placements; without it that controller does not run and needs no RBAC.
+        multikueue_namespace: the one namespace whose Placements may opt in (--multikueue-namespace).
     """
 
     api: KubeAPI
@@ -61,6 +62,7 @@ class HubContext:
     workers: int = 4
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     multikueue_order: bool = False
+    multikueue_namespace: str = "kueue-system"
 
 
 ControllerFactory = Callable[[HubContext], list[Controller]]

@@ -51,12 +51,12 @@ def lookup(table: dict[tuple[str, str], JSON]) -> ScoreLookup:
     return lambda cluster, name: table.get((cluster, name))
 
 
-def test_the_name_spells_namespace_and_placement_and_cannot_collide() -> None:
-    assert config_name("kueue-system", "gpu") == "kueue-system.gpu"
-    # a namespace has no dot, so the first dot always separates: a-b/c and a/b-c stay apart
-    assert config_name("a-b", "c") != config_name("a", "b-c")
-    assert config_name("ns", "p" * 250) == f"ns.{'p' * 250}"  # 253: the longest name Kubernetes takes
-    assert config_name("ns", "p" * 251) is None
+def test_the_name_is_the_placements_when_an_admission_check_can_name_it() -> None:
+    assert config_name("spill-over") == "spill-over"
+    assert config_name("p" * 63) == "p" * 63
+    # an AdmissionCheck's parameters.name must be a DNS label: no dots, at most 63 characters
+    for bad in ("p" * 64, "gpu.east", "-gpu", "gpu-", "GPU"):
+        assert config_name(bad) is None, bad
 
 
 def test_decided_clusters_are_the_union_of_the_placements_own_decisions() -> None:

@@ -1,11 +1,15 @@
 """The ordered-MultiKueue controller: a MultiKueueConfig per opted-in Placement, best-scored cluster first.
 
 Runs only when the hub admin starts the manager with `--multikueue-order` (its RBAC comes with that
-option: docs/multikueue-order.md).  Keyed by Placement (`namespace/name`).  It reads:
+option: docs/multikueue-order.md).  Keyed by Placement (`namespace/name`).  It reads, in the one
+namespace `--multikueue-namespace` names (`kueue-system` by default):
 
 * Placements labelled `dynamic-scoring.open-cluster-management.io/multikueue-order=score` (selected
   by the apiserver, so other Placements cost nothing);
-* every PlacementDecision (the decided clusters);
+* the PlacementDecisions (the decided clusters);
+
+and on the whole hub:
+
 * the AddOnPlacementScores, ours and other addons', through the manager's two shared caches;
 * every MultiKueueConfig (cluster-scoped, few), to see whether the name it would write is taken.
 
@@ -87,7 +91,7 @@ class MultiKueueOrder:
         namespace, name = split_key(key)
         if namespace is None:
             return None
-        target = config_name(namespace, name)
+        target = config_name(name)
         current = self._configs.get(target) if target else None
         ours = current is not None and placement_of(current) == key
         placement = self._placements.get(key)
@@ -100,9 +104,9 @@ class MultiKueueOrder:
             self.notices.warn(
                 key,
                 placement,
-                "MultiKueueConfigNameTooLong",
-                f"the MultiKueueConfig name '{namespace}.{name}' would exceed 253 characters: "
-                "shorten the Placement's name",
+                "MultiKueueConfigNameInvalid",
+                f"an AdmissionCheck can name only a MultiKueueConfig whose name is a DNS label (at most "
+                f"63 characters: a-z, 0-9, '-'); '{name}' is not one: give the Placement such a name",
             )
             return None
         if current is not None and not ours:
@@ -170,7 +174,7 @@ def _placement_of_decision(pd: JSON) -> Iterable[str]:
     return (f"{meta.get('namespace')}/{placement}",) if placement else ()
 
 
-def _placement_of_config(config: JSON) -> Iterable[str]:
+def _placement_of_config(namespace: str, config: JSON) -> Iterable[str]:
     """The Placement we wrote it for, and the one its name spells.
 
     A foreign config of that name going away must wake that Placement, so its own is written.
@@ -179,9 +183,7 @@ def _placement_of_config(config: JSON) -> Iterable[str]:
     key = placement_of(config)
     if key:
         keys.add(key)
-    namespace, dot, name = str((config.get("metadata") or {}).get("name", "")).partition(".")
-    if dot and namespace and name:
-        keys.add(f"{namespace}/{name}")
+    keys.add(f"{namespace}/{(config.get('metadata') or {}).get('name', '')}")
     return keys
 
 
@@ -190,8 +192,9 @@ def multikueue_order_controller(ctx: HubContext) -> list[Controller]:
     if not ctx.multikueue_order:
         return []
     manager = ctx.manager
-    placements = manager.informer(PLACEMENTS, label_selector=placement_selector())
-    decisions = manager.informer(PLACEMENT_DECISIONS, label_selector=PLACEMENT_LABEL)
+    namespace = ctx.multikueue_namespace
+    placements = manager.informer(PLACEMENTS, namespace=namespace, label_selector=placement_selector())
+    decisions = manager.informer(PLACEMENT_DECISIONS, namespace=namespace, label_selector=PLACEMENT_LABEL)
     configs = manager.informer(MULTIKUEUE_CONFIGS)
     scores = (agent_scores(manager), foreign_scores(manager))
     order = MultiKueueOrder(
@@ -200,7 +203,7 @@ def multikueue_order_controller(ctx: HubContext) -> list[Controller]:
     controller = Controller(NAME, order.reconcile, resync_seconds=ctx.resync_seconds)
     controller.watch(placements)
     controller.watch(decisions, _placement_of_decision)
-    controller.watch(configs, _placement_of_config)
+    controller.watch(configs, lambda config: _placement_of_config(namespace, config))
     for cache in scores:
         controller.watch(cache, lambda _obj: placements.keys())
     return [controller]
