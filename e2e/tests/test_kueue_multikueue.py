@@ -15,7 +15,15 @@ The whole path, on the session's control plane with a third managed cluster adde
 
 A Job submitted to the sample LocalQueue on the hub is admitted there and its copy admitted by the
 chosen worker's Kueue (no pod runs: there is no kubelet).  Then the load shifts, the scores and the
-decision flip, and the next Job lands on the other worker.  Each step waits on conditions and its
+decision flip, and the next Job lands on the other worker.  A third worker, cluster4, stays heavy
+meanwhile.
+
+Then the ordered sample (`samples/kueue/ordered/`) replaces kueue-addon's admission check: the
+addon upgraded with `multikueueOrder.enabled`, the hub's Kueue restarted with the sample's
+incremental dispatcher, one cluster per round (its 5-minute round shortened to 5 s by the harness's
+build), and all three workers decided and listed in score order.  Jobs go to the best-scored worker
+until its quota is used up, then to the second-best, not to the next name; when the scores move,
+the order follows and nothing admitted moves.  Each step waits on conditions and its
 time is printed (`-s` shows them) and kept in `TIMINGS` for the docs.
 """
 
@@ -43,7 +51,7 @@ from e2e.kueue import (
     kueue_build,
     worker_token_secret,
 )
-from e2e.mission import ADDON_V1A1, NAMESPACE, SAMPLE_CONFIG, Mission, sample_documents
+from e2e.mission import ADDON_V1A1, CHART, NAMESPACE, RELEASE, SAMPLE_CONFIG, Mission, sample_documents
 from e2e.procs import Proc, listening_addresses, wait_until, wait_value
 
 pytestmark = [pytest.mark.e2e, pytest.mark.own_install, pytest.mark.late_tools]
@@ -51,8 +59,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.own_install, pytest.mark.late_tools]
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples" / "kueue"
 ADDON = "dynamic-scoring"
-WORKERS = ("cluster2", "cluster3")
+WORKERS = ("cluster2", "cluster3", "cluster4")
 EXTRA = "cluster3"
+THIRD = "cluster4"  # heavy through the first tests, so the sample Placement never picks it
 HUB_CLUSTER = "cluster1"
 LOCAL_CLUSTER = "local-cluster"
 PLACEMENT = "least-loaded"
@@ -71,7 +80,8 @@ class Fleet:
 
     m: Mission
     jobs: list[str] = field(default_factory=list)
-    processes: list[Proc] = field(default_factory=list)  # the three Kueues and kueue-addon
+    processes: list[Proc] = field(default_factory=list)  # the Kueues and kueue-addon
+    kueues: dict[str, KueueManager] = field(default_factory=dict)  # "hub" and each worker
 
     @property
     def hub(self) -> Client:
@@ -167,8 +177,9 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     hub = Client(cp.hub.admin_kubeconfig, timeout=10)
     with contextlib.ExitStack() as undo:
         started = time.monotonic()
-        cp.add_cluster(EXTRA, load_cores=(HEAVY / 2, HEAVY / 2))
-        undo.callback(cp.remove_cluster, EXTRA)
+        for extra in (EXTRA, THIRD):
+            cp.add_cluster(extra, load_cores=(HEAVY / 2, HEAVY / 2))
+            undo.callback(cp.remove_cluster, extra)
         label_cluster(hub, HUB_CLUSTER, "true")
         undo.callback(label_cluster, hub, HUB_CLUSTER, None)
         m = Mission(
@@ -186,6 +197,7 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             undo.callback(m.load_file(c).write, loads[c])
         m.set_load("cluster2", LIGHT)
         m.set_load(EXTRA, HEAVY)
+        m.set_load(THIRD, HEAVY)
 
         # our addon, as a user installs it
         undo.callback(uninstall_addon, m)
@@ -200,11 +212,13 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             hub.apply(doc)
 
         # Kueue on the hub (MultiKueue manager) and on each worker
-        managers = {"hub": KueueManager(build, cp.hub)}
+        managers = fleet.kueues
+        managers["hub"] = KueueManager(build, cp.hub)
         managers |= {c: KueueManager(build, cp.spoke2 if c == "cluster2" else cp.extra[c]) for c in WORKERS}
-        for manager in managers.values():
+        for key, manager in list(managers.items()):
             manager.install()
-            undo.callback(manager.stop)
+            # the hub's Kueue is restarted later (another dispatcher): stop whichever runs then
+            undo.callback(stop_kueue, fleet, key)
             fleet.processes.append(manager.start())
         undo.callback(uninstall_kueue_crds, cp, build)
         for client in fleet.workers.values():
@@ -228,8 +242,13 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         apply_file(hub, SAMPLES / "multikueue.yaml")
         undo.callback(delete_docs, hub, SAMPLES / "multikueue.yaml")
         undo.callback(delete_jobs, fleet)
-        fleet.note("setup (cluster3, addon, 3 Kueues, kueue-addon)", time.monotonic() - started)
+        fleet.note("setup (cluster3, cluster4, addon, 4 Kueues, kueue-addon)", time.monotonic() - started)
         yield fleet
+
+
+def stop_kueue(fleet: Fleet, key: str) -> None:
+    """Stop the Kueue that runs for `key` now (the hub's is replaced when the dispatcher changes)."""
+    fleet.kueues[key].stop()
 
 
 def uninstall_addon(m: Mission) -> None:
@@ -313,8 +332,9 @@ def dispatch(fleet: Fleet, target: str) -> str:
     )
     # the origin label marks it as MultiKueue's
     assert copy["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), copy["metadata"]["labels"]
-    other = next(c for c in WORKERS if c != target)
-    assert fleet.copy_on(other, job) is None, f"{job} was copied to {other} too"
+    for other in WORKERS:
+        if other != target:
+            assert fleet.copy_on(other, job) is None, f"{job} was copied to {other} too"
     return job
 
 
@@ -378,3 +398,161 @@ def test_when_the_scores_flip_the_next_job_lands_on_the_other_worker(fleet: Flee
         ((fleet.hub_workload(first) or {}).get("status") or {}).get("schedulingStats", {}).get("evictions")
     )
     assert evictions and evictions[0]["reason"] == "AdmissionCheck", evictions
+
+
+# ------------------------------------------------------------------ ordered dispatch (Kueue v0.19)
+ORDERED = SAMPLES / "ordered"
+SPILL = "spill-over"  # the ordered sample's Placement, and so its MultiKueueConfig
+ORDERED_CHECK = "multikueue-ordered"
+MID = (HEAVY + LIGHT) / 2
+ROUND = "5s"  # the incremental dispatcher's round, 5 minutes in Kueue's own build
+
+
+def ordered_clusters(fleet: Fleet) -> list[str]:
+    config = fleet.hub.find(KUEUE_V1B2, "MultiKueueConfig", SPILL)
+    return list(((config or {}).get("spec") or {}).get("clusters") or [])
+
+
+def set_loads(fleet: Fleet, loads: dict[str, float]) -> list[str]:
+    """Set each worker's load; the workers from least to most loaded: the score order to expect."""
+    for cluster, cores in loads.items():
+        fleet.m.set_load(cluster, cores)
+    return sorted(loads, key=lambda c: loads[c])
+
+
+def wait_order(fleet: Fleet, want: list[str], timeout: float) -> None:
+    wait_until(
+        lambda: ordered_clusters(fleet) == want and all(fleet.cluster_active(c) for c in want),
+        timeout=timeout,
+        what=f"MultiKueueConfig {SPILL} listing {want}, each MultiKueueCluster Active",
+    )
+
+
+def evictions(fleet: Fleet, job: str) -> list[JSON]:
+    status = (fleet.hub_workload(job) or {}).get("status") or {}
+    return list((status.get("schedulingStats") or {}).get("evictions") or [])
+
+
+def one_job_quota(client: Client) -> JSON:
+    """samples/kueue/worker.yaml's ClusterQueue with room for one sample Job's CPU (500m) only."""
+    [queue] = [d for d in sample_documents(SAMPLES / "worker.yaml") if d["kind"] == "ClusterQueue"]
+    for group in queue["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            for resource in flavor["resources"]:
+                if resource["name"] == "cpu":
+                    resource["nominalQuota"] = "500m"
+    return client.apply(queue)
+
+
+@pytest.fixture(scope="module")
+def ordered(fleet: Fleet) -> Iterator[Fleet]:
+    """Switch the fleet from kueue-addon's admission check to the ordered sample, as a user would."""
+    hub, m = fleet.hub, fleet.m
+    with contextlib.ExitStack() as undo:
+        started = time.monotonic()
+        delete_jobs(fleet)
+        fleet.jobs.clear()
+        # kueue-addon's sample queues and checks go; kueue-addon keeps running for the MultiKueueClusters
+        delete_docs(hub, SAMPLES / "multikueue.yaml")
+        # the addon with the option on (its own RBAC comes with it), as docs/multikueue-order.md says
+        m.run_helm(
+            "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+            "--set", "multikueueOrder.enabled=true",
+        )  # fmt: skip
+        m.wait_manager()
+        # the hub's Kueue again, with the sample's dispatcher settings and a short round
+        section = yaml.safe_load((ORDERED / "kueue-config.yaml").read_text())["multiKueue"]
+        old = fleet.kueues["hub"]
+        old_proc = old.proc
+        assert old_proc is not None
+        old.stop()
+        new = KueueManager(
+            old.build,
+            old.cluster,
+            dispatcher=section["dispatcherName"],
+            step_size=section["incrementalDispatcherConfig"]["stepSize"],
+            round_timeout=ROUND,
+        )
+        fleet.kueues["hub"] = new
+        fleet.processes[fleet.processes.index(old_proc)] = new.start()
+        # the best worker can take one Job only, so the next one must spill over
+        one_job_quota(fleet.workers[EXTRA])
+        undo.callback(apply_file, fleet.workers[EXTRA], SAMPLES / "worker.yaml")
+        apply_file(hub, ORDERED / "placement.yaml")
+        undo.callback(delete_docs, hub, ORDERED / "placement.yaml")
+        apply_file(hub, ORDERED / "multikueue.yaml")
+        undo.callback(delete_docs, hub, ORDERED / "multikueue.yaml")
+        undo.callback(delete_jobs, fleet)
+        fleet.note("ordered setup (helm upgrade, hub Kueue restarted, samples)", time.monotonic() - started)
+        yield fleet
+
+
+def test_the_ordered_config_lists_every_worker_best_scored_first(ordered: Fleet) -> None:
+    start = time.monotonic()
+    # cluster3 least loaded, then cluster4, then cluster2: score order, not name order
+    want = set_loads(ordered, {EXTRA: LIGHT, THIRD: MID, "cluster2": HEAVY})
+    assert want == [EXTRA, THIRD, "cluster2"]
+    wait_order(ordered, want, timeout=180)
+    ordered.note("load set -> ordered MultiKueueConfig", time.monotonic() - start)
+    # the Placement decides all three; the hub's own cluster stays out
+    decided = sorted(
+        d["clusterName"]
+        for pd in ordered.hub.items(
+            "cluster.open-cluster-management.io/v1beta1",
+            "PlacementDecision",
+            KUEUE_NS,
+            label_selector=f"cluster.open-cluster-management.io/placement={SPILL}",
+        )
+        for d in (pd.get("status") or {}).get("decisions") or []
+    )
+    assert decided == sorted(WORKERS), decided
+    config = ordered.hub.get(KUEUE_V1B2, "MultiKueueConfig", SPILL)
+    assert config["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "dynamic-scoring-addon-manager"
+    events = wait_value(
+        lambda: [
+            str(e.get("message"))
+            for e in ordered.hub.items("v1", "Event", KUEUE_NS)
+            if e.get("reason") == "MultiKueueOrderChanged"
+            and (e.get("involvedObject") or {}).get("name") == SPILL
+            and f"order {EXTRA} (" in str(e.get("message"))
+        ],
+        bool,
+        timeout=30,
+        what="the MultiKueueOrderChanged Event of that order",
+    )
+    print(f"[kueue] {events[-1]}", flush=True)
+    wait_value(
+        lambda: ordered.hub.get(KUEUE_V1B2, "AdmissionCheck", ORDERED_CHECK).get("status"),
+        lambda status: condition({"status": status}, "Active") == "True",
+        timeout=60,
+        what=f"AdmissionCheck {ORDERED_CHECK} Active=True",
+    )
+
+
+def test_jobs_fill_the_best_worker_then_spill_over_in_score_order_and_follow_the_scores(
+    ordered: Fleet,
+) -> None:
+    wait_order(ordered, [EXTRA, THIRD, "cluster2"], timeout=120)
+    # 1. the best-scored worker takes the first Job
+    first = dispatch(ordered, EXTRA)
+    # 2. it has no quota left: the next Job goes to the second-best (cluster4), not to the next
+    #    name (cluster2), once the dispatcher's round on cluster3 has passed
+    start = time.monotonic()
+    second = ordered.submit()
+    landed = wait_until(lambda: ordered.landed(second), timeout=90, what=f"Job {second} admitted")
+    ordered.note(
+        f"Job submitted, best worker full -> admitted on {THIRD} (round {ROUND})", time.monotonic() - start
+    )
+    assert landed == THIRD, f"spilled over to {landed}; the score order says {THIRD}"
+    wait_until(lambda: ordered.admitted_copy(THIRD, second), timeout=60, what=f"{second} admitted on {THIRD}")
+    assert ordered.copy_on("cluster2", second) is None, "the last in score order got a copy"
+    # 3. the scores move: cluster2 becomes the best; the order follows, nothing admitted moves
+    start = time.monotonic()
+    want = set_loads(ordered, {"cluster2": LIGHT, EXTRA: MID, THIRD: HEAVY})
+    wait_order(ordered, want, timeout=180)
+    ordered.note("load shift -> MultiKueueConfig reordered", time.monotonic() - start)
+    assert (ordered.landed(first), ordered.landed(second)) == (EXTRA, THIRD)
+    assert evictions(ordered, first) == [] and evictions(ordered, second) == []
+    # 4. the next Job goes to the new best
+    dispatch(ordered, "cluster2")
+    assert (ordered.landed(first), ordered.landed(second)) == (EXTRA, THIRD)
