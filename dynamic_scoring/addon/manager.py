@@ -46,7 +46,7 @@ from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
-from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, Resource
+from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MULTIKUEUE_CONFIGS, Resource
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,11 @@ def crd_remedy(resource: Resource) -> str:
         )
     if resource.group.endswith(OCM_GROUP_SUFFIX):
         return f"install Open Cluster Management's hub CRDs ({resource.kind}): clusteradm init"
+    if resource.group == MULTIKUEUE_CONFIGS.group:
+        return (
+            f"install Kueue v0.19 or newer on the hub ({resource.kind}), or turn --multikueue-order off "
+            "(chart multikueueOrder.enabled=false)"
+        )
     return f"install the CustomResourceDefinition of {resource.kind}"
 
 

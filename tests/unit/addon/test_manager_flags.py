@@ -8,8 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from dynamic_scoring.addon.cli import main
-from dynamic_scoring.addon.manager import ManagerOptions
+from dynamic_scoring.addon.manager import ManagerOptions, crd_remedy
 from dynamic_scoring.addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV
+from dynamic_scoring.kube.resources import MULTIKUEUE_CONFIGS
 
 
 def test_an_allow_value_with_a_tag_is_refused_at_start() -> None:
@@ -57,3 +58,8 @@ def test_the_multikueue_order_env_the_installs_set_is_read_as_a_boolean(
 ) -> None:
     options = options_from(monkeypatch, [], {"DYNAMIC_SCORING_MULTIKUEUE_ORDER": value})
     assert options.multikueue_order is expected
+
+
+def test_a_missing_kueue_crd_says_to_install_kueue_or_turn_the_option_off() -> None:
+    remedy = crd_remedy(MULTIKUEUE_CONFIGS)
+    assert "Kueue v0.19" in remedy and "--multikueue-order" in remedy
