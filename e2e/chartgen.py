@@ -247,13 +247,17 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
         raise ChartGenError("the manager's args must have exactly one --log-level=")
     level = container["args"][levels[0]].partition("=")[2]
     container["args"][levels[0]] = "--log-level=" + t.value("manager.logLevel", level)
-    (order,) = [e for e in container["env"] if e["name"] == MULTIKUEUE_ORDER_ENV]
-    if order.get("value") != "false" or t.default("multikueueOrder.enabled") is not False:
+    found = [e for e in container.get("env") or [] if e.get("name") == MULTIKUEUE_ORDER_ENV]
+    if (
+        len(found) != 1
+        or found[0].get("value") != "false"
+        or t.default("multikueueOrder.enabled") is not False
+    ):
         raise ChartGenError(
-            f'manifests/ must set {MULTIKUEUE_ORDER_ENV} to "false" and values.yaml\'s '
-            "multikueueOrder.enabled must default to false"
+            f'manifests/ must set the manager\'s env {MULTIKUEUE_ORDER_ENV} once, to "false", and '
+            "values.yaml's multikueueOrder.enabled must default to false"
         )
-    order["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
+    found[0]["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
     t.check("manager.resources", container.get("resources", {}))
     replace_key(container, "resources", t.block(always("resources", "manager.resources")))
     security = pod["securityContext"]

@@ -171,6 +171,7 @@ def manager_deployment(**spec: Any) -> dict[str, Any]:
         "image": "i:1",
         "imagePullPolicy": "IfNotPresent",
         "args": ["manager", "--log-level=info"],
+        "env": [{"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "false"}],
         "resources": {
             "requests": {"cpu": "100m", "memory": "128Mi"},
             "limits": {"cpu": "1", "memory": "512Mi"},
@@ -202,6 +203,7 @@ def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_
         "{{- with .Values.manager.tolerations }}",
         "priorityClassName: {{ . | quote }}",
         '{{- if include "dynamic-scoring.pinUser" . }}',
+        "value: {{ .Values.multikueueOrder.enabled | toString | quote }}",
     ):
         assert template in text, template
     assert "HELMTOKEN" not in text
@@ -226,6 +228,14 @@ def test_generator_refuses_a_manager_pod_that_pins_another_user() -> None:
     dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] = 1000
     with pytest.raises(chartgen.ChartGenError, match="the manager's pod pins"):
         chartgen.render_files([dep], "i:1")
+
+
+def test_generator_refuses_a_manager_without_the_multikueue_order_switch_off() -> None:
+    for env in ([], [{"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "true"}]):
+        dep = manager_deployment()
+        dep["spec"]["template"]["spec"]["containers"][0]["env"] = env
+        with pytest.raises(chartgen.ChartGenError, match=chartgen.MULTIKUEUE_ORDER_ENV):
+            chartgen.render_files([dep], "i:1")
 
 
 def test_generator_refuses_a_manager_field_it_would_template_over() -> None:
