@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
-from dynamic_scoring.addon.controllers.multikueue import multikueue_order_controller
+from dynamic_scoring.addon.controllers.multikueue import NAME, multikueue_order_controller
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.addon.multikueue import ORDER_LABEL, PLACEMENT_ANNOTATION
 from dynamic_scoring.jsontypes import JSON
@@ -233,14 +234,19 @@ def manager_kubeconfig(
 
 
 @pytest.fixture
-def manager(manager_kubeconfig: Path) -> Iterator[None]:
-    """The manager with `--multikueue-order` and only that controller, as its ServiceAccount."""
+def manager(manager_kubeconfig: Path) -> Iterator[CollectorRegistry]:
+    """The manager with `--multikueue-order` and only that controller, as its ServiceAccount.
+
+    Yields its metrics registry: reconciles and writes are counted there.
+    """
+    registry = CollectorRegistry()
     process = Manager(
         KubeAPI(manager_kubeconfig),
         ManagerOptions(
             leader_elect=False, bind_address="127.0.0.1:0", multikueue_order=True, multikueue_namespace=NS
         ),
         factories=[multikueue_order_controller],
+        registry=registry,
     )
     stop = threading.Event()
     exit_code: list[int] = []
@@ -248,15 +254,27 @@ def manager(manager_kubeconfig: Path) -> Iterator[None]:
     thread.start()
     try:
         wait_until(lambda: process.readiness()[0], timeout=60, what="the manager ready (its caches synced)")
-        yield
+        yield registry
     finally:
         stop.set()
         thread.join(60)
     assert exit_code == [0]
 
 
+def counted(registry: CollectorRegistry, metric: str, **labels: str) -> float:
+    """The sum of a counter's samples of the multikueue-order controller matching `labels`."""
+    return sum(
+        s.value
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == metric
+        and s.labels.get("controller") == NAME
+        and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
 def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_scores(
-    hub: Client, manager: None
+    hub: Client, manager: CollectorRegistry
 ) -> None:
     hub.apply(placement(ORDERED, 3))
     name = ORDERED
@@ -273,6 +291,20 @@ def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_s
     )
     assert f"order {B} (90), {C} (60), {A} (30)" in first[0], first
 
+    # a score change that keeps the order writes nothing: the controller sees it (one more
+    # reconcile, woken by the score) and leaves the config as it is
+    reconciles = counted(manager, "dynamic_scoring_controller_reconcile_total")
+    writes = counted(manager, "dynamic_scoring_controller_writes_total", resource=MKC_CRD)
+    version = hub.get(KUEUE_V1B2, "MultiKueueConfig", name)["metadata"]["resourceVersion"]
+    set_score(hub, C, 70)
+    wait_until(
+        lambda: counted(manager, "dynamic_scoring_controller_reconcile_total") > reconciles,
+        timeout=30,
+        what="the score change reconciled",
+    )
+    assert counted(manager, "dynamic_scoring_controller_writes_total", resource=MKC_CRD) == writes
+    assert hub.get(KUEUE_V1B2, "MultiKueueConfig", name)["metadata"]["resourceVersion"] == version
+
     # a climbs to the top: the order follows, the set stays (a rank change removes no one)
     set_score(hub, A, 95)
     wait_listed(hub, name, [A, B, C])
@@ -282,7 +314,7 @@ def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_s
         timeout=30,
         what="the Event of the new order",
     )
-    assert f"order {A} (95), {B} (90), {C} (60)" in message[0], message
+    assert f"order {A} (95), {B} (90), {C} (70)" in message[0], message
 
     # the Placement decides two: the one it dropped leaves the list
     hub.apply(placement(ORDERED, 2))
@@ -294,7 +326,7 @@ def test_the_config_lists_every_decided_cluster_in_score_order_and_follows_the_s
 
 
 def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reported(
-    hub: Client, manager: None
+    hub: Client, manager: CollectorRegistry
 ) -> None:
     name = TAKEN
     set_score(hub, A, 30)  # the first order again: b 90, c 60, a 30
@@ -322,7 +354,7 @@ def test_a_config_of_that_name_written_by_someone_else_is_left_alone_and_reporte
     wait_listed(hub, name, None)
 
 
-def test_a_placement_without_the_label_gets_no_config(hub: Client, manager: None) -> None:
+def test_a_placement_without_the_label_gets_no_config(hub: Client, manager: CollectorRegistry) -> None:
     hub.apply(placement(PLAIN, 3, opted_in=False))
     hub.apply(placement(WITNESS, 3))
     # the witness is reconciled by the same controller after the plain one was created: by then
