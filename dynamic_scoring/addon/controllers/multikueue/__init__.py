@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from dynamic_scoring.addon.controllers import HubContext, agent_scores, foreign_scores
 from dynamic_scoring.addon.controllers.notices import Notices
@@ -47,7 +48,7 @@ from dynamic_scoring.addon.multikueue import (
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
-from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.informer import Objects
 from dynamic_scoring.kube.resources import MULTIKUEUE_CONFIGS, PLACEMENT_DECISIONS, PLACEMENTS, split_key
 from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.placement_policy import PLACEMENT_LABEL, Misconfigured
@@ -57,6 +58,16 @@ log = logging.getLogger(__name__)
 NAME = "multikueue-order"
 
 
+class Cache(Protocol):
+    """What the reconcile reads of an informer's cache (so a unit test can hand it a dict)."""
+
+    def get(self, key: str) -> JSON | None:
+        """The cached object of `key`, or None."""
+
+    def list(self, namespace: str | None = None) -> Objects:
+        """Cached objects, of one namespace or of all."""
+
+
 class MultiKueueOrder:
     """The reconcile of one Placement's ordered MultiKueueConfig."""
 
@@ -64,10 +75,10 @@ class MultiKueueOrder:
         self,
         writer: Writer,
         *,
-        placements: Informer,
-        decisions: Informer,
-        configs: Informer,
-        scores: Iterable[Informer],
+        placements: Cache,
+        decisions: Cache,
+        configs: Cache,
+        scores: Iterable[Cache],
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.writer = writer
