@@ -8,6 +8,7 @@ the tail of its log, because that is the first thing anybody debugging it needs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import os
@@ -108,6 +109,63 @@ def wait_value(
         last = repr(seen[0])
         last = last if len(last) <= 2000 else last[:2000] + "..."
         raise StartupError(f"{exc}; last seen: {last}") from None
+
+
+async def wait_until_async(
+    check: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    blocking: bool = False,
+) -> T:
+    """`wait_until` for async tests: poll `check` until it returns something truthy, loop not blocked.
+
+    Between polls the event loop runs (`asyncio.sleep`), so the code under test keeps working; a
+    `blocking` check (one that talks to a server) runs in a worker thread.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = await asyncio.to_thread(check) if blocking else check()
+            if result:
+                return result
+        except Exception as exc:  # like `wait_until`: the check may talk to a server that is not ready
+            last_error = exc
+        if loop.time() > deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        await asyncio.sleep(interval)
+
+
+async def wait_value_async(
+    read: Callable[[], T],
+    ok: Callable[[T], object],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    blocking: bool = False,
+) -> T:
+    """`wait_value` for async tests: poll `read` until `ok(value)`; return that value.
+
+    On timeout the error names `what` and the last value read (shortened), as `wait_value`'s does.
+    Unlike `wait_value`, an exception from `read` or `ok` fails the wait at once: it is meant for
+    state the test can always read, such as an object's status.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await asyncio.to_thread(read) if blocking else read()
+        if ok(value):
+            return value
+        if loop.time() > deadline:
+            last = repr(value)
+            last = last if len(last) <= 2000 else last[:2000] + "..."
+            raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last}")
+        await asyncio.sleep(interval)
 
 
 class Proc:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.kube.api import Conflict, KubeAPI
-from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS, NAMESPACES
+from dynamic_scoring.kube.resources import LEASES, MANAGED_CLUSTER_ADDONS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import free_port, wait_until
@@ -47,24 +47,6 @@ class Proc:
 
     def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
-
-
-@pytest.fixture
-def api(control_plane: ControlPlane) -> KubeAPI:
-    assert control_plane.hub is not None
-    return KubeAPI(control_plane.hub.admin_kubeconfig)
-
-
-@pytest.fixture
-def namespace(api: KubeAPI, control_plane: ControlPlane) -> Iterator[str]:
-    assert control_plane.hub is not None
-    hub = Client(control_plane.hub.admin_kubeconfig)
-    for crd in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):  # the scorer registry's watches
-        hub.apply_yaml((REPO / "manifests" / "crds" / crd).read_text())
-    name = f"addon-proc-{uuid.uuid4().hex[:6]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import itertools
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
 from e2e.pki import write_kubeconfig
-from e2e.procs import wait_until
+from e2e.procs import wait_until, wait_until_async, wait_value_async
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
 """The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
@@ -374,11 +375,11 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane, tmp_path
             return await supervisor.apply_payload(payload)
 
         async def running(*names: str) -> None:
-            async def check() -> None:
-                while sorted(supervisor.workers) != sorted(names) or not supervisor.ready:
-                    await asyncio.sleep(0.1)
-
-            await asyncio.wait_for(check(), 30)
+            await wait_until_async(
+                lambda: sorted(supervisor.workers) == sorted(names) and supervisor.ready,
+                timeout=30,
+                what=f"the supervisor ready, running exactly {sorted(names)}",
+            )
 
         watcher = SummaryWatcher(agent_api, ns, apply, watch_timeout=5, resync_seconds=3)
         task = asyncio.create_task(watcher.run())
@@ -393,14 +394,13 @@ def test_summary_watcher_follows_configmap(control_plane: ControlPlane, tmp_path
             # an unusable payload keeps what runs, across a watch timeout and re-list
             await asyncio.to_thread(spoke.apply, configmap("{not json"))
 
-            async def delivered_then_relisted() -> None:
-                while "{not json" not in seen:
-                    await asyncio.sleep(0.1)
-                relists = watcher.relists
-                while watcher.relists < relists + 1:
-                    await asyncio.sleep(0.1)
-
-            await asyncio.wait_for(delivered_then_relisted(), 30)
+            await wait_until_async(
+                lambda: "{not json" in seen, timeout=30, what="the unusable payload delivered"
+            )
+            relists = watcher.relists
+            await wait_until_async(
+                lambda: watcher.relists >= relists + 1, timeout=30, what="a re-list after the payload"
+            )
             assert sorted(supervisor.workers) == ["a"]
             await asyncio.to_thread(spoke.apply, configmap(json.dumps([_summary("d")])))
             await running("d")
@@ -767,13 +767,8 @@ def test_results_that_collide_on_one_item_name_fail_on_the_aps_and_in_the_hub_re
             return found
         return {}
 
-    async def until(check: Any, what: str) -> dict[str, Any]:
-        for _ in range(300):
-            current = await asyncio.to_thread(status)
-            if check(current):
-                return current
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}: {status()}")
+    async def until(check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        return await wait_value_async(status, check, timeout=30, what=what, blocking=True)
 
     def reason(s: dict[str, Any]) -> str:
         return str((s.get("conditions") or [{}])[0].get("reason", ""))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +27,6 @@ from tests.integration.test_registry_controllers import (
     WORK_V1,
     Registry,
     Scorer,
-    _served,
     add_cluster,
     condition,
     config_works,
@@ -47,14 +45,9 @@ QUERY = 'sum by (pod) (rate(container_cpu_usage_seconds_total{namespace="team-a"
 
 
 @pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Client:
-    assert control_plane.hub is not None
-    client = Client(control_plane.hub.admin_kubeconfig, timeout=30)
-    crds = Path(__file__).resolve().parents[2] / "manifests" / "crds"
-    for name in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
-        client.apply_yaml((crds / name).read_text())
-    wait_for(lambda: _served(client), "the scorer CRDs served")
-    return client
+def hub(scorer_crds_hub: Client) -> Client:
+    """This module's hub client: the shared one with the scorer CRDs served (see conftest.py)."""
+    return scorer_crds_hub
 
 
 @pytest.fixture(scope="module")

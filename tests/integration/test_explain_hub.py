@@ -26,8 +26,6 @@ from e2e.kube import Client
 from e2e.procs import wait_until
 from tests.component.harness import ScorerProcess
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(autouse=True)
 def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,33 +5,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
-from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES, split_key
+from dynamic_scoring.kube.resources import CONFIGMAPS, split_key
 from dynamic_scoring.kube.workqueue import WorkQueue
 from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until
-
-
-@pytest.fixture
-def api(control_plane: ControlPlane) -> KubeAPI:
-    assert control_plane.hub is not None
-    return KubeAPI(control_plane.hub.admin_kubeconfig)
-
-
-@pytest.fixture
-def namespace(api: KubeAPI) -> Iterator[str]:
-    name = f"kube-ctrl-{uuid.uuid4().hex[:8]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
 
 
 class Mirror:

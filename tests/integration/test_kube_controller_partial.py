@@ -15,7 +15,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,6 @@ from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.resources import (
     CONFIGMAPS,
-    NAMESPACES,
     ROLE_BINDINGS,
     ROLES,
     SECRETS,
@@ -42,20 +40,6 @@ from e2e.procs import wait_until
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
-
-
-@pytest.fixture
-def api(control_plane: ControlPlane) -> KubeAPI:
-    assert control_plane.hub is not None
-    return KubeAPI(control_plane.hub.admin_kubeconfig)
-
-
-@pytest.fixture
-def namespace(api: KubeAPI) -> Iterator[str]:
-    name = f"kube-partial-{uuid.uuid4().hex[:8]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
 
 
 class Recorder:

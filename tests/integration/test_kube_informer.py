@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ from dynamic_scoring.backoff import Backoff
 from dynamic_scoring.kube.api import Gone, KubeAPI
 from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES, Resource
+from dynamic_scoring.kube.resources import CONFIGMAPS, Resource
 from e2e.controlplane import ControlPlane, compact_etcd
 from e2e.procs import wait_until
 
@@ -25,15 +23,6 @@ from e2e.procs import wait_until
 def hub_api(cp: ControlPlane) -> KubeAPI:
     assert cp.hub is not None
     return KubeAPI(cp.hub.admin_kubeconfig)
-
-
-@pytest.fixture
-def namespace(control_plane: ControlPlane) -> Iterator[str]:
-    api = hub_api(control_plane)
-    name = f"kube-core-{uuid.uuid4().hex[:8]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
 
 
 def cm(namespace: str, name: str, **data: str) -> dict[str, Any]:

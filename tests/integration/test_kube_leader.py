@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,24 +12,9 @@ from dynamic_scoring.kube.api import MERGE_PATCH, Fenced, KubeAPI
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import LEASES, NAMESPACES
 from dynamic_scoring.timestamps import micro_time
-from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-
-
-@pytest.fixture
-def api(control_plane: ControlPlane) -> KubeAPI:
-    assert control_plane.hub is not None
-    return KubeAPI(control_plane.hub.admin_kubeconfig)
-
-
-@pytest.fixture
-def namespace(api: KubeAPI) -> Iterator[str]:
-    name = f"kube-leader-{uuid.uuid4().hex[:8]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
 
 
 class Candidate:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +10,7 @@ from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.conditions import find_condition, set_condition
 from dynamic_scoring.kube.metrics import ControllerMetrics
-from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, EVENTS, NAMESPACES
+from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, EVENTS
 from dynamic_scoring.kube.writes import Writer
 from e2e.controlplane import ControlPlane
 
@@ -39,12 +37,13 @@ def api(control_plane: ControlPlane) -> CountingAPI:
 
 
 @pytest.fixture
-def namespace(api: CountingAPI) -> Iterator[str]:
-    name = f"kube-writes-{uuid.uuid4().hex[:8]}"
-    api.request("POST", NAMESPACES.path(), body={"metadata": {"name": name}})
+def namespace(namespace: str, api: CountingAPI) -> str:
+    """The shared fresh namespace (created through this module's `api`), with that creation forgotten.
+
+    The tests count the requests the writer sends; the fixture's own POST is not one of them.
+    """
     api.sent.clear()
-    yield name
-    api.request("DELETE", NAMESPACES.path(None, name))
+    return namespace
 
 
 def value(metrics: ControllerMetrics, verb: str, resource: str, errors: bool = False) -> float:

@@ -28,8 +28,6 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.procs import wait_until
 
-pytestmark = pytest.mark.integration
-
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 GROUP = "dynamic-scoring.open-cluster-management.io"
 API = f"{GROUP}/v1alpha1"

@@ -28,8 +28,6 @@ from e2e.kube import Client
 from e2e.ocm import apply_namespaces, decided_clusters, label_selected_cluster_set
 from e2e.procs import wait_until, wait_value
 
-pytestmark = pytest.mark.integration
-
 CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"

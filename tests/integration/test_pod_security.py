@@ -30,8 +30,6 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import KubeCluster, Kubectl
 from tests.restricted_v2 import pod_spec
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 NS = f"restricted-{uuid.uuid4().hex[:5]}"

@@ -35,8 +35,6 @@ from tests.integration.test_registry_controllers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
-
 
 class Recording:
     """A scorer on loopback whose ``/config`` answer (body, content type) the test sets."""

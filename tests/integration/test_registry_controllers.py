@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +37,6 @@ from e2e.kube import Client
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.procs import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 GROUP = "dynamic-scoring.open-cluster-management.io"
 DS_V1A1 = f"{GROUP}/v1alpha1"
 ADDON = "dynamic-scoring"
@@ -87,22 +85,9 @@ def scorer() -> Iterator[Scorer]:
 
 
 @pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Client:
-    assert control_plane.hub is not None
-    client = Client(control_plane.hub.admin_kubeconfig, timeout=10)
-    for name in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
-        client.apply_yaml((REPO / "manifests" / "crds" / name).read_text())
-    wait_until(lambda: _served(client), timeout=30, what="the scorer CRDs served")
-    return client
-
-
-def _served(hub: Client) -> bool:
-    try:
-        hub.items(DS_V1A1, "DynamicScorer", "default")
-        hub.items(DS_V1A1, "DynamicScoringConfig", "default")
-    except Exception:
-        return False
-    return True
+def hub(scorer_crds_hub: Client) -> Client:
+    """This module's hub client: the shared one with the scorer CRDs served (see conftest.py)."""
+    return scorer_crds_hub
 
 
 class Registry:

@@ -33,8 +33,6 @@ from e2e.kube import Kubectl
 from e2e.loadgen import LoadFile
 from e2e.procs import Proc, free_port, wait_until
 
-pytestmark = pytest.mark.integration
-
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 CRDS = SAMPLES.parent / "manifests" / "crds"
 GROUP = "dynamic-scoring.open-cluster-management.io"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,13 @@ from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
+from e2e.procs import wait_until_async, wait_value_async
 from tests.component.harness import ScorerProcess, summary
 from tests.integration.test_agent_kube import APS, delivered_identity
 from tests.integration.test_registry_controllers import (
     DS_V1A1,
     Registry,
     Scorer,
-    _served,
     add_cluster,
     condition,
     create_config,
@@ -53,10 +53,8 @@ from tests.integration.test_registry_controllers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
 """The address policy opt-in: every test Prometheus and scorer listens on 127.0.0.1."""
-REPO = Path(__file__).resolve().parents[2]
 TOKEN_PREFIX = "never-leaves-"
 
 
@@ -130,15 +128,10 @@ def test_the_agent_never_sends_an_unbound_secret_and_the_annotation_binds_it(
         try:
             await supervisor.apply(summaries_)
 
-            async def until(check: Any, what: str, timeout: float = 30) -> dict[str, Any]:
-                deadline = asyncio.get_running_loop().time() + timeout
-                while True:
-                    found = await asyncio.to_thread(check)
-                    if found:
-                        return dict(found)
-                    if asyncio.get_running_loop().time() > deadline:
-                        raise AssertionError(f"timed out waiting for {what}")
-                    await asyncio.sleep(0.2)
+            async def until(check: Callable[[], dict[str, Any] | bool], what: str) -> dict[str, Any]:
+                found = await wait_until_async(check, timeout=30, what=what, interval=0.2, blocking=True)
+                assert isinstance(found, dict)
+                return found
 
             refused = await until(
                 lambda: (c := _aps_condition(hub_api, steal_aps)).get("reason") == "SecretNotBound" and c,
@@ -154,8 +147,15 @@ def test_the_agent_never_sends_an_unbound_secret_and_the_annotation_binds_it(
             assert f"secret {ns}/other-addon-token" in message and host in message
             assert f"kubectl -n {ns} annotate secret other-addon-token" in message
             assert ALLOWED_HOSTS_ANNOTATION in message and token not in message
-            # Several cycles have run: none reached the scorer, with or without the value.
-            await asyncio.sleep(2.5)
+            # Two more cycles of the refused scorer have finished (a cycle counts once its scoring
+            # call would have been answered), so had the value been sent, the scorer would have it.
+            steal_worker = supervisor.workers[steal]
+            before = steal_worker.cycles
+            await wait_until_async(
+                lambda: steal_worker.cycles >= before + 2,
+                timeout=30,
+                what="two more cycles of the scorer whose Secret is not bound",
+            )
             assert recording_scorer.requests(f"/auth/{steal_key}/") == []
             everything = str(recording_scorer.requests("/"))
             assert token not in everything
@@ -194,13 +194,9 @@ def test_the_agent_never_sends_an_unbound_secret_and_the_annotation_binds_it(
 
 # -------------------------------------------------------------------------------------------- the hub
 @pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Client:
-    assert control_plane.hub is not None
-    client = Client(control_plane.hub.admin_kubeconfig, timeout=30)
-    for name in ("dynamicscorers.yaml", "dynamicscoringconfigs.yaml"):
-        client.apply_yaml((REPO / "manifests" / "crds" / name).read_text())
-    wait_for(lambda: _served(client), "the scorer CRDs served")
-    return client
+def hub(scorer_crds_hub: Client) -> Client:
+    """This module's hub client: the shared one with the scorer CRDs served (see conftest.py)."""
+    return scorer_crds_hub
 
 
 @pytest.fixture(scope="module")
@@ -391,14 +387,14 @@ def test_an_unbound_secret_shows_on_the_dynamic_scorer_per_cluster(
         )
         try:
             await supervisor.apply_payload(payload)
-            deadline = asyncio.get_running_loop().time() + 60
-            while True:
-                got = await asyncio.to_thread(entry)
-                if got.get("reason") == "SecretNotBound":
-                    return got
-                if asyncio.get_running_loop().time() > deadline:
-                    raise AssertionError(f"status.clusters[] never said SecretNotBound: {got}")
-                await asyncio.sleep(0.3)
+            return await wait_value_async(
+                entry,
+                lambda got: got.get("reason") == "SecretNotBound",
+                timeout=60,
+                what="status.clusters[] to say SecretNotBound",
+                interval=0.3,
+                blocking=True,
+            )
         finally:
             await supervisor.close()
 
