@@ -9,9 +9,10 @@ approves it; kube-controller-manager signs it.
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -338,3 +339,54 @@ def label_selected_cluster_set(name: str, label_key: str, value: str = "yes") ->
             }
         },
     }
+
+
+def set_addon_score(client: Client, cluster: str, name: str, item: str, value: int) -> None:
+    """Create (or keep) the AddOnPlacementScore `name` of `cluster` and set its one item, valid 1 h."""
+    obj = {
+        "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": name, "namespace": cluster},
+    }
+    client.apply(obj)
+    until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    client.patch_status(obj, {"validUntil": until, "scores": [{"name": item, "value": value}]})
+
+
+@contextmanager
+def scheduling_stage(
+    client: Client,
+    namespace: str,
+    cluster_set: str,
+    member_label: str,
+    clusters: Sequence[str],
+    extra_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Iterator[None]:
+    """ManagedClusters of a test's own, in a set its Placements in `namespace` see; removed after.
+
+    What OCM's placement scheduler reads, shaped directly: the clusters (no klusterlet behind them,
+    `hubAcceptsClient: false`; a Placement must tolerate their availability taints), labelled
+    `member_label=yes` plus `extra_labels[cluster]`, their namespaces (for AddOnPlacementScores),
+    a label-selected ManagedClusterSet and its binding in `namespace`.
+    """
+    try:
+        for cluster in clusters:
+            labels = {member_label: "yes", **(extra_labels or {}).get(cluster, {})}
+            client.apply(
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1",
+                    "kind": "ManagedCluster",
+                    "metadata": {"name": cluster, "labels": labels},
+                    "spec": {"hubAcceptsClient": False},
+                }
+            )
+        apply_namespaces(client, *clusters, namespace)
+        client.apply(label_selected_cluster_set(cluster_set, member_label))
+        client.apply(cluster_set_binding(namespace, cluster_set))
+        yield
+    finally:
+        client.delete("v1", "Namespace", namespace)
+        client.delete("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet", cluster_set)
+        for cluster in clusters:
+            client.delete("v1", "Namespace", cluster)
+            client.delete("cluster.open-cluster-management.io/v1", "ManagedCluster", cluster)

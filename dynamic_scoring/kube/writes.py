@@ -135,9 +135,8 @@ class Writer:
         if not name or (resource.namespaced and not namespace):
             raise ValueError(f"desired {resource.kind} needs metadata.name (and a namespace)")
         if current is None:
-            body = {**desired, "apiVersion": resource.api_version, "kind": resource.kind}
             try:
-                return self._call("create", resource, "POST", resource.path(namespace), body=body)
+                return self.create(resource, desired)
             except Conflict:
                 current = self.api.request("GET", resource.path(namespace, name))
                 log.info("%s %s existed already; comparing instead", resource.kind, name)

@@ -161,6 +161,12 @@ def apply_file(client: Client, path: Path) -> list[JSON]:
     return [client.apply(doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
+def apply_sample(undo: contextlib.ExitStack, client: Client, path: Path) -> None:
+    """Apply a sample file as it is, and delete its objects when `undo` closes."""
+    apply_file(client, path)
+    undo.callback(delete_docs, client, path)
+
+
 def delete_docs(client: Client, path: Path) -> None:
     for doc in reversed([d for d in yaml.safe_load_all(path.read_text()) if d]):
         meta = doc["metadata"]
@@ -222,8 +228,7 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             fleet.processes.append(manager.start())
         undo.callback(uninstall_kueue_crds, cp, build)
         for client in fleet.workers.values():
-            apply_file(client, SAMPLES / "worker.yaml")
-            undo.callback(delete_docs, client, SAMPLES / "worker.yaml")
+            apply_sample(undo, client, SAMPLES / "worker.yaml")
 
         # kueue-addon, and the worker tokens the managed-serviceaccount addon would have synced
         addon = KueueAddon(build, cp.hub)
@@ -237,10 +242,8 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
         fleet.processes.append(addon.start())
 
         # the samples: Placement (kueue-system), then the hub's queues and admission checks
-        apply_file(hub, SAMPLES / "placement.yaml")
-        undo.callback(delete_docs, hub, SAMPLES / "placement.yaml")
-        apply_file(hub, SAMPLES / "multikueue.yaml")
-        undo.callback(delete_docs, hub, SAMPLES / "multikueue.yaml")
+        apply_sample(undo, hub, SAMPLES / "placement.yaml")
+        apply_sample(undo, hub, SAMPLES / "multikueue.yaml")
         undo.callback(delete_jobs, fleet)
         fleet.note("setup (cluster3, cluster4, addon, 4 Kueues, kueue-addon)", time.monotonic() - started)
         yield fleet
@@ -478,10 +481,8 @@ def ordered(fleet: Fleet) -> Iterator[Fleet]:
         # the best worker can take one Job only, so the next one must spill over
         one_job_quota(fleet.workers[EXTRA])
         undo.callback(apply_file, fleet.workers[EXTRA], SAMPLES / "worker.yaml")
-        apply_file(hub, ORDERED / "placement.yaml")
-        undo.callback(delete_docs, hub, ORDERED / "placement.yaml")
-        apply_file(hub, ORDERED / "multikueue.yaml")
-        undo.callback(delete_docs, hub, ORDERED / "multikueue.yaml")
+        apply_sample(undo, hub, ORDERED / "placement.yaml")
+        apply_sample(undo, hub, ORDERED / "multikueue.yaml")
         undo.callback(delete_jobs, fleet)
         fleet.note("ordered setup (helm upgrade, hub Kueue restarted, samples)", time.monotonic() - started)
         yield fleet

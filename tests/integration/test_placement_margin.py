@@ -16,7 +16,6 @@ moves is read from those Events, not from a wait that could miss a flap.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterator
 
@@ -25,13 +24,14 @@ import pytest
 from dynamic_scoring.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
-from e2e.ocm import apply_namespaces, decided_clusters, label_selected_cluster_set
+from e2e.ocm import (
+    decided_clusters,
+    scheduling_stage,
+    set_addon_score,
+)
 from e2e.procs import wait_until, wait_value
 
-CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
-CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
-APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"margin-{SUFFIX}"
 SET = f"margin-{SUFFIX}"
@@ -78,14 +78,7 @@ PLACEMENTS = {
 
 
 def set_score(hub: Client, cluster: str, value: int) -> None:
-    obj = {
-        "apiVersion": APS_V1A1,
-        "kind": "AddOnPlacementScore",
-        "metadata": {"name": SCORE, "namespace": cluster},
-    }
-    hub.apply(obj)
-    until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    hub.patch_status(obj, {"validUntil": until, "scores": [{"name": "s", "value": value}]})
+    set_addon_score(hub, cluster, SCORE, "s", value)
 
 
 def decided(hub: Client, name: str) -> list[str]:
@@ -112,29 +105,9 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
     assert control_plane.hub is not None
     client = Client(control_plane.hub.admin_kubeconfig, timeout=15)
     clusters = (A, B, C, D)
-    try:
-        for cluster in clusters:
-            labels = {MEMBER: "yes", **({PAIR: "yes"} if cluster in (A, B) else {})}
-            client.apply(
-                {
-                    "apiVersion": CLUSTER_V1,
-                    "kind": "ManagedCluster",
-                    "metadata": {"name": cluster, "labels": labels},
-                    "spec": {"hubAcceptsClient": False},
-                }
-            )
-        apply_namespaces(client, *clusters, NS)
+    with scheduling_stage(client, NS, SET, MEMBER, clusters, {A: {PAIR: "yes"}, B: {PAIR: "yes"}}):
         for cluster, value in zip(clusters, (60, 50, 40, 30), strict=True):
             set_score(client, cluster, value)
-        client.apply(label_selected_cluster_set(SET, MEMBER))
-        client.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": SET, "namespace": NS},
-                "spec": {"clusterSet": SET},
-            }
-        )
         for name, spec in PLACEMENTS.items():
             client.apply(
                 {
@@ -145,12 +118,6 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
                 }
             )
         yield client
-    finally:
-        client.delete("v1", "Namespace", NS)
-        client.delete(CLUSTER_V1B2, "ManagedClusterSet", SET)
-        for cluster in clusters:
-            client.delete("v1", "Namespace", cluster)
-            client.delete(CLUSTER_V1, "ManagedCluster", cluster)
 
 
 def test_a_challenger_within_the_margin_does_not_take_over_and_one_beyond_it_does(hub: Client) -> None:
