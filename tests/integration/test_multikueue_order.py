@@ -13,7 +13,6 @@ Events on the Placement.  Kueue's dispatcher following that order is the e2e tie
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 import uuid
 from collections.abc import Iterator
@@ -31,18 +30,21 @@ from dynamic_scoring.kube.api import KubeAPI
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.kueue import kueue_build
-from e2e.ocm import apply_namespaces, decided_clusters, install_crds, label_selected_cluster_set
+from e2e.ocm import (
+    decided_clusters,
+    install_crds,
+    scheduling_stage,
+    set_addon_score,
+)
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until, wait_value
 
 pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
 
 REPO = Path(__file__).resolve().parents[2]
+MANAGER_NS = "dynamic-scoring"
 MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
-CLUSTER_V1 = "cluster.open-cluster-management.io/v1"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
-CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
-APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
 MKC_CRD = "multikueueconfigs.kueue.x-k8s.io"
 # MultiKueueConfigs are cluster-scoped and named after their Placements: names of this run only
@@ -85,14 +87,7 @@ def placement(name: str, number: int, *, opted_in: bool = True) -> JSON:
 
 
 def set_score(hub: Client, cluster: str, value: int) -> None:
-    obj = {
-        "apiVersion": APS_V1A1,
-        "kind": "AddOnPlacementScore",
-        "metadata": {"name": SCORE, "namespace": cluster},
-    }
-    hub.apply(obj)
-    until = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    hub.patch_status(obj, {"validUntil": until, "scores": [{"name": "s", "value": value}]})
+    set_addon_score(hub, cluster, SCORE, "s", value)
 
 
 def listed(hub: Client, name: str) -> list[str] | None:
@@ -132,34 +127,11 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
     install_crds(client, (crd_file,))
     clusters = (A, B, C)
     try:
-        for cluster in clusters:
-            client.apply(
-                {
-                    "apiVersion": CLUSTER_V1,
-                    "kind": "ManagedCluster",
-                    "metadata": {"name": cluster, "labels": {MEMBER: "yes"}},
-                    "spec": {"hubAcceptsClient": False},
-                }
-            )
-        apply_namespaces(client, *clusters, NS)
-        for cluster, value in zip(clusters, (30, 90, 60), strict=True):
-            set_score(client, cluster, value)
-        client.apply(label_selected_cluster_set(SET, MEMBER))
-        client.apply(
-            {
-                "apiVersion": CLUSTER_V1B2,
-                "kind": "ManagedClusterSetBinding",
-                "metadata": {"name": SET, "namespace": NS},
-                "spec": {"clusterSet": SET},
-            }
-        )
-        yield client
+        with scheduling_stage(client, NS, SET, MEMBER, clusters):
+            for cluster, value in zip(clusters, (30, 90, 60), strict=True):
+                set_score(client, cluster, value)
+            yield client
     finally:
-        client.delete("v1", "Namespace", NS)
-        client.delete(CLUSTER_V1B2, "ManagedClusterSet", SET)
-        for cluster in clusters:
-            client.delete("v1", "Namespace", cluster)
-            client.delete(CLUSTER_V1, "ManagedCluster", cluster)
         for obj in client.items(KUEUE_V1B2, "MultiKueueConfig"):
             client.delete(KUEUE_V1B2, "MultiKueueConfig", obj["metadata"]["name"])
         client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", MKC_CRD)
@@ -182,12 +154,21 @@ def manager_kubeconfig(
     """The manager's ServiceAccount with the installs' RBAC: manifests/rbac.yaml, then the component's.
 
     Without the component the manager may not write a MultiKueueConfig; with it, it may, and the
-    tests below run the controller on exactly these rules.
+    tests below run the controller on exactly these rules.  Whatever of the base install this
+    fixture created is removed again, so a later `helm install` in the session finds no objects
+    that are not Helm's.
     """
     assert control_plane.hub is not None and control_plane.tools is not None
     kubectl = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
-    hub.apply_yaml((REPO / "manifests" / "namespace.yaml").read_text())
-    hub.apply_yaml((REPO / "manifests" / "rbac.yaml").read_text())
+    base = [
+        d
+        for name in ("namespace.yaml", "rbac.yaml")
+        for d in yaml.safe_load_all((REPO / "manifests" / name).read_text())
+        if d
+    ]
+    installed = hub.find("v1", "Namespace", MANAGER_NS) is not None  # a shared install: leave it
+    for obj in base:
+        hub.apply(obj)
     wait_until(
         lambda: can_i(kubectl, "watch", "addonplacementscores.cluster.open-cluster-management.io") == "yes",
         timeout=30,
@@ -227,9 +208,15 @@ def manager_kubeconfig(
             token=token,
         )
     finally:
-        for obj in reversed(component):
+        for obj in reversed(component if installed else component + base):
             hub.delete(
                 obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+            )
+        if not installed:
+            wait_until(
+                lambda: hub.find("v1", "Namespace", MANAGER_NS) is None,
+                timeout=90,
+                what=f"namespace {MANAGER_NS} gone",
             )
 
 
