@@ -293,11 +293,25 @@ def test_the_hub_prepares_labelled_owned_clean_scores_for_a_cluster_whose_agent_
 
         # Back to our agent (replicas 1): what it writes stays, whatever happens to the cluster.
         hub.apply(deploy_work(ns, 1))
+        # The controller reads the work from its informer: until the watch delivers replicas 1, a
+        # reconcile still prepares (recreates "missing", strips validUntil).  Wait until a deleted
+        # "missing" stays deleted over three reconciles: from then on the cache holds our agent.
+        mark = running.reconciles()
+        hub.delete(APS_V1A1, "AddOnPlacementScore", "missing", ns)
+
+        def sees_our_agent() -> bool:
+            nonlocal mark
+            if get("missing") is not None:  # a reconcile on the old cache prepared it again
+                hub.delete(APS_V1A1, "AddOnPlacementScore", "missing", ns)
+                mark = running.reconciles()
+                return False
+            return running.reconciles() >= mark + 3
+
+        wait_until(sees_our_agent, timeout=30, what="the controller to see our agent (replicas 1) again")
         obj = get("ours-before")
         assert obj is not None
         until = {"validUntil": "2030-01-01T00:00:00Z"}
         hub.patch_status(obj, until)
-        hub.delete(APS_V1A1, "AddOnPlacementScore", "missing", ns)
         seen = running.reconciles()
         wait_until(
             lambda: running.reconciles() >= seen + 3, timeout=30, what="three more reconciles (resync 1 s)"
