@@ -17,7 +17,6 @@ Event, and the last good work stays as it is (for a new MCA: no work is created)
 from __future__ import annotations
 
 import logging
-import threading
 
 from dynamic_scoring.addon.config.install_namespace import InstallNamespaceRefusedError
 from dynamic_scoring.addon.constants import ADDON_NAME, DEFAULT_IMAGE
@@ -31,6 +30,7 @@ from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     referencing,
 )
 from dynamic_scoring.addon.controllers.notices import Notices
+from dynamic_scoring.addon.controllers.verified import Verified, Versions
 from dynamic_scoring.addon.errors import AddonConfigError, TemplatesUnavailableError, WorkTooLargeError
 from dynamic_scoring.addon.registration.status import REGISTRATION_APPLIED, manifest_applied_patch
 from dynamic_scoring.addon.render.agent import render_agent
@@ -122,7 +122,7 @@ def render_fingerprint(
     return digest(inputs)
 
 
-def _versions(works: list[JSON]) -> tuple[tuple[str, str], ...]:
+def _versions(works: list[JSON]) -> Versions:
     """(name, resourceVersion) of the deploy works among `works`, sorted."""
     return tuple(sorted((str(w["metadata"]["name"]), resource_version(w)) for w in _deploy_works(works)))
 
@@ -130,6 +130,125 @@ def _versions(works: list[JSON]) -> tuple[tuple[str, str], ...]:
 def _deploy_works(works: list[JSON]) -> list[JSON]:
     """The numbered deploy works among `works` (the namespace also holds the config work)."""
     return [w for w in works if work_index(str(w["metadata"]["name"])) is not None]
+
+
+class Deploy:
+    """The reconcile, keyed by MCA: render the agent, keep its deploy works equal, mirror `Applied`."""
+
+    def __init__(
+        self,
+        caches: Caches,
+        writer: Writer,
+        *,
+        agent_image: str = DEFAULT_IMAGE,
+        adopt_unlabelled_scores: bool = False,
+        agent_image_allow: tuple[str, ...] = (),
+        trust_proxy_ca_for_destinations: bool = False,
+        addon_name: str = ADDON_NAME,
+    ) -> None:
+        self.caches = caches
+        self.writer = writer
+        self.agent_image = agent_image
+        self.adopt_unlabelled_scores = adopt_unlabelled_scores
+        self.agent_image_allow = agent_image_allow
+        self.trust_proxy_ca_for_destinations = trust_proxy_ca_for_destinations
+        self.addon_name = addon_name
+        self.notices = Notices(writer)
+        # MCA key -> the render fingerprint and the deploy works' versions when they last matched
+        self.verified = Verified()
+
+    def set_applied(self, mca: JSON, applied: tuple[str, str, str] | None) -> None:
+        """Mirror the works' `Applied` (or our refusal) into the MCA's `ManifestApplied`."""
+        namespace = mca["metadata"]["namespace"]
+
+        def compute(fresh: JSON) -> JSON | None:
+            return manifest_applied_patch(fresh, applied)
+
+        if compute(mca) is not None:
+            self.writer.patch_status(MANAGED_CLUSTER_ADDONS, namespace, self.addon_name, compute, current=mca)
+
+    def refuse(self, key: str, mca: JSON, reason: str, message: str) -> None:
+        """Report a problem the user must fix; the existing works are left as they are."""
+        self.set_applied(mca, ("False", APPLY_FAILED, message))
+        self.notices.warn(key, mca, reason, message)
+
+    def reconcile(self, key: str) -> Result | None:
+        """Deliver the agent of one MCA (see the module docstring)."""
+        caches = self.caches
+        mca = caches.addons.get(key)
+        if mca is None:
+            self.verified.forget(key)
+            return None
+        cluster_name = mca["metadata"]["namespace"]
+        cluster = caches.clusters.get(cluster_name)
+        if (
+            cluster is None
+            or find_condition((mca.get("status") or {}).get("conditions"), REGISTRATION_APPLIED) is None
+        ):
+            return None
+        if _deleting(mca) or _deleting(cluster):
+            return None  # no pre-delete hook: the works are left to garbage collection
+        lookup = desired_config(mca, caches.configs, caches.cma.get(mca["metadata"]["name"]))
+        if lookup.missing:
+            self.refuse(
+                key,
+                mca,
+                "AddOnDeploymentConfigNotFound",
+                f"failed to get manifest from agent interface: AddOnDeploymentConfig {lookup.ref} not found",
+            )
+            return None
+        if lookup.pending:
+            return None  # the hash fillers and OCM are catching up; their status write wakes us
+        existing = caches.works.list(cluster_name)
+        fingerprint = render_fingerprint(
+            mca,
+            lookup.adc,
+            cluster,
+            self.agent_image,
+            self.adopt_unlabelled_scores,
+            self.agent_image_allow,
+            self.trust_proxy_ca_for_destinations,
+        )
+        # every deploy work in the namespace, so that an extra one appearing is noticed too
+        if self.verified.holds(key, fingerprint, lambda _known: _versions(existing)):
+            self.notices.clear(key)
+            self.set_applied(mca, manifest_applied(_deploy_works(existing)))
+            return None
+        try:
+            rendered = render_agent(
+                mca=mca,
+                adc=lookup.adc,
+                cluster=cluster,
+                default_image=self.agent_image,
+                adopt_unlabelled_scores=self.adopt_unlabelled_scores,
+                agent_image_allow=self.agent_image_allow,
+                trust_proxy_ca_for_destinations=self.trust_proxy_ca_for_destinations,
+            )
+            plan = build_deploy_works(mca, rendered.manifests, existing)
+        except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
+            self.refuse(
+                key,
+                mca,
+                _reason(exc),
+                f"failed to get manifest from agent interface: {_where(exc, lookup.ref)}{exc}",
+            )
+            return None
+        works: list[JSON] = []
+        try:
+            for desired in plan.works:
+                works.append(
+                    self.writer.ensure(MANIFEST_WORKS, desired, caches.works.get(object_key(desired)))
+                )
+            for name in plan.obsolete:
+                if work_index(name) is not None and self.writer.delete(MANIFEST_WORKS, cluster_name, name):
+                    log.info("deleted obsolete work %s", name, extra={"key": key})
+        except KubeError as exc:
+            self.set_applied(mca, ("False", APPLY_FAILED, f"failed to apply the deploy work: {exc}"))
+            raise
+        self.verified.remember(key, fingerprint, _versions(works))
+        self.notices.clear(key)
+        self.set_applied(mca, manifest_applied(works))
+        return None
 
 
 def deploy_controller(
@@ -145,106 +264,16 @@ def deploy_controller(
     addon_name: str = ADDON_NAME,
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, their works, clusters and referenced ADCs."""
-    notices = Notices(writer)
-    # MCA key -> (render fingerprint, deploy works' versions) when the works last matched that
-    # render.  A cluster's MCA changes half a dozen times during a cold start (conditions by us,
-    # OCM and the klusterlet); while neither its inputs nor its works changed, rendering and
-    # comparing again would find nothing to write.
-    verified: dict[str, tuple[bytes, tuple[tuple[str, str], ...]]] = {}
-    verified_lock = threading.Lock()
-
-    def set_applied(mca: JSON, applied: tuple[str, str, str] | None) -> None:
-        namespace = mca["metadata"]["namespace"]
-
-        def compute(fresh: JSON) -> JSON | None:
-            return manifest_applied_patch(fresh, applied)
-
-        if compute(mca) is not None:
-            writer.patch_status(MANAGED_CLUSTER_ADDONS, namespace, addon_name, compute, current=mca)
-
-    def refuse(key: str, mca: JSON, reason: str, message: str) -> None:
-        """Report a problem the user must fix; the existing works are left as they are."""
-        set_applied(mca, ("False", APPLY_FAILED, message))
-        notices.warn(key, mca, reason, message)
-
-    def reconcile(key: str) -> Result | None:
-        mca = caches.addons.get(key)
-        if mca is None:
-            with verified_lock:
-                verified.pop(key, None)
-            return None
-        cluster_name = mca["metadata"]["namespace"]
-        cluster = caches.clusters.get(cluster_name)
-        if (
-            cluster is None
-            or find_condition((mca.get("status") or {}).get("conditions"), REGISTRATION_APPLIED) is None
-        ):
-            return None
-        if _deleting(mca) or _deleting(cluster):
-            return None  # no pre-delete hook: the works are left to garbage collection
-        lookup = desired_config(mca, caches.configs, caches.cma.get(mca["metadata"]["name"]))
-        if lookup.missing:
-            refuse(
-                key,
-                mca,
-                "AddOnDeploymentConfigNotFound",
-                f"failed to get manifest from agent interface: AddOnDeploymentConfig {lookup.ref} not found",
-            )
-            return None
-        if lookup.pending:
-            return None  # the hash fillers and OCM are catching up; their status write wakes us
-        existing = caches.works.list(cluster_name)
-        fingerprint = render_fingerprint(
-            mca,
-            lookup.adc,
-            cluster,
-            agent_image,
-            adopt_unlabelled_scores,
-            agent_image_allow,
-            trust_proxy_ca_for_destinations,
-        )
-        with verified_lock:
-            unchanged = verified.get(key) == (fingerprint, _versions(existing))
-        if unchanged:
-            notices.clear(key)
-            set_applied(mca, manifest_applied(_deploy_works(existing)))
-            return None
-        try:
-            rendered = render_agent(
-                mca=mca,
-                adc=lookup.adc,
-                cluster=cluster,
-                default_image=agent_image,
-                adopt_unlabelled_scores=adopt_unlabelled_scores,
-                agent_image_allow=agent_image_allow,
-                trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
-            )
-            plan = build_deploy_works(mca, rendered.manifests, existing)
-        except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
-            refuse(
-                key,
-                mca,
-                _reason(exc),
-                f"failed to get manifest from agent interface: {_where(exc, lookup.ref)}{exc}",
-            )
-            return None
-        works: list[JSON] = []
-        try:
-            for desired in plan.works:
-                works.append(writer.ensure(MANIFEST_WORKS, desired, caches.works.get(object_key(desired))))
-            for name in plan.obsolete:
-                if work_index(name) is not None and writer.delete(MANIFEST_WORKS, cluster_name, name):
-                    log.info("deleted obsolete work %s", name, extra={"key": key})
-        except KubeError as exc:
-            set_applied(mca, ("False", APPLY_FAILED, f"failed to apply the deploy work: {exc}"))
-            raise
-        with verified_lock:
-            verified[key] = (fingerprint, _versions(works))
-        notices.clear(key)
-        set_applied(mca, manifest_applied(works))
-        return None
-
-    controller = Controller(NAME, reconcile, workers=workers, resync_seconds=resync_seconds)
+    deploy = Deploy(
+        caches,
+        writer,
+        agent_image=agent_image,
+        adopt_unlabelled_scores=adopt_unlabelled_scores,
+        agent_image_allow=agent_image_allow,
+        trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
+        addon_name=addon_name,
+    )
+    controller = Controller(NAME, deploy.reconcile, workers=workers, resync_seconds=resync_seconds)
     controller.watch(caches.addons)
     controller.watch(caches.works, keys=in_cluster_namespace)
     controller.watch(caches.clusters, keys=of_cluster)

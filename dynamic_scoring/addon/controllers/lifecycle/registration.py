@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from functools import partial
 
 from dynamic_scoring.addon.config.install_namespace import install_namespace_for
 from dynamic_scoring.addon.constants import ADDON_NAME, CONFIG_WORK_NAME, DEFAULT_INSTALL_NAMESPACE
@@ -36,6 +38,7 @@ from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     referencing,
 )
 from dynamic_scoring.addon.controllers.notices import Notices
+from dynamic_scoring.addon.controllers.verified import Verified, Versions
 from dynamic_scoring.addon.errors import AddonConfigError, TemplatesUnavailableError
 from dynamic_scoring.addon.registration.identity import subject_problem
 from dynamic_scoring.addon.registration.status import (
@@ -77,95 +80,99 @@ def install_namespace(mca: JSON, adc: JSON | None) -> str:
         return str((mca.get("status") or {}).get("namespace") or DEFAULT_INSTALL_NAMESPACE)
 
 
-def registration_controller(
-    caches: Caches,
-    writer: Writer,
-    *,
-    resync_seconds: float,
-    workers: int = 1,
-    addon_name: str = ADDON_NAME,
-    adopt_unlabelled_scores: bool = False,
-) -> Controller:
-    """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
-    notices = Notices(writer)
-    subject_notices = Notices(writer)  # its own memory: `notices.clear` runs on every reconcile
-    rbac_caches = {
-        ROLES.kind: (ROLES, caches.roles),
-        ROLE_BINDINGS.kind: (ROLE_BINDINGS, caches.role_bindings),
-    }
+class Registration:
+    """The reconcile, keyed by MCA: hub RBAC first, then the registration fields in one status write."""
 
-    sent: dict[str, tuple[str, list[str]]] = {}  # cluster -> (work resourceVersion, its score names)
-    sent_lock = threading.Lock()
+    def __init__(
+        self,
+        caches: Caches,
+        writer: Writer,
+        *,
+        addon_name: str = ADDON_NAME,
+        adopt_unlabelled_scores: bool = False,
+    ) -> None:
+        self.caches = caches
+        self.writer = writer
+        self.addon_name = addon_name
+        self.adopt_unlabelled_scores = adopt_unlabelled_scores
+        self.notices = Notices(writer)
+        self.subject_notices = Notices(writer)  # its own memory: `notices.clear` runs on every reconcile
+        self._rbac_caches = {
+            ROLES.kind: (ROLES, caches.roles),
+            ROLE_BINDINGS.kind: (ROLE_BINDINGS, caches.role_bindings),
+        }
+        # cluster -> (config work resourceVersion, its score names): a work (up to ~400 KB) is
+        # decoded once per version, not once per reconcile
+        self._sent: dict[str, tuple[str, list[str]]] = {}
+        self._sent_lock = threading.Lock()
+        # cluster -> the RBAC's inputs and the Role's and RoleBinding's versions when they matched
+        self.verified = Verified()
 
-    def score_names(cluster: str) -> list[str]:
-        """`granted_score_names`, decoding each config work version once (it may hold ~400 KB)."""
-        work = caches.works.get(f"{cluster}/{CONFIG_WORK_NAME}")
+    def score_names(self, cluster: str) -> list[str]:
+        """`granted_score_names`, decoding each config work version once."""
+        work = self.caches.works.get(f"{cluster}/{CONFIG_WORK_NAME}")
         version = str(((work or {}).get("metadata") or {}).get("resourceVersion") or "")
-        with sent_lock:
-            known = sent.get(cluster)
+        with self._sent_lock:
+            known = self._sent.get(cluster)
         if known is None or known[0] != version:
             known = (version, sorted(sent_score_names(work)))
-            with sent_lock:
-                sent[cluster] = known
+            with self._sent_lock:
+                self._sent[cluster] = known
         taken = [
             str(obj["metadata"]["name"])
-            for obj in caches.foreign.list(cluster)
-            if not (adopt_unlabelled_scores and adoptable(obj))
+            for obj in self.caches.foreign.list(cluster)
+            if not (self.adopt_unlabelled_scores and adoptable(obj))
         ]
-        return granted_score_names(known[1], caches.scores.list(cluster), taken)
+        return granted_score_names(known[1], self.caches.scores.list(cluster), taken)
 
-    # cluster -> (digest of the RBAC's inputs, [(kind, key, resourceVersion)] of the Role and
-    # RoleBinding as they were when they last matched them): while both hold, the objects need
-    # neither a render nor a comparison.  An edit or a deletion changes the resourceVersion.
-    verified: dict[str, tuple[bytes, tuple[tuple[str, str, str], ...]]] = {}
+    def _now(self, written: Versions) -> Versions:
+        """The cache's versions of the (kind, key, version) objects in `written`."""
+        return tuple(
+            (kind, key, resource_version(self._rbac_caches[kind][1].get(key))) for kind, key, _ in written
+        )
 
-    def unchanged(cluster: str, inputs: bytes) -> bool:
-        with sent_lock:
-            known = verified.get(cluster)
-        if known is None or known[0] != inputs:
-            return False
-        return all(resource_version(rbac_caches[kind][1].get(key)) == rv for kind, key, rv in known[1])
-
-    def ensure_rbac(mca: JSON, subject: JSON) -> str | None:
+    def ensure_rbac(self, mca: JSON, subject: JSON) -> str | None:
         """Make the hub Role/RoleBinding agree; the error text when the apiserver refused."""
         cluster = mca["metadata"]["namespace"]
-        scores = score_names(cluster)
+        scores = self.score_names(cluster)
         inputs = digest([mca["metadata"].get("uid"), mca["metadata"]["name"], cluster, subject, scores])
-        if unchanged(cluster, inputs):
+        if self.verified.holds(cluster, inputs, self._now):
             return None
         written = []
         try:
             for obj in render_hub_rbac(mca, subject, score_names=scores):
-                resource, cache = rbac_caches[obj["kind"]]
-                result = writer.ensure(resource, obj, cache.get(object_key(obj)))
+                resource, cache = self._rbac_caches[obj["kind"]]
+                result = self.writer.ensure(resource, obj, cache.get(object_key(obj)))
                 written.append((str(obj["kind"]), object_key(obj), resource_version(result)))
         except (KubeError, TemplatesUnavailableError) as exc:
             return str(exc)  # a missing template: the deploy controller reports it on ManifestApplied
-        with sent_lock:
-            verified[cluster] = (inputs, tuple(written))
+        self.verified.remember(cluster, inputs, tuple(written))
         return None
 
-    def reconcile(key: str) -> Result | None:
+    def reconcile(self, key: str) -> Result | None:
+        """Register the agent of one MCA (see the module docstring)."""
+        caches = self.caches
         mca = caches.addons.get(key)
         if mca is None:
-            with sent_lock:
-                sent.pop(key.partition("/")[0], None)
-                verified.pop(key.partition("/")[0], None)
+            cluster = key.partition("/")[0]
+            with self._sent_lock:
+                self._sent.pop(cluster, None)
+            self.verified.forget(cluster)
             return None  # disabled: garbage collection removes what it owned
         cluster = mca["metadata"]["namespace"]
         if caches.clusters.get(cluster) is None:
-            notices.warn(
+            self.notices.warn(
                 key,
                 mca,
                 "ManagedClusterNotFound",
                 f"ManagedCluster {cluster} does not exist; the addon is not registered or deployed there",
             )
             return None
-        notices.clear(key)
-        if not owned_by_cma(mca, addon_name):
+        self.notices.clear(key)
+        if not owned_by_cma(mca, self.addon_name):
             log.debug("waiting for OCM to set the owner reference to the CMA", extra={"key": key})
             return None
-        lookup = desired_config(mca, caches.configs, caches.cma.get(addon_name))
+        lookup = desired_config(mca, caches.configs, caches.cma.get(self.addon_name))
         if lookup.pending:
             # Nothing is written yet: OCM resolves configs from the CMA and the MCA's spec, not from
             # the MCA's supportedConfigs (which only its Progressing condition reads), so writing
@@ -180,11 +187,11 @@ def registration_controller(
         subject = registration_subject(mca)
         refused = subject_problem(subject, cluster) if subject is not None else None
         if refused is not None:
-            subject_notices.warn(key, mca, SUBJECT_REFUSED, f"ManagedClusterAddOn {key}: {refused}")
+            self.subject_notices.warn(key, mca, SUBJECT_REFUSED, f"ManagedClusterAddOn {key}: {refused}")
         else:
-            subject_notices.clear(key)
+            self.subject_notices.clear(key)
         # with a refused subject the binding is still written, naming only what may be bound
-        error = ensure_rbac(mca, subject) if subject is not None else None
+        error = self.ensure_rbac(mca, subject) if subject is not None else None
 
         def compute(fresh: JSON) -> JSON | None:
             """The supportedConfigs and registration fields in one write (the framework sends two)."""
@@ -194,15 +201,54 @@ def registration_controller(
             }
             return patch or None
 
-        if compute(mca) is not None and writer.patch_status(
-            MANAGED_CLUSTER_ADDONS, cluster, addon_name, compute, current=mca
+        if compute(mca) is not None and self.writer.patch_status(
+            MANAGED_CLUSTER_ADDONS, cluster, self.addon_name, compute, current=mca
         ):
             log.info("registration status updated (namespace %s)", namespace, extra={"key": key})
         if error is not None:
             raise RuntimeError(f"hub RBAC for the agent not applied: {error}")
         return None
 
-    controller = Controller(NAME, reconcile, workers=workers, resync_seconds=resync_seconds)
+
+def woken_by_work(event: WatchEvent) -> tuple[str, ...]:
+    """A config work created, deleted or with a new spec: the score names it sends changed."""
+    if event.obj.get("metadata", {}).get("name") != CONFIG_WORK_NAME:
+        return ()
+    if event.type == "MODIFIED" and _generation(event.obj) == _generation(event.old):
+        return ()  # status only (the work agent reporting)
+    return tuple(in_cluster_namespace(event.obj))
+
+
+def woken_by_score(event: WatchEvent) -> tuple[str, ...]:
+    """A score of our agent created or deleted; not its status writes.
+
+    The informer selects our agents' scores by label, so a score relabelled into or out of
+    that selection arrives as ADDED or DELETED too.
+    """
+    return () if event.type == "MODIFIED" else tuple(in_cluster_namespace(event.obj))
+
+
+def woken_by_foreign(event: WatchEvent) -> tuple[str, ...]:
+    """Another owner's score created or deleted, or made (un)adoptable: a name taken or freed."""
+    if event.type == "MODIFIED" and adoptable(event.obj) == adoptable(event.old or {}):
+        return ()
+    return tuple(in_cluster_namespace(event.obj))
+
+
+def registration_controller(
+    caches: Caches,
+    writer: Writer,
+    *,
+    resync_seconds: float,
+    workers: int = 1,
+    addon_name: str = ADDON_NAME,
+    adopt_unlabelled_scores: bool = False,
+) -> Controller:
+    """The controller: keyed by MCA; woken by MCAs, clusters, referenced ADCs and our hub RBAC."""
+    registration = Registration(
+        caches, writer, addon_name=addon_name, adopt_unlabelled_scores=adopt_unlabelled_scores
+    )
+    controller = Controller(NAME, registration.reconcile, workers=workers, resync_seconds=resync_seconds)
     controller.watch(caches.addons)
     controller.watch(caches.clusters, keys=of_cluster)
     controller.watch(caches.roles, keys=in_cluster_namespace)
@@ -210,41 +256,22 @@ def registration_controller(
     controller.watch(caches.configs, keys=lambda adc: referencing(caches.addons.list(), adc))
     # a default config added to or removed from the CMA changes what the MCAs wait for
     controller.watch(caches.cma, keys=every_addon(caches.addons))
-    controller.watch(caches.works, keys=lambda _work: ())  # waits for it; `on_work` picks what wakes
-    controller.watch(caches.scores, keys=lambda _score: ())  # likewise, `on_score`
-    controller.watch(caches.foreign, keys=lambda _score: ())  # likewise, `on_foreign`
-
-    def on_work(event: WatchEvent) -> None:
-        """A config work created, deleted or with a new spec: the score names it sends changed."""
-        if event.obj.get("metadata", {}).get("name") != CONFIG_WORK_NAME:
-            return
-        if event.type == "MODIFIED" and _generation(event.obj) == _generation(event.old):
-            return  # status only (the work agent reporting)
-        for key in in_cluster_namespace(event.obj):
-            controller.enqueue(key)
-
-    def on_score(event: WatchEvent) -> None:
-        """A score of our agent created or deleted; not its status writes.
-
-        The informer selects our agents' scores by label, so a score relabelled into or out of
-        that selection arrives as ADDED or DELETED too.
-        """
-        if event.type == "MODIFIED":
-            return
-        for key in in_cluster_namespace(event.obj):
-            controller.enqueue(key)
-
-    def on_foreign(event: WatchEvent) -> None:
-        """Another owner's score created or deleted, or made (un)adoptable: a name taken or freed."""
-        if event.type == "MODIFIED" and adoptable(event.obj) == adoptable(event.old or {}):
-            return
-        for key in in_cluster_namespace(event.obj):
-            controller.enqueue(key)
-
-    caches.works.add_handler(on_work)
-    caches.scores.add_handler(on_score)
-    caches.foreign.add_handler(on_foreign)
+    # the works and scores are waited for; the handlers below pick which of their changes wake a key
+    for cache, woken_by in (
+        (caches.works, woken_by_work),
+        (caches.scores, woken_by_score),
+        (caches.foreign, woken_by_foreign),
+    ):
+        controller.watch(cache, keys=lambda _obj: ())
+        cache.add_handler(partial(_enqueue, controller, woken_by))
     return controller
+
+
+def _enqueue(
+    controller: Controller, woken_by: Callable[[WatchEvent], tuple[str, ...]], event: WatchEvent
+) -> None:
+    for key in woken_by(event):
+        controller.enqueue(key)
 
 
 def _generation(obj: JSON | None) -> object:

@@ -8,57 +8,18 @@ controller refuses, more clusters than Kueue lists, and the races with another w
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from dynamic_scoring.addon.controllers.multikueue import MultiKueueOrder
 from dynamic_scoring.addon.multikueue import ORDER_LABEL, desired_config
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict
-from dynamic_scoring.kube.writes import Writer
 from dynamic_scoring.placement_policy import PLACEMENT_LABEL
+from tests.unit.addon.controllers.fakes import Cache, Recorder
 
 NS = "kueue-system"
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 LATER = "2026-11-29T13:00:00Z"
 MKC_PATH = "/apis/kueue.x-k8s.io/v1beta2/multikueueconfigs"
-
-
-class Cache:
-    """An informer's cache reduced to a dict of key -> object."""
-
-    def __init__(self, *objects: JSON) -> None:
-        self.objects = {self.key(o): o for o in objects}
-
-    @staticmethod
-    def key(obj: JSON) -> str:
-        meta = obj["metadata"]
-        return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
-
-    def get(self, key: str) -> JSON | None:
-        return self.objects.get(key)
-
-    def list(self, namespace: str | None = None) -> list[JSON]:
-        return [o for o in self.objects.values() if namespace in (None, o["metadata"].get("namespace"))]
-
-
-class Recorder:
-    """Stands in for `KubeAPI`: records each request; a create of a taken name answers 409 if told."""
-
-    def __init__(self, *, conflict_on_create: bool = False) -> None:
-        self.requests: list[tuple[str, str, Any]] = []
-        self.conflict_on_create = conflict_on_create
-
-    def request(self, method: str, path: str, **kw: Any) -> JSON:
-        self.requests.append((method, path, kw.get("body")))
-        if method == "POST" and path == MKC_PATH and self.conflict_on_create:
-            raise Conflict(409, "AlreadyExists", 'multikueueconfigs "gpu" already exists')
-        return dict(kw.get("body") or {})
-
-    def writes(self, path: str = MKC_PATH) -> list[tuple[str, Any]]:
-        return [(m, b) for m, p, b in self.requests if p.startswith(path)]
-
-    def events(self) -> list[JSON]:
-        return [b for m, p, b in self.requests if m == "POST" and p.endswith("/events")]
 
 
 def placement(name: str = "gpu", *configurations: JSON) -> JSON:
@@ -93,9 +54,8 @@ def score(cluster: str, value: int) -> JSON:
 def reconciler(
     api: Recorder, placements: Cache, decisions: Cache, configs: Cache, scores: Cache | None = None
 ) -> MultiKueueOrder:
-    writer = Writer(api, "multikueue-order")  # type: ignore[arg-type]  # the recorder answers as KubeAPI would
     return MultiKueueOrder(
-        writer,
+        api.writer("multikueue-order"),
         placements=placements,
         decisions=decisions,
         configs=configs,
@@ -109,7 +69,7 @@ def test_it_creates_the_config_in_score_order_and_says_so_on_the_placement() -> 
     scores = Cache(score("a", 10), score("b", 90), score("c", 50))
     order = reconciler(api, Cache(placement()), Cache(decision("gpu", "a", "b", "c")), Cache(), scores)
     assert order.reconcile(f"{NS}/gpu") is None
-    [(method, body)] = api.writes()
+    [(method, body)] = api.writes(MKC_PATH)
     assert method == "POST" and body["spec"]["clusters"] == ["b", "c", "a"]
     [event] = api.events()
     assert event["reason"] == "MultiKueueOrderChanged" and event["type"] == "Normal"
@@ -130,7 +90,7 @@ def test_a_name_no_admission_check_could_take_is_reported_and_nothing_written() 
     name = "gpu.east"
     order = reconciler(api, Cache(placement(name)), Cache(decision(name, "a")), Cache())
     order.reconcile(f"{NS}/{name}")
-    assert api.writes() == []
+    assert api.writes(MKC_PATH) == []
     [event] = api.events()
     assert event["reason"] == "MultiKueueConfigNameInvalid" and "DNS label" in event["message"]
     order.reconcile(f"{NS}/{name}")  # the same problem is recorded once, not on every reconcile
@@ -143,7 +103,7 @@ def test_a_refused_policy_keeps_the_last_order_and_warns() -> None:
     current = desired_config("gpu", f"{NS}/gpu", ["a"])
     order = reconciler(api, Cache(bad), Cache(decision("gpu", "a", "b")), Cache(current))
     order.reconcile(f"{NS}/gpu")
-    assert api.writes() == []
+    assert api.writes(MKC_PATH) == []
     [event] = api.events()
     assert event["reason"] == "PrioritizerPolicyInvalid" and "keeps its order" in event["message"]
 
@@ -154,18 +114,20 @@ def test_more_than_twenty_clusters_lists_the_best_twenty_and_names_the_rest_in_a
     scores = Cache(*(score(c, i) for i, c in enumerate(clusters)))
     order = reconciler(api, Cache(placement()), Cache(decision("gpu", *clusters)), Cache(), scores)
     order.reconcile(f"{NS}/gpu")
-    [(_, body)] = api.writes()
+    [(_, body)] = api.writes(MKC_PATH)
     assert body["spec"]["clusters"] == list(reversed(clusters))[:20]
     [event] = api.events()
     assert event["type"] == "Warning" and "not listed (Kueue allows 20): c01 (1), c00 (0)" in event["message"]
 
 
 def test_a_config_created_meanwhile_by_someone_else_is_not_overwritten() -> None:
-    api = Recorder(conflict_on_create=True)
+    api = Recorder(
+        {("POST", MKC_PATH): Conflict(409, "AlreadyExists", 'multikueueconfigs "gpu" already exists')}
+    )
     order = reconciler(api, Cache(placement()), Cache(decision("gpu", "a")), Cache())
     result = order.reconcile(f"{NS}/gpu")
     assert result is not None and result.requeue_after == 1.0  # the next pass reads who holds it
-    assert [m for m, _ in api.writes()] == ["POST"]  # no GET-and-patch of the other writer's object
+    assert [m for m, _ in api.writes(MKC_PATH)] == ["POST"]  # no GET-and-patch of the other writer's object
     assert api.events() == []
 
 
@@ -174,7 +136,7 @@ def test_no_decision_deletes_only_our_own_config() -> None:
     ours = desired_config("gpu", f"{NS}/gpu", ["a"])
     order = reconciler(api, Cache(placement()), Cache(decision("gpu")), Cache(ours))
     order.reconcile(f"{NS}/gpu")
-    assert [m for m, _ in api.writes()] == ["DELETE"]
+    assert [m for m, _ in api.writes(MKC_PATH)] == ["DELETE"]
     assert [e["reason"] for e in api.events()] == ["MultiKueueConfigDeleted"]
     # another Placement's config of that name (someone else's) stays, whatever happens to ours
     api = Recorder()
