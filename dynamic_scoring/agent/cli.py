@@ -28,6 +28,12 @@ from dynamic_scoring.agent.kube.scores import KubeScorePublisher
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
 from dynamic_scoring.agent.kube.summaries import CONFIGMAP_NAME, SummaryWatcher
 from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.options import (
+    DEAD_WORKER_EXIT_SECONDS,
+    WATCH_DOWN_LIMIT_SECONDS,
+    AgentOptions,
+    OtlpOptions,
+)
 from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.proxy import proxy_settings_from_env
 from dynamic_scoring.agent.server import HealthServer
@@ -45,10 +51,6 @@ log = logging.getLogger("dynamic_scoring.agent")
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SHUTDOWN_SECONDS = 4.0
-WATCH_DOWN_LIMIT_SECONDS = 120.0
-"""The summaries watch may be unable to list for this long before the agent reports unhealthy."""
-DEAD_WORKER_EXIT_SECONDS = 60.0
-"""A dead worker task is reported this long (unhealthy, Lease not renewed) before the process exits 1."""
 
 
 @dataclass
@@ -149,63 +151,41 @@ class Agent:
         self.supervisor.retry_removals_now()
 
 
-def build_agent(
-    *,
-    hub: KubeAPI,
-    managed: KubeAPI,
-    cluster_name: str,
-    addon_namespace: str,
-    addon_name: str,
-    bind: tuple[str, int],
-    config_map: str = CONFIGMAP_NAME,
-    lease_seconds: float = 60.0,
-    settings: AgentSettings | None = None,
-    watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
-    dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
-    watch_resync_seconds: float = 300.0,
-    owner_deployment: str | None = None,
-    otlp_bind: tuple[str, int] | None = None,
-    otlp_max_series: int = 20_000,
-    otlp_access: ReceiverAccess | None = None,
-    otlp_label_limits: LabelLimits | None = None,
-    adopt_unlabelled_scores: bool = False,
-) -> Agent:
+def build_agent(hub: KubeAPI, managed: KubeAPI, options: AgentOptions) -> Agent:
     """Wire the scoring core to the two clusters' APIs (nothing runs until `Agent.serve`)."""
     metrics = AgentMetrics()
+    o = options
     publisher = KubeScorePublisher(
-        hub, cluster_name, addon_name=addon_name, adopt_unlabelled=adopt_unlabelled_scores
+        hub, o.cluster_name, addon_name=o.addon_name, adopt_unlabelled=o.adopt_unlabelled_scores
     )
-    otlp_store = (
-        SeriesStore(max_series=otlp_max_series, label_limits=otlp_label_limits)
-        if otlp_bind is not None
-        else None
-    )
+    otlp_store = None
     otlp = None
-    if otlp_store is not None and otlp_bind is not None:
-        otlp = OtlpReceiver(otlp_store, host=otlp_bind[0], port=otlp_bind[1], access=otlp_access)
+    if o.otlp is not None:
+        otlp_store = SeriesStore(max_series=o.otlp.max_series, label_limits=o.otlp.label_limits)
+        otlp = OtlpReceiver(otlp_store, host=o.otlp.bind[0], port=o.otlp.bind[1], access=o.otlp.access)
         metrics.registry.register(OtlpTelemetry(otlp_store, otlp))
     supervisor = Supervisor(
-        cluster_name=cluster_name,
-        secrets=KubeSecretReader(managed, addon_namespace),
+        cluster_name=o.cluster_name,
+        secrets=KubeSecretReader(managed, o.addon_namespace),
         publisher=publisher,
         metrics=metrics,
-        settings=settings,
+        settings=o.settings,
         otlp_store=otlp_store,
     )
     watcher = SummaryWatcher(
         managed,
-        addon_namespace,
+        o.addon_namespace,
         supervisor.apply_payload,
-        name=config_map,
-        resync_seconds=watch_resync_seconds,
+        name=o.config_map,
+        resync_seconds=o.watch_resync_seconds,
     )
 
     def watch_check() -> str | None:
         down = watcher.down_for()
-        if down > watch_down_limit_seconds:
+        if down > o.watch_down_limit_seconds:
             return (
                 f"summaries watch of {watcher.where} down for {down:.0f}s "
-                f"(limit {watch_down_limit_seconds:.0f}s)"
+                f"(limit {o.watch_down_limit_seconds:.0f}s)"
             )
         return None
 
@@ -227,83 +207,54 @@ def build_agent(
     health = Health([watch_check, workers_check, starved_check])
     lease = LeaseRenewer(
         managed,
-        addon_namespace,
-        addon_name,
-        holder=os.environ.get("HOSTNAME") or f"{addon_name}-agent-{cluster_name}",
-        period=lease_seconds,
+        o.addon_namespace,
+        o.addon_name,
+        holder=os.environ.get("HOSTNAME") or f"{o.addon_name}-agent-{o.cluster_name}",
+        period=o.lease_seconds,
         healthy=lambda: watcher.applied_once.is_set() and health.healthy(),
-        owner_deployment=owner_deployment,
+        owner_deployment=o.owner_deployment,
     )
     heartbeat = Heartbeat()
     server = HealthServer(
         metrics,
         lambda: supervisor.ready,
-        host=bind[0],
-        port=bind[1],
+        host=o.bind[0],
+        port=o.bind[1],
         problems=health.problems,
         live=heartbeat.problems,
     )
     return Agent(
-        supervisor, publisher, watcher, lease, health, server, dead_worker_exit_seconds, heartbeat, otlp=otlp
+        supervisor,
+        publisher,
+        watcher,
+        lease,
+        health,
+        server,
+        o.dead_worker_exit_seconds,
+        heartbeat,
+        otlp=otlp,
     )
 
 
-async def run_agent(
-    *,
-    hub_kubeconfig: Path,
-    managed_kubeconfig: Path | None,
-    cluster_name: str,
-    addon_namespace: str,
-    addon_name: str,
-    bind: tuple[str, int],
-    config_map: str,
-    lease_seconds: float,
-    settings: AgentSettings,
-    watch_down_limit_seconds: float = WATCH_DOWN_LIMIT_SECONDS,
-    dead_worker_exit_seconds: float = DEAD_WORKER_EXIT_SECONDS,
-    owner_deployment: str | None = None,
-    otlp_bind: tuple[str, int] | None = None,
-    otlp_max_series: int = 20_000,
-    otlp_access: ReceiverAccess | None = None,
-    otlp_label_limits: LabelLimits | None = None,
-    adopt_unlabelled_scores: bool = False,
-) -> int:
+async def run_agent(hub_kubeconfig: Path, managed_kubeconfig: Path | None, options: AgentOptions) -> int:
     """Run until SIGTERM/SIGINT (exit code 0, within `SHUTDOWN_SECONDS` plus a margin) or a crash (1)."""
-    agent = build_agent(
-        hub=KubeAPI(hub_kubeconfig),
-        managed=KubeAPI(managed_kubeconfig),
-        cluster_name=cluster_name,
-        addon_namespace=addon_namespace,
-        addon_name=addon_name,
-        bind=bind,
-        config_map=config_map,
-        lease_seconds=lease_seconds,
-        settings=settings,
-        watch_down_limit_seconds=watch_down_limit_seconds,
-        dead_worker_exit_seconds=dead_worker_exit_seconds,
-        owner_deployment=owner_deployment,
-        otlp_bind=otlp_bind,
-        otlp_max_series=otlp_max_series,
-        otlp_access=otlp_access,
-        otlp_label_limits=otlp_label_limits,
-        adopt_unlabelled_scores=adopt_unlabelled_scores,
-    )
+    agent = build_agent(KubeAPI(hub_kubeconfig), KubeAPI(managed_kubeconfig), options)
     if agent.otlp is not None:
         access = agent.otlp.access
         log.info(
             "OTLP/HTTP receiver on %s://%s:%d (POST /v1/metrics; bearer token: %s, client certificates: %s)",
             agent.otlp.scheme,
-            otlp_bind[0] if otlp_bind else "",
+            options.otlp.bind[0] if options.otlp else "",
             agent.otlp.port,
             "required" if access.bearer_token_file else "no",
             "required" if access.client_ca_file else "no",
         )
     log.info(
         "agent for cluster %s started: watching configmap %s/%s, metrics on %s:%d",
-        cluster_name,
-        addon_namespace,
-        config_map,
-        bind[0],
+        options.cluster_name,
+        options.addon_namespace,
+        options.config_map,
+        options.bind[0],
         agent.server.port,
     )
     stop = asyncio.Event()
@@ -579,12 +530,15 @@ def main(
         )
     except ValueError as exc:
         raise click.UsageError(f"OTLP receiver: {exc}") from exc
-    otlp_label_limits = LabelLimits(
-        max_labels=otlp_max_labels,
-        max_name_length=otlp_max_label_name_length,
-        max_value_length=otlp_max_label_value_length,
-        max_total_chars=otlp_max_label_chars,
-    )
+    otlp = None
+    if otlp_bind is not None:
+        label_limits = LabelLimits(
+            max_labels=otlp_max_labels,
+            max_name_length=otlp_max_label_name_length,
+            max_value_length=otlp_max_label_value_length,
+            max_total_chars=otlp_max_label_chars,
+        )
+        otlp = OtlpOptions(otlp_bind, otlp_max_series, otlp_access, label_limits)
     # The flag (from the AddOnDeploymentConfig) and the environment (the test harness) add up: a
     # harness that opts in to loopback must not lose an administrator's networks, nor the reverse.
     try:
@@ -606,25 +560,19 @@ def main(
         address_policy=policy,
         own_token=own_token,
     )
-    code = asyncio.run(
-        run_agent(
-            hub_kubeconfig=hub_kubeconfig,
-            managed_kubeconfig=managed_kubeconfig,
-            cluster_name=cluster_name,
-            addon_namespace=addon_namespace,
-            addon_name=addon_name,
-            bind=bind,
-            config_map=config_map,
-            lease_seconds=lease_renew_seconds,
-            settings=settings,
-            watch_down_limit_seconds=watch_down_limit_seconds,
-            dead_worker_exit_seconds=dead_worker_exit_seconds,
-            owner_deployment=owner_deployment,
-            otlp_bind=otlp_bind,
-            otlp_max_series=otlp_max_series,
-            otlp_access=otlp_access,
-            otlp_label_limits=otlp_label_limits,
-            adopt_unlabelled_scores=adopt_unlabelled_scores,
-        )
+    options = AgentOptions(
+        cluster_name=cluster_name,
+        addon_namespace=addon_namespace,
+        addon_name=addon_name,
+        bind=bind,
+        config_map=config_map,
+        lease_seconds=lease_renew_seconds,
+        settings=settings,
+        watch_down_limit_seconds=watch_down_limit_seconds,
+        dead_worker_exit_seconds=dead_worker_exit_seconds,
+        owner_deployment=owner_deployment,
+        otlp=otlp,
+        adopt_unlabelled_scores=adopt_unlabelled_scores,
     )
+    code = asyncio.run(run_agent(hub_kubeconfig, managed_kubeconfig, options))
     sys.exit(code)

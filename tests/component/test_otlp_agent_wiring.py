@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from dynamic_scoring.agent.cli import build_agent, main
+from dynamic_scoring.agent.options import AgentOptions, OtlpOptions
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.source.otlp.access import ReceiverAccess
 from dynamic_scoring.agent.source.otlp.store import LabelLimits
@@ -36,17 +37,14 @@ async def test_the_flag_starts_a_receiver_whose_store_follows_the_running_scorer
     config = tmp_path / "kubeconfig"
     config.write_text(KUBECONFIG)
     api = KubeAPI(config)
-    agent = build_agent(
-        hub=api,
-        managed=api,
+    options = AgentOptions(
         cluster_name="cluster1",
         addon_namespace="ns",
-        addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
-        otlp_bind=("127.0.0.1", 0),
         settings=AgentSettings(address_policy=LOOPBACK),
-        otlp_max_series=7,
+        otlp=OtlpOptions(("127.0.0.1", 0), max_series=7),
     )
+    agent = build_agent(api, api, options)
     assert agent.otlp is not None
     agent.otlp.start()
     try:
@@ -134,18 +132,19 @@ async def test_the_access_and_label_flags_reach_the_receiver_and_its_store(tmp_p
     token = tmp_path / "token"
     token.write_text("t0k3n")
     api = KubeAPI(config)
-    agent = build_agent(
-        hub=api,
-        managed=api,
+    otlp = OtlpOptions(
+        ("127.0.0.1", 0),
+        access=ReceiverAccess(bearer_token_file=token),
+        label_limits=LabelLimits(max_labels=3),
+    )
+    options = AgentOptions(
         cluster_name="cluster1",
         addon_namespace="ns",
-        addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
-        otlp_bind=("127.0.0.1", 0),
         settings=AgentSettings(address_policy=LOOPBACK),
-        otlp_access=ReceiverAccess(bearer_token_file=token),
-        otlp_label_limits=LabelLimits(max_labels=3),
+        otlp=otlp,
     )
+    agent = build_agent(api, api, options)
     assert agent.otlp is not None
     agent.otlp.start()
     try:

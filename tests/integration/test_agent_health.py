@@ -27,6 +27,7 @@ import pytest
 from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.cli import Agent, build_agent
 from dynamic_scoring.agent.kube.summaries import SummaryWatcher
+from dynamic_scoring.agent.options import AgentOptions
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
@@ -120,12 +121,9 @@ async def running_agent(
         },
     )
     managed = FaultInjectedAPI(cp.spoke2.admin_kubeconfig)
-    agent = build_agent(
-        hub=KubeAPI(cp.hub.admin_kubeconfig),
-        managed=managed,
+    options = AgentOptions(
         cluster_name="cluster2",
         addon_namespace=ns,
-        addon_name="dynamic-scoring",
         bind=("127.0.0.1", 0),
         settings=AgentSettings(address_policy=LOOPBACK),
         lease_seconds=1,
@@ -133,6 +131,7 @@ async def running_agent(
         dead_worker_exit_seconds=4,
         watch_resync_seconds=2,
     )
+    agent = build_agent(KubeAPI(cp.hub.admin_kubeconfig), managed, options)
     stop = asyncio.Event()
     serving = asyncio.create_task(agent.serve(stop))
     try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dynamic_scoring.agent.cli import main
+from dynamic_scoring.agent.options import AgentOptions
 
 
 def test_help_lists_upstream_flags() -> None:
@@ -77,3 +79,53 @@ def test_own_token_flags_come_together_and_destinations_must_be_readable(tmp_pat
     assert empty.exit_code == 2 and "no destination" in empty.output
     bad = CliRunner().invoke(main, [*args, *token, "--service-account-token-destinations", "prom:99999"])
     assert bad.exit_code == 2 and "unreadable destination entries: 'prom:99999'" in bad.output
+
+
+def _options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str) -> AgentOptions:
+    """The one `AgentOptions` the command builds from `flags`, caught where it would start the agent."""
+    seen: list[AgentOptions] = []
+
+    async def run(hub: Path, managed: Path | None, options: AgentOptions) -> int:
+        seen.append(options)
+        return 0
+
+    monkeypatch.setattr("dynamic_scoring.agent.cli.run_agent", run)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    args = ["--hub-kubeconfig", str(kubeconfig), "--cluster-name", "c1", "--addon-namespace", "ns", *flags]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    [options] = seen
+    return options
+
+
+def test_the_flags_become_one_options_value_with_the_rendered_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path, monkeypatch)
+    assert (options.cluster_name, options.addon_namespace, options.addon_name) == (
+        "c1",
+        "ns",
+        "dynamic-scoring",
+    )
+    assert (
+        options.bind == AgentOptions("c1", "ns").bind == ("0.0.0.0", 8080) and options.lease_seconds == 60.0
+    )
+    assert options.otlp is None  # no receiver unless its address is given
+    assert options.owner_deployment is None and not options.adopt_unlabelled_scores
+
+
+def test_the_otlp_flags_reach_the_receiver_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    options = _options(
+        tmp_path,
+        monkeypatch,
+        "--otlp-bind-address", "127.0.0.1:4318", "--otlp-max-series", "9",
+        "--otlp-bearer-token-file", str(token), "--otlp-max-labels", "5",
+        "--lease-renew-seconds", "7", "--owner-deployment", "agent",
+    )  # fmt: skip
+    assert options.otlp is not None
+    assert options.otlp.bind == ("127.0.0.1", 4318) and options.otlp.max_series == 9
+    assert options.otlp.access.bearer_token_file == token and options.otlp.label_limits.max_labels == 5
+    assert options.lease_seconds == 7.0 and options.owner_deployment == "agent"

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from dynamic_scoring.agent.cli import main as cli_main
 from dynamic_scoring.agent.http import ClientPool, TLSMaterial
+from dynamic_scoring.agent.options import AgentOptions
 from dynamic_scoring.agent.proxy import ProxySettings, proxy_mounts, proxy_settings_from_env
 from dynamic_scoring.agent.settings import AgentSettings
 from e2e.pki import CertificateAuthority
@@ -90,8 +91,8 @@ def test_the_agent_flag_decides_where_the_deployments_ca_bundle_is_trusted(
 ) -> None:
     seen: dict[str, AgentSettings] = {}
 
-    async def fake_run_agent(**kwargs: Any) -> int:
-        seen["settings"] = kwargs["settings"]
+    async def fake_run_agent(hub: Path, managed: Path | None, options: AgentOptions) -> int:
+        seen["settings"] = options.settings
         return 0
 
     monkeypatch.setattr("dynamic_scoring.agent.cli.run_agent", fake_run_agent)
