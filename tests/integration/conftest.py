@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.resources import NAMESPACES
@@ -22,7 +23,9 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until
 
-SCORER_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+SCORER_CRDS = MANIFESTS / "crds"
+MANAGER_NS = "dynamic-scoring"
 DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
 
 
@@ -71,3 +74,36 @@ def scorer_crds_hub(control_plane: ControlPlane) -> Client:
         client.apply_yaml((SCORER_CRDS / name).read_text())
     wait_until(lambda: _scorer_crds_served(client), timeout=30, what="the scorer CRDs served", interval=0.1)
     return client
+
+
+@pytest.fixture(scope="module")
+def manager_rbac(control_plane: ControlPlane) -> Iterator[Client]:
+    """The manager's namespace, ServiceAccount and RBAC as `manifests/` installs them; an admin `Client`.
+
+    For a module that runs a controller as the manager's own ServiceAccount, on exactly the rules
+    the installs grant.  When the namespace did not exist before, everything applied here is deleted
+    afterwards and the namespace waited for: left behind, those objects make a later `helm install`
+    in the same session fail on objects Helm does not own.  A shared install found in place is left
+    as it is.
+    """
+    assert control_plane.hub is not None
+    hub = Client(control_plane.hub.admin_kubeconfig, timeout=10)
+    base = [
+        d
+        for name in ("namespace.yaml", "rbac.yaml")
+        for d in yaml.safe_load_all((MANIFESTS / name).read_text())
+        if d
+    ]
+    installed = hub.find("v1", "Namespace", MANAGER_NS) is not None
+    for obj in base:
+        hub.apply(obj)
+    yield hub
+    if installed:
+        return
+    for obj in reversed(base):
+        hub.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+    wait_until(
+        lambda: hub.find("v1", "Namespace", MANAGER_NS) is None,
+        timeout=90,
+        what=f"namespace {MANAGER_NS} gone",
+    )

@@ -35,7 +35,7 @@ from e2e.kube import Kubectl
 from e2e.kueue import KueueBuild, KueueManager, kueue_build
 from e2e.procs import listening_addresses, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.late_tools]
+pytestmark = pytest.mark.late_tools  # the tier (integration) comes from the directory
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 KUEUE_GROUP = "kueue.x-k8s.io"

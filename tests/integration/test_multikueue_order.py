@@ -42,7 +42,6 @@ from e2e.procs import wait_until, wait_value
 pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
 
 REPO = Path(__file__).resolve().parents[2]
-MANAGER_NS = "dynamic-scoring"
 MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
@@ -149,26 +148,16 @@ def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None = No
 
 @pytest.fixture(scope="module")
 def manager_kubeconfig(
-    control_plane: ControlPlane, hub: Client, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane, manager_rbac: Client, hub: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
     """The manager's ServiceAccount with the installs' RBAC: manifests/rbac.yaml, then the component's.
 
     Without the component the manager may not write a MultiKueueConfig; with it, it may, and the
-    tests below run the controller on exactly these rules.  Whatever of the base install this
-    fixture created is removed again, so a later `helm install` in the session finds no objects
-    that are not Helm's.
+    tests below run the controller on exactly these rules.  The base install comes from the
+    tier's `manager_rbac`, which removes what it created; the component's objects are removed here.
     """
     assert control_plane.hub is not None and control_plane.tools is not None
     kubectl = Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
-    base = [
-        d
-        for name in ("namespace.yaml", "rbac.yaml")
-        for d in yaml.safe_load_all((REPO / "manifests" / name).read_text())
-        if d
-    ]
-    installed = hub.find("v1", "Namespace", MANAGER_NS) is not None  # a shared install: leave it
-    for obj in base:
-        hub.apply(obj)
     wait_until(
         lambda: can_i(kubectl, "watch", "addonplacementscores.cluster.open-cluster-management.io") == "yes",
         timeout=30,
@@ -208,15 +197,9 @@ def manager_kubeconfig(
             token=token,
         )
     finally:
-        for obj in reversed(component if installed else component + base):
+        for obj in reversed(component):
             hub.delete(
                 obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
-            )
-        if not installed:
-            wait_until(
-                lambda: hub.find("v1", "Namespace", MANAGER_NS) is None,
-                timeout=90,
-                what=f"namespace {MANAGER_NS} gone",
             )
 
 

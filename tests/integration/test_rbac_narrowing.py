@@ -37,7 +37,6 @@ from tests.integration.test_addon_controllers import (
     hub_install,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 MANAGER_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:dynamic-scoring", "system:authenticated"]
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
@@ -52,13 +51,13 @@ WHOAMI = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 
 
 @pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Client:
-    """The hub with our CRDs, CMA and the manager's ServiceAccount and RBAC from manifests/."""
-    assert control_plane.hub is not None
-    client = Client(control_plane.hub.admin_kubeconfig, timeout=10)
-    hub_install(client)
-    client.apply_yaml((REPO / "manifests" / "rbac.yaml").read_text())
-    return client
+def hub(manager_rbac: Client) -> Client:
+    """The hub with our CRDs, CMA and the manager's ServiceAccount and RBAC from manifests/.
+
+    `manager_rbac` removes the namespace and RBAC afterwards when it created them.
+    """
+    hub_install(manager_rbac)
+    return manager_rbac
 
 
 @pytest.fixture(scope="module")
