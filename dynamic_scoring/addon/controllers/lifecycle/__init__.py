@@ -25,7 +25,7 @@ from dynamic_scoring.addon.controllers.lifecycle.cma_config import cma_config_co
 from dynamic_scoring.addon.controllers.lifecycle.csr_approver import NAME as CSR_APPROVER
 from dynamic_scoring.addon.controllers.lifecycle.csr_approver import csr_approver_controller
 from dynamic_scoring.addon.controllers.lifecycle.deploy import NAME as DEPLOY
-from dynamic_scoring.addon.controllers.lifecycle.deploy import deploy_controller
+from dynamic_scoring.addon.controllers.lifecycle.deploy import AgentRenderOptions, deploy_controller
 from dynamic_scoring.addon.controllers.lifecycle.inputs import Caches
 from dynamic_scoring.addon.controllers.lifecycle.registration import NAME as REGISTRATION
 from dynamic_scoring.addon.controllers.lifecycle.registration import registration_controller
@@ -54,10 +54,12 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
         deploy_controller(
             caches,
             manager.writer(DEPLOY),
-            agent_image=ctx.agent_image,
-            adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
-            agent_image_allow=ctx.agent_image_allow,
-            trust_proxy_ca_for_destinations=ctx.trust_proxy_ca_for_destinations,
+            AgentRenderOptions(
+                agent_image=ctx.agent_image,
+                adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
+                agent_image_allow=ctx.agent_image_allow,
+                trust_proxy_ca_for_destinations=ctx.trust_proxy_ca_for_destinations,
+            ),
             resync_seconds=resync,
             workers=workers,
         ),

@@ -17,6 +17,7 @@ Event, and the last good work stays as it is (for a new MCA: no work is created)
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from dynamic_scoring.addon.config.install_namespace import InstallNamespaceRefusedError
 from dynamic_scoring.addon.constants import ADDON_NAME, DEFAULT_IMAGE
@@ -132,6 +133,16 @@ def _deploy_works(works: list[JSON]) -> list[JSON]:
     return [w for w in works if work_index(str(w["metadata"]["name"])) is not None]
 
 
+@dataclass(frozen=True)
+class AgentRenderOptions:
+    """The manager's options that shape every cluster's agent (its flags of the same names)."""
+
+    agent_image: str = DEFAULT_IMAGE
+    adopt_unlabelled_scores: bool = False
+    agent_image_allow: tuple[str, ...] = ()
+    trust_proxy_ca_for_destinations: bool = False
+
+
 class Deploy:
     """The reconcile, keyed by MCA: render the agent, keep its deploy works equal, mirror `Applied`."""
 
@@ -139,19 +150,13 @@ class Deploy:
         self,
         caches: Caches,
         writer: Writer,
+        options: AgentRenderOptions = AgentRenderOptions(),
         *,
-        agent_image: str = DEFAULT_IMAGE,
-        adopt_unlabelled_scores: bool = False,
-        agent_image_allow: tuple[str, ...] = (),
-        trust_proxy_ca_for_destinations: bool = False,
         addon_name: str = ADDON_NAME,
     ) -> None:
         self.caches = caches
         self.writer = writer
-        self.agent_image = agent_image
-        self.adopt_unlabelled_scores = adopt_unlabelled_scores
-        self.agent_image_allow = agent_image_allow
-        self.trust_proxy_ca_for_destinations = trust_proxy_ca_for_destinations
+        self.options = options
         self.addon_name = addon_name
         self.notices = Notices(writer)
         # MCA key -> the render fingerprint and the deploy works' versions when they last matched
@@ -200,14 +205,15 @@ class Deploy:
         if lookup.pending:
             return None  # the hash fillers and OCM are catching up; their status write wakes us
         existing = caches.works.list(cluster_name)
+        o = self.options
         fingerprint = render_fingerprint(
             mca,
             lookup.adc,
             cluster,
-            self.agent_image,
-            self.adopt_unlabelled_scores,
-            self.agent_image_allow,
-            self.trust_proxy_ca_for_destinations,
+            o.agent_image,
+            o.adopt_unlabelled_scores,
+            o.agent_image_allow,
+            o.trust_proxy_ca_for_destinations,
         )
         # every deploy work in the namespace, so that an extra one appearing is noticed too
         if self.verified.holds(key, fingerprint, lambda _known: _versions(existing)):
@@ -219,10 +225,10 @@ class Deploy:
                 mca=mca,
                 adc=lookup.adc,
                 cluster=cluster,
-                default_image=self.agent_image,
-                adopt_unlabelled_scores=self.adopt_unlabelled_scores,
-                agent_image_allow=self.agent_image_allow,
-                trust_proxy_ca_for_destinations=self.trust_proxy_ca_for_destinations,
+                default_image=o.agent_image,
+                adopt_unlabelled_scores=o.adopt_unlabelled_scores,
+                agent_image_allow=o.agent_image_allow,
+                trust_proxy_ca_for_destinations=o.trust_proxy_ca_for_destinations,
             )
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
@@ -254,25 +260,14 @@ class Deploy:
 def deploy_controller(
     caches: Caches,
     writer: Writer,
+    options: AgentRenderOptions = AgentRenderOptions(),
     *,
-    agent_image: str = DEFAULT_IMAGE,
-    adopt_unlabelled_scores: bool = False,
-    agent_image_allow: tuple[str, ...] = (),
-    trust_proxy_ca_for_destinations: bool = False,
     resync_seconds: float,
     workers: int = 2,
     addon_name: str = ADDON_NAME,
 ) -> Controller:
     """The controller: keyed by MCA; woken by MCAs, their works, clusters and referenced ADCs."""
-    deploy = Deploy(
-        caches,
-        writer,
-        agent_image=agent_image,
-        adopt_unlabelled_scores=adopt_unlabelled_scores,
-        agent_image_allow=agent_image_allow,
-        trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
-        addon_name=addon_name,
-    )
+    deploy = Deploy(caches, writer, options, addon_name=addon_name)
     controller = Controller(NAME, deploy.reconcile, workers=workers, resync_seconds=resync_seconds)
     controller.watch(caches.addons)
     controller.watch(caches.works, keys=in_cluster_namespace)

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.addon.controllers.lifecycle import deploy as deploy_module
-from dynamic_scoring.addon.controllers.lifecycle.deploy import APPLY_FAILED, INSTALL_NAMESPACE_REFUSED, Deploy
+from dynamic_scoring.addon.controllers.lifecycle.deploy import (
+    APPLY_FAILED,
+    INSTALL_NAMESPACE_REFUSED,
+    AgentRenderOptions,
+    Deploy,
+)
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden
@@ -46,7 +51,7 @@ def cluster() -> JSON:
 
 def setup(api: Recorder, addon: JSON, **caches: Cache) -> tuple[Deploy, Any]:
     built = lifecycle_caches(**{"addons": Cache(addon), "clusters": Cache(cluster()), **caches})
-    return Deploy(built, api.writer("deploy"), agent_image="example.com/agent:1"), built
+    return Deploy(built, api.writer("deploy"), AgentRenderOptions(agent_image="example.com/agent:1")), built
 
 
 def manifest_applied(patch: JSON) -> JSON:
