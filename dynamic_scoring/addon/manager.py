@@ -32,7 +32,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
@@ -47,6 +47,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MULTIKUEUE_CONFIGS, Resource
+from dynamic_scoring.threaded_server import ThreadedHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +102,10 @@ class ManagerOptions:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ThreadedHTTPServer):
+    thread_name = "health server"
 
     def __init__(self, address: tuple[str, int], manager: Manager) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)
         self.manager = manager
 
@@ -207,8 +207,8 @@ class Manager:
         """Start the health and metrics server; the port it listens on."""
         host, port = parse_bind_address(self.options.bind_address)
         self._server = _Server((host, port), self)
-        threading.Thread(target=self._server.serve_forever, name="health server", daemon=True).start()
-        bound = int(self._server.server_address[1])
+        self._server.start()
+        bound = self._server.port
         log.info("serving /healthz /readyz /metrics on %s:%d", host, bound)
         return bound
 
@@ -266,8 +266,7 @@ class Manager:
         else:
             self.elector.run(self._lead, stop)
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
         if stop.is_set() and self._failure is None:
             log.info("stopped")
             return 0

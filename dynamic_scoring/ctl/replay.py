@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -43,6 +43,7 @@ import msgspec
 from dynamic_scoring.ctl.output import ExitCode, fail
 from dynamic_scoring.ctl.recording import Recording, RecordingError, load
 from dynamic_scoring.ctl.stopping import sigterm_interrupts
+from dynamic_scoring.threaded_server import ThreadedHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._route(params)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTPServer(ThreadedHTTPServer):
+    thread_name = "replay"
     replay: Replay
 
 
@@ -217,9 +218,8 @@ class ReplayServer:
     def __init__(self, replay: Replay, host: str = "127.0.0.1", port: int = 0) -> None:
         self._server = _HTTPServer((host, port), _Handler)
         self._server.replay = replay
-        self._thread = threading.Thread(target=self._server.serve_forever, name="replay", daemon=True)
         self.host = host
-        self.port = int(self._server.server_address[1])
+        self.port = self._server.port
 
     @property
     def query_range_url(self) -> str:
@@ -229,15 +229,12 @@ class ReplayServer:
 
     def start(self) -> ReplayServer:
         """Serve in a background thread."""
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
-        self._server.server_close()
+        """Stop serving and close the socket; idempotent."""
+        self._server.stop()
 
     def __enter__(self) -> ReplayServer:
         return self.start()

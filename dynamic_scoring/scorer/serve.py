@@ -26,10 +26,11 @@ import signal
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from dynamic_scoring.scorer.app import Response, ScorerApp, _json
+from dynamic_scoring.threaded_server import ThreadedHTTPServer
 from dynamic_scoring.wire import display_name
 
 log = logging.getLogger("dynamic_scoring.scorer")
@@ -62,10 +63,10 @@ _BUSY = (
 )
 
 
-class _BoundedServer(ThreadingHTTPServer):
+class _BoundedServer(ThreadedHTTPServer):
     """A thread per request, at most ``max_concurrent`` of them; the others get a 503 at once."""
 
-    daemon_threads = True
+    thread_name = "scorer-server"
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
         self._slots = threading.BoundedSemaphore(limit)
@@ -198,22 +199,19 @@ class ScorerServer:
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._httpd.server_address[1])
+        return self._httpd.port
 
     def serve_forever(self) -> None:
         """Serve until ``shutdown`` (from another thread or a signal handler)."""
         self._httpd.serve_forever()
 
     def shutdown(self) -> None:
-        """Stop ``serve_forever`` (call it from another thread) and release the port."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        """Stop ``serve_forever`` (call it from another thread) and release the port; idempotent."""
+        self._httpd.stop()
 
     def start_in_thread(self) -> threading.Thread:
         """Serve from a daemon thread (tests, notebooks); stop with ``shutdown``."""
-        thread = threading.Thread(target=self.serve_forever, name="scorer-server", daemon=True)
-        thread.start()
-        return thread
+        return self._httpd.start()
 
 
 CONTAINER_MARKERS: tuple[str, ...] = ("/run/.containerenv", "/.dockerenv")

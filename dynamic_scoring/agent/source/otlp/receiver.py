@@ -40,7 +40,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 
 from google.protobuf import json_format
@@ -52,6 +52,7 @@ from dynamic_scoring.agent.source.otlp.access import BearerToken, ReceiverAccess
 from dynamic_scoring.agent.source.otlp.decoding import BodyError, Encoding, encoding_of, inflate, parse
 from dynamic_scoring.agent.source.otlp.store import IngestResult, SeriesStore
 from dynamic_scoring.agent.source.otlp.translation import flatten
+from dynamic_scoring.threaded_server import ThreadedHTTPServer
 
 logger = logging.getLogger("dynamic_scoring.agent.source.otlp")
 
@@ -150,13 +151,11 @@ class _HeadDeadlines:
                 self._changed.wait(None if soonest is None else max(soonest - now, 0.0))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ThreadedHTTPServer):
+    thread_name = "otlp-receiver"
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], receiver: OtlpReceiver) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
         self.receiver = receiver
         # The socket timeout cuts off a connection that idles or drips its body.
         handler = type("_TimedHandler", (_Handler,), {"timeout": receiver.read_timeout_seconds})
@@ -352,7 +351,6 @@ class OtlpReceiver:
         """Connections refused or cut, by reason, since start (``telemetry`` exports them)."""
         self._deadlines = _HeadDeadlines(lambda: self._refused("head_timeout"))
         self._server = _Server((host, port), self)
-        self._thread: threading.Thread | None = None
 
     @property
     def scheme(self) -> str:
@@ -362,22 +360,17 @@ class OtlpReceiver:
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._server.server_address[1])
+        return self._server.port
 
     def start(self) -> None:
         """Serve from a daemon thread."""
         self._deadlines.start()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
-        self._thread.start()
+        self._server.start()
 
     def stop(self) -> None:
-        """Stop serving and release the port."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
+        """Stop serving and release the port; idempotent."""
+        self._server.stop()
         self._deadlines.stop()
-        self._server.server_close()
 
     # -- connections ----------------------------------------------------------------------------
 
