@@ -1,10 +1,11 @@
 """``dynamic-scoring explain SCORER --cluster C``: one cycle of a DynamicScorer, every stage shown.
 
-The summary is the hub's (``resolve``, with each field's origin from ``provenance``), read from the
-hub by name or from a file; the cycle is the agent's (``dynamic_scoring.ctl.explain_cycle``); the comparison
-is with the AddOnPlacementScore on the hub now, in the cluster's namespace, where the agent writes
-it.  Nothing is written anywhere.  A file in ``configSyncMode: Full`` without a
-``status.lastSyncedConfig`` gets its ``/config`` fetched with the hub's own ``fetch_config``.
+The summary is the hub's (``resolve``, with each field's origin as ``resolve`` noted it while picking
+the value, ``Resolution.origins``), read from the hub by name or from a file; the cycle is the agent's
+(``dynamic_scoring.ctl.explain_cycle``); the comparison is with the AddOnPlacementScore on the hub now,
+in the cluster's namespace, where the agent writes it.  Nothing is written anywhere.  A file in
+``configSyncMode: Full`` without a ``status.lastSyncedConfig`` gets its ``/config`` fetched with the
+hub's own ``fetch_config``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,6 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
 from dynamic_scoring.addon.registry.probe import fetch_config
-from dynamic_scoring.addon.registry.provenance import provenance
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.agent.items.stabilization import ItemState, Stabilizer
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
@@ -138,7 +139,11 @@ def _stabilized(trace: Trace, hub: dict[Any, Any], expired: bool) -> dict[str, I
 
 
 def _document(
-    trace: Trace, origins: dict[str, str], notes: list[str], current: dict[str, Any] | None, read_hub: bool
+    trace: Trace,
+    origins: Mapping[str, str],
+    notes: list[str],
+    current: dict[str, Any] | None,
+    read_hub: bool,
 ) -> dict[str, Any]:
     summary = trace.summary.model_dump(by_alias=True, exclude_none=True)
     fields = [
@@ -492,7 +497,7 @@ def explain(
     if api is not None and trace.plan is not None:
         current, hub_error = _current_aps(api, cluster, trace.plan.aps_name)
     doc = _document(
-        trace, provenance(parsed), list(resolution.notes), current, api is not None and not hub_error
+        trace, resolution.origins, list(resolution.notes), current, api is not None and not hub_error
     )
     if hub_error:
         doc["hubError"] = hub_error

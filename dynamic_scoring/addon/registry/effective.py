@@ -32,6 +32,11 @@ interval 30 s; range 3600 s; step 60 s; source type ``Prometheus`` when a query 
 its own; scoring host = the origin of ``configURL``.  A Prometheus source needs an explicit host
 (upstream silently used the scorer's host).
 
+Each field that ``/config`` or a default may supply is picked by one call of ``_Origins.pick``, which
+also notes where the value came from (``Resolution.origins``): ``dynamic-scoring explain`` shows it, so a
+query that is not the spec's can be traced to ``configSyncMode: Full`` and the scorer's ``/config``
+without restating this precedence anywhere else.
+
 Whatever still cannot be resolved is a ``FieldProblem`` naming the CRD field, and the scorer is not
 distributed.
 """
@@ -40,8 +45,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -50,6 +55,9 @@ from dynamic_scoring.addon.registry.models import (
     DEFAULT_DIMENSION_FORMAT,
     DynamicScorer,
     DynamicScorerSpec,
+    ScoringParamsSpec,
+    ScoringSpec,
+    SourceParamsSpec,
     SpecAuth,
 )
 from dynamic_scoring.addon.registry.sources import resolve_sources, with_sources
@@ -60,7 +68,9 @@ from dynamic_scoring.wire import (
     MAX_SCORING_PARAMS_BYTES,
     ScorerSummary,
     ScoreStabilization,
+    ScoringConfig,
     ScoringParams,
+    SourceConfig,
     params_size,
 )
 
@@ -75,6 +85,16 @@ KNOWN_PLACEHOLDERS = frozenset(
 )
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 
+# Origins, as ``dynamic-scoring explain`` prints them (docs/cli.md).
+CONFIG = "/config"
+SPEC = "spec"
+DEFAULT = "default"
+SOURCES = "spec.sources"
+_SOURCE_FIELDS = ("sourceType", "sourceEndpoint", "sourceQuery", "sourceRange", "sourceStep")
+"""The summary fields ``with_sources`` replaces, so ``spec.sources`` is their origin."""
+
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class Resolution:
@@ -88,6 +108,11 @@ class Resolution:
         pending: why a valid scorer has no summary yet (Full mode without a synced ``/config``).
         withheld: the spec's credentials left out of the summary because ``/config`` moved their
             endpoint to another host, one sentence per endpoint (does not block distribution).
+        origins: where each summary field (wire name) that ``/config`` or a default may supply came
+            from: ``/config``, ``spec``, ``default``, ``spec.sources``, or the fallback named
+            (``spec.name``, ``metadata.name``, ``spec.configURL``); every other field is the spec's.
+            Empty when there is no summary.  Left out of equality, so that a value that moves from
+            the spec to an identical ``/config`` value is not a different outcome for the controller.
     """
 
     summary: ScorerSummary | None
@@ -95,6 +120,7 @@ class Resolution:
     notes: tuple[str, ...] = ()
     pending: str | None = None
     withheld: tuple[str, ...] = ()
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def message(self) -> str:
@@ -102,22 +128,45 @@ class Resolution:
         return "; ".join(str(p) for p in self.problems)
 
 
-def _text(synced: str | None, spec: str | None) -> tuple[str, str]:
-    """The first non-empty of the synced and the spec value, and where it came from."""
-    if synced:
-        return synced, "status.lastSyncedConfig"
-    if spec:
-        return spec, "spec"
-    return "", ""
+def _says(value: object) -> bool:
+    """Whether a candidate says something: ``None``, ``""`` and a number below 1 leave the field open.
+
+    This is the rule for every field the synced ``/config`` can carry (its document has ``""`` and
+    ``0`` for "not published"); the spec's own numbers are at least 1 anyway.  A list is a value even
+    when empty: a caller that means "no list" passes None.
+    """
+    return value is not None and value != "" and not (isinstance(value, int) and value < 1)
 
 
-def _number(synced: int | None, spec: int | None, default: int) -> int:
-    """The first of the synced and the spec value that is above 0, else ``default``."""
-    if synced is not None and synced > 0:
-        return synced
-    if spec is not None and spec > 0:
-        return spec
-    return default
+def _first(synced: _T | None, spec: _T | None, default: _T, default_from: str = DEFAULT) -> tuple[_T, str]:
+    """The synced value if it says something, else the spec's, else ``default``; and its origin."""
+    if synced is not None and _says(synced):
+        return synced, CONFIG
+    if spec is not None and _says(spec):
+        return spec, SPEC
+    return default, default_from
+
+
+class _Origins:
+    """The origin of each summary field, noted by ``resolve`` as it picks the value.
+
+    Picking and noting are one call, so the origin ``explain`` shows is the branch that supplied the
+    value, not a second description of the precedence that could drift from it.
+    """
+
+    def __init__(self) -> None:
+        self.by_field: dict[str, str] = {"name": "metadata.name"}
+
+    def pick(
+        self, name: str, synced: _T | None, spec: _T | None, default: _T, default_from: str = DEFAULT
+    ) -> _T:
+        """Resolve summary field ``name`` by the precedence (``_first``) and note where it came from."""
+        value, self.by_field[name] = _first(synced, spec, default, default_from)
+        return value
+
+    def from_sources(self) -> None:
+        """The sources extension replaced every source field of the summary."""
+        self.by_field.update(dict.fromkeys(_SOURCE_FIELDS, SOURCES))
 
 
 def _auth_pair(auth: SpecAuth | None) -> tuple[str, str]:
@@ -168,8 +217,19 @@ def dimension_format_notes(fmt: str, where: str = "spec.scoreDimensionFormat") -
     return [f"{where}: {names} is not a placeholder and stays literal in every item name"]
 
 
+def _spec_queries(params: SourceParamsSpec) -> tuple[str, list[str] | None] | None:
+    """The spec's ``query`` and ``queries`` as one candidate for ``sourceQuery``; None when it has neither.
+
+    ``/config`` publishes only ``query``, and a synced one replaces both, so they are picked together.
+    A ``queries: []`` the spec writes still makes the spec the origin, as ``explain`` always showed it.
+    """
+    if not params.query and params.queries is None:
+        return None
+    return params.query or "", params.queries or None
+
+
 def _dimension_formats(
-    spec: DynamicScorerSpec, synced: ScoringParams | None
+    spec: DynamicScorerSpec, synced: ScoringParams, origins: _Origins
 ) -> tuple[list[str], list[str] | None, list[str]]:
     """The item-name formats, the list to send as ``scoreDimensionFormats`` (or None), and notes.
 
@@ -177,16 +237,24 @@ def _dimension_formats(
     string) when it publishes a non-empty one (Full mode), else the spec's (list, else string),
     else ``${scoreName}``.  They are never mixed: a spec list does not survive a ``/config`` string.
     """
-    if synced is not None and synced.dimension_formats:
+    spec_formats = spec.score_dimension_formats or (
+        [spec.score_dimension_format] if spec.score_dimension_format else None
+    )
+    formats = origins.pick(
+        "scoreDimensionFormat",
+        list(synced.dimension_formats) or None,
+        spec_formats,
+        [DEFAULT_DIMENSION_FORMAT],
+    )
+    if origins.by_field["scoreDimensionFormat"] == CONFIG:
         plural = bool(synced.score_dimension_formats)
         where = "status.lastSyncedConfig.scoring.params.scoreDimensionFormat"
-        formats = list(synced.dimension_formats)
     else:
         plural = bool(spec.score_dimension_formats)
         where = "spec.scoreDimensionFormat"
-        formats = spec.score_dimension_formats or [spec.score_dimension_format or DEFAULT_DIMENSION_FORMAT]
     notes: list[str] = []
     if plural:
+        origins.by_field["scoreDimensionFormats"] = origins.by_field["scoreDimensionFormat"]
         for i, fmt in enumerate(formats):
             notes.extend(dimension_format_notes(fmt, f"{where}s[{i}]"))
     else:
@@ -238,49 +306,42 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         return Resolution(None, (), tuple(notes), pending="waiting for the first valid /config document")
 
     src = spec.source
-    src_params = src.params if src and src.params else None
-    sc = spec.scoring
-    sc_params = sc.params if sc and sc.params else None
-    s_src = synced.source if synced else None
+    src_params = (src.params if src else None) or SourceParamsSpec()
+    sc = spec.scoring or ScoringSpec()
+    sc_params = sc.params or ScoringParamsSpec()
+    # A part the synced document lacks publishes nothing: its "" and 0 leave each field to the spec.
+    s_src = synced.source if synced else SourceConfig()
+    s_sc = synced.scoring if synced else ScoringConfig()
     sources = resolve_sources(spec) if spec.sources else None
     if sources is not None:
-        if s_src is not None:
+        if synced is not None:
             notes.append("status.lastSyncedConfig.source: ignored because spec.sources is set")
-        s_src = None
+        s_src = SourceConfig()
         problems.extend(FieldProblem(where, why) for where, why in sources.problems)
     elif spec.on_source_error is not None:
         problems.append(FieldProblem("spec.onSourceError", "applies to spec.sources only"))
-    s_sc = synced.scoring if synced else None
+    origins = _Origins()
+    pick = origins.pick
 
     # Score name and interval.
-    score_name, _ = _text(s_sc.params.name if s_sc else None, sc_params.name if sc_params else None)
-    if not score_name:
-        score_name = spec.name or scorer.name
-    interval = _number(
-        s_sc.params.interval if s_sc else None, sc_params.interval if sc_params else None, DEFAULT_INTERVAL
-    )
-    scoring_params = _scorer_params(
-        s_sc.params.extra_params if s_sc else {}, sc_params.scorer_params() if sc_params else {}, problems
-    )
+    name_from = "spec.name" if spec.name else "metadata.name"
+    score_name = pick("scoreName", s_sc.params.name, sc_params.name, spec.name or scorer.name, name_from)
+    interval = pick("scoringInterval", s_sc.params.interval, sc_params.interval, DEFAULT_INTERVAL)
+    scoring_params = _scorer_params(s_sc.params.extra_params, sc_params.scorer_params(), problems)
 
-    # Source.
-    synced_query = s_src.params.query if s_src else ""
-    query = synced_query or (src_params.query if src_params and src_params.query else "")
-    queries = None if synced_query else (src_params.queries if src_params and src_params.queries else None)
-    source_type, _ = _text(s_src.type if s_src else None, src.type if src else None)
-    if not source_type:
-        source_type = "Prometheus" if (query or queries) else "None"
-    source_range = _number(
-        s_src.params.range if s_src else None, src_params.range if src_params else None, DEFAULT_RANGE
+    # Source (the query first: the type's default depends on it).
+    synced_query = (s_src.params.query, None) if s_src.params.query else None
+    query, queries = pick("sourceQuery", synced_query, _spec_queries(src_params), ("", None))
+    source_type = pick(
+        "sourceType", s_src.type, src.type if src else None, "Prometheus" if (query or queries) else "None"
     )
-    source_step = _number(
-        s_src.params.step if s_src else None, src_params.step if src_params else None, DEFAULT_STEP
-    )
+    source_range = pick("sourceRange", s_src.params.range, src_params.range, DEFAULT_RANGE)
+    source_step = pick("sourceStep", s_src.params.step, src_params.step, DEFAULT_STEP)
+    # Picked whatever the type, so that every source field has an origin (None: each value is empty).
+    host = pick("sourceEndpoint", s_src.host, src.host if src else None, "")
+    path, _ = _first(s_src.path, src.path if src else None, "")
     source_endpoint = ""
-    host, host_from = "", ""
     if source_type == "Prometheus":
-        host, host_from = _text(s_src.host if s_src else None, src.host if src else None)
-        path, _ = _text(s_src.path if s_src else None, src.path if src else None)
         if not host:
             problems.append(
                 FieldProblem("spec.source.host", "required when source.type is Prometheus (no default host)")
@@ -288,7 +349,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         else:
             where = (
                 "status.lastSyncedConfig.source.host"
-                if host_from.startswith("status")
+                if origins.by_field["sourceEndpoint"] == CONFIG
                 else "spec.source.host"
             )
             if _check_url(host, where, problems):
@@ -307,11 +368,13 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             )
 
     # Scoring endpoint.
-    sc_host, sc_host_from = _text(s_sc.host if s_sc else None, sc.host if sc else None)
-    sc_path, _ = _text(s_sc.path if s_sc else None, sc.path if sc else None)
+    config_origin = (
+        origin(spec.config_url) if spec.config_url and url_problem(spec.config_url) is None else ""
+    )
+    url_from = "spec.configURL" if spec.config_url else DEFAULT
+    sc_host = pick("scoringEndpoint", s_sc.host, sc.host, config_origin, url_from)
+    sc_path, _ = _first(s_sc.path, sc.path, "")
     scoring_endpoint = ""
-    if not sc_host and spec.config_url and url_problem(spec.config_url) is None:
-        sc_host, sc_host_from = origin(spec.config_url), "spec.configURL"
     if not sc_host:
         problems.append(
             FieldProblem(
@@ -321,37 +384,37 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         )
     else:
         where = {
-            "status.lastSyncedConfig": "status.lastSyncedConfig.scoring.host",
-            "spec": "spec.scoring.host",
-        }.get(sc_host_from, "spec.configURL")
+            CONFIG: "status.lastSyncedConfig.scoring.host",
+            SPEC: "spec.scoring.host",
+        }.get(origins.by_field["scoringEndpoint"], "spec.configURL")
         if _check_url(sc_host, where, problems):
             if not sc_path and not has_path(sc_host):
                 sc_path = DEFAULT_SCORING_PATH
             scoring_endpoint = join_url(sc_host, sc_path)
 
     # With a list, the upstream key carries its first entry, so an upstream agent writes those items.
-    formats, format_list, format_notes = _dimension_formats(spec, s_sc.params if s_sc else None)
+    formats, format_list, format_notes = _dimension_formats(spec, s_sc.params, origins)
     notes.extend(format_notes)
     if problems:
         return Resolution(None, tuple(problems), tuple(notes))
 
     src_auth = src.auth if src else None
-    sc_auth = sc.auth if sc else None
+    sc_auth = sc.auth
     withheld: list[str] = []
     if not spec.send_credentials_to_synced_hosts:
         spec_src_host = (src.host if src else None) or ""
         if (
             source_type == "Prometheus"
             and src_auth is not None
-            and host_from == "status.lastSyncedConfig"
+            and origins.by_field["sourceEndpoint"] == CONFIG
             and not _same_destination(host, spec_src_host)
         ):
             withheld.append(_moved("source", "source.host", spec_src_host, host, "spec.source.auth"))
             src_auth = None
-        spec_sc_host = (sc.host if sc else None) or (origin(spec.config_url) if spec.config_url else "")
+        spec_sc_host = sc.host or (origin(spec.config_url) if spec.config_url else "")
         if (
             sc_auth is not None
-            and sc_host_from == "status.lastSyncedConfig"
+            and origins.by_field["scoringEndpoint"] == CONFIG
             and not _same_destination(sc_host, spec_sc_host)
         ):
             withheld.append(_moved("scoring", "scoring.host", spec_sc_host, sc_host, "spec.scoring.auth"))
@@ -392,6 +455,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         )
         if sources is not None:
             summary = with_sources(summary, sources, spec.on_source_error)
+            origins.from_sources()
     except ValidationError as exc:
         # The wire model is the agent's contract and may check more than the CRD does; a value it
         # refuses is a field problem of this scorer, never an exception in the controller's loop.
@@ -399,7 +463,7 @@ def resolve(scorer: DynamicScorer) -> Resolution:
             "spec", "the agent would reject the summary: " + describe_validation(exc, prefix="summary")
         )
         return Resolution(None, (problem,), tuple(notes))
-    return Resolution(summary, (), tuple(notes), withheld=tuple(withheld))
+    return Resolution(summary, (), tuple(notes), withheld=tuple(withheld), origins=origins.by_field)
 
 
 __all__ = [

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.probe import fetch_config
-from dynamic_scoring.addon.registry.provenance import provenance
 from dynamic_scoring.scorer.app import ScorerApp
 from dynamic_scoring.scorer.matrix import ScoringRequest
 from dynamic_scoring.wire import ScorerConfig, ScoreResult
@@ -105,28 +104,28 @@ def test_full_mode_takes_the_format_from_config_over_the_spec() -> None:
     summary = ok(resolve(obj))
     assert summary.score_dimension_format == PER_NODE and summary.score_dimension_formats is None
     assert summary.scoring_params is None  # configures the agent: never sent to the scorer as a parameter
-    assert provenance(obj)["scoreDimensionFormat"] == "/config"
+    assert resolve(obj).origins["scoreDimensionFormat"] == "/config"
 
 
 def test_a_config_list_replaces_the_spec_format_and_a_config_string_replaces_a_spec_list() -> None:
     listed = synced_from(app(dimension_formats=["${node}", "${scoreName}"]))
     obj = scorer(full({"scoreDimensionFormat": "${pod}"}), listed)
     summary = ok(resolve(obj))
-    assert provenance(obj)["scoreDimensionFormats"] == "/config"
+    assert resolve(obj).origins["scoreDimensionFormats"] == "/config"
     assert summary.score_dimension_formats == ["${node}", "${scoreName}"]
     assert summary.score_dimension_format == "${node}"  # the first entry, for upstream agents
     single = synced_from(app(dimension_format=PER_NODE))
     obj = scorer(full({"scoreDimensionFormats": ["${pod}", "${app}"]}), single)
     summary = ok(resolve(obj))
     assert (summary.score_dimension_format, summary.score_dimension_formats) == (PER_NODE, None)
-    assert "scoreDimensionFormats" not in provenance(obj)
+    assert "scoreDimensionFormats" not in resolve(obj).origins
 
 
 def test_the_spec_format_applies_in_none_mode_and_when_config_publishes_none() -> None:
     synced = synced_from(app(dimension_format=PER_NODE))
     obj = scorer(full({"scoreDimensionFormat": "${pod}"}, mode="None"), synced)
     assert ok(resolve(obj)).score_dimension_format == "${pod}"
-    assert provenance(obj)["scoreDimensionFormat"] == "spec"
+    assert resolve(obj).origins["scoreDimensionFormat"] == "spec"
     silent = synced_from(app())
     summary = ok(resolve(scorer(full({"scoreDimensionFormats": ["${pod}", "${app}"]}), silent)))
     assert summary.score_dimension_formats == ["${pod}", "${app}"]

@@ -1,4 +1,8 @@
-"""``provenance`` names, for every field, the origin whose value ``resolve`` really used."""
+"""``Resolution.origins``: the origin ``resolve`` notes for each field is the one whose value it used.
+
+``dynamic-scoring explain`` prints these origins next to the values, so a wrong origin would send a
+person debugging a score to the wrong place (the spec instead of the scorer's ``/config``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamic_scoring.addon.registry.effective import resolve
-from dynamic_scoring.addon.registry.provenance import provenance
-from tests.unit.addon.registry.test_effective import ok, scorer
+from tests.unit.addon.registry.test_effective import PROM, ok, scorer
 
 # Every origin gets a value of its own, so the resolved value tells where it came from.
 VALUES: dict[str, dict[str, Any]] = {
@@ -89,11 +92,10 @@ def test_each_field_has_the_value_of_the_origin_it_is_attributed_to(
             },
         },
     }
-    obj = scorer(spec, synced)
-    summary = ok(resolve(obj)).model_dump(by_alias=True)
-    origins = provenance(obj)
+    res = resolve(scorer(spec, synced))
+    summary = ok(res).model_dump(by_alias=True)
     for field, by_origin in VALUES.items():
-        assert summary[field] == by_origin[origins[field]], (field, origins[field])
+        assert summary[field] == by_origin[res.origins[field]], (field, res.origins[field])
 
 
 def test_the_sources_extension_owns_every_source_field() -> None:
@@ -110,6 +112,57 @@ def test_the_sources_extension_owns_every_source_field() -> None:
             "scoring": {"host": "http://s:1"},
         }
     )
-    assert ok(resolve(obj)).sources[0].name == "a"
-    origins = provenance(obj)
-    assert {origins[f] for f in ("sourceType", "sourceEndpoint", "sourceQuery")} == {"spec.sources"}
+    res = resolve(obj)
+    assert ok(res).sources[0].name == "a"
+    assert {res.origins[f] for f in ("sourceType", "sourceEndpoint", "sourceQuery")} == {"spec.sources"}
+
+
+def test_the_fallbacks_are_named_by_what_supplied_them() -> None:
+    res = resolve(scorer({"name": "blog", "configURL": "http://cfg:2/config"}))
+    assert ok(res).score_name == "blog" and ok(res).scoring_endpoint == "http://cfg:2/scoring"
+    assert res.origins["scoreName"] == "spec.name"
+    assert res.origins["scoringEndpoint"] == "spec.configURL"
+    assert res.origins["name"] == "metadata.name"
+    # No query anywhere: the type defaults to None, and each source field says so.
+    assert ok(res).source_type == "None"
+    assert {res.origins[f] for f in ("sourceType", "sourceQuery", "sourceRange", "sourceStep")} == {"default"}
+
+
+def test_only_fields_config_or_a_default_may_supply_have_an_origin() -> None:
+    res = resolve(scorer({"source": PROM, "scoring": {"host": "http://s:1", "params": {"model": "m"}}}))
+    assert ok(res).scoring_params == {"model": "m"}
+    assert set(res.origins) == {
+        "name",
+        "scoreName",
+        "scoringInterval",
+        "sourceType",
+        "sourceEndpoint",
+        "sourceQuery",
+        "sourceRange",
+        "sourceStep",
+        "scoringEndpoint",
+        "scoreDimensionFormat",
+    }
+
+
+def test_a_spec_queries_list_is_the_query_origin_unless_config_publishes_a_query() -> None:
+    spec = {
+        "configSyncMode": "Full",
+        "source": {"host": "http://prom:9090", "params": {"queries": ["a", "b"]}},
+        "scoring": {"host": "http://s:1"},
+    }
+    res = resolve(scorer(spec, {"source": {"params": {"query": ""}}}))
+    assert ok(res).source_queries == ["a", "b"] and res.origins["sourceQuery"] == "spec"
+    res = resolve(scorer(spec, {"source": {"params": {"query": "synced"}}}))
+    assert ok(res).source_queries is None and ok(res).source_query == "synced"
+    assert res.origins["sourceQuery"] == "/config"
+
+
+def test_no_summary_has_no_origins_and_origins_do_not_change_the_outcome() -> None:
+    assert resolve(scorer({"source": {"type": "Prometheus"}})).origins == {}
+    spec = {"configSyncMode": "Full", "scoring": {"host": "http://s:1", "params": {"interval": 15}}}
+    from_spec = resolve(scorer(spec, {}))
+    from_config = resolve(scorer(spec, {"scoring": {"params": {"interval": 15}}}))
+    assert from_spec.origins["scoringInterval"] == "spec"
+    assert from_config.origins["scoringInterval"] == "/config"
+    assert from_spec == from_config  # the controller sees the same outcome
