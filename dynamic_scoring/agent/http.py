@@ -1,6 +1,7 @@
 """HTTP plumbing shared by the Prometheus and scorer calls: clients, bounded reads, errors, redaction.
 
-Three things every exchange of the agent needs live here, so that both client families behave alike:
+Three things every exchange of the agent needs live here, so that both client families behave alike
+(``dynamic_scoring.agent.exchange.bounded_exchange`` puts them together into the one exchange both use):
 ``transport_errors`` (the whole-exchange deadline and the one map from ``httpx``/OS failures to the
 agent's typed errors), ``read_limited`` (the body, inflated in bounded steps and refused past a
 limit), and ``scrub``, which keeps credentials out of messages (the URL's own are named by
@@ -16,6 +17,8 @@ resolved once and refused, before any connection, when an address it resolves to
 agent's ``AddressPolicy`` refuses (loopback, link-local, metadata, reserved ...; private networks are
 allowed); ``transport_errors`` turns that into the family's ``...AddressRefused`` naming the host and
 the category.  Through a proxy, see ``dynamic_scoring.agent.proxy.proxy_mounts`` for what is checked.
+Unit tests may hand ``ClientPool`` a transport of their own (``httpx.MockTransport``) to run a whole
+cycle without sockets; no production path passes one, so the guarded transport stays the only one.
 
 TLS material never touches the disk when it can be avoided: a CA bundle is loaded from memory, and a
 client certificate (which OpenSSL only loads from a path) goes through an anonymous in-memory file
@@ -168,6 +171,11 @@ class ClientPool:
         proxies: outbound proxies (``dynamic_scoring.agent.proxy``).  Their CA verifies the connection to an
             ``https://`` proxy; it joins the destinations' trust only with ``ca_for_destinations``.
         policy: the addresses requests may go to (``AgentSettings.address_policy``).
+        transport: for tests only: the transport every client uses instead of the guarded one and
+            the proxies (an ``httpx.MockTransport`` answering as Prometheus and a scorer would), so
+            that a whole ``ScoringCycle`` runs without sockets.  It bypasses the address policy,
+            the proxies and the endpoints' TLS material, which is why production code never passes
+            it; ``None``, the default, keeps the guarded transport.
     """
 
     def __init__(
@@ -179,7 +187,9 @@ class ClientPool:
         clock: Callable[[], float] = time.monotonic,
         proxies: ProxySettings | None = None,
         policy: AddressPolicy = STRICT,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        self._transport = transport
         self._proxies = proxies or ProxySettings()
         self._extra_ca_files = (*extra_ca_files, *self._proxies.destination_ca_files)
         self._proxy_verify: ssl.SSLContext | None = None
@@ -198,14 +208,21 @@ class ClientPool:
         # exactly the one built here; proxies come only from the explicit settings
         # (dynamic_scoring.agent.proxy).
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=16, keepalive_expiry=90)
+        transport: httpx.AsyncBaseTransport
+        mounts: dict[str, httpx.AsyncBaseTransport | None]
+        if self._transport is not None:  # a test's transport: it answers every request, proxied or not
+            transport, mounts = self._transport, {}
+        else:
+            transport = async_guarded_transport(verify=verify, limits=limits, policy=self._policy)
+            mounts = proxy_mounts(self._proxies, verify, limits, self._policy, self._proxy_verify)
         return httpx.AsyncClient(
             verify=verify,
             trust_env=False,
             follow_redirects=False,
             # Only what read_limited can inflate with a bound on the output.
             headers={"User-Agent": self._user_agent, "Accept-Encoding": "gzip, deflate"},
-            transport=async_guarded_transport(verify=verify, limits=limits, policy=self._policy),
-            mounts=proxy_mounts(self._proxies, verify, limits, self._policy, self._proxy_verify),
+            transport=transport,
+            mounts=mounts,
         )
 
     def client_for(self, tls: TLSMaterial | None) -> httpx.AsyncClient:

@@ -35,15 +35,8 @@ from dynamic_scoring.agent.errors import (
     ScorerTooManyResults,
     ScorerUnavailable,
 )
-from dynamic_scoring.agent.http import (
-    BodyTooLarge,
-    ErrorFamily,
-    read_limited,
-    refuse_metadata_headers,
-    retry_after_seconds,
-    status_phrase,
-    transport_errors,
-)
+from dynamic_scoring.agent.exchange import bounded_exchange
+from dynamic_scoring.agent.http import ErrorFamily, refuse_metadata_headers, status_phrase
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.scorer_client.answer import ScoringAnswer, decode_answer
 from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
@@ -194,28 +187,23 @@ async def call_scorer(
     length, pieces = scoring_body(series, params)
     request_headers = {"Content-Type": "application/json", "Content-Length": str(length)}
     request_headers.update(headers or {})
-    too_large = False
-    async with (
-        transport_errors(SCORER_ERRORS, what=f"scoring API {where}", seconds=timeout, url=endpoint),
-        client.stream(
-            "POST", endpoint, content=_stream(pieces), headers=request_headers, timeout=timeout
-        ) as response,
-    ):
-        status = response.status_code
-        retry_after = response.headers.get("retry-after")
-        try:
-            body = await read_limited(response, max_bytes)
-        except BodyTooLarge:
-            too_large = True
-    if too_large:
-        raise ScorerResponseTooLarge(f"scoring API {where} answered with more than {max_bytes} bytes")
-    if not 200 <= status < 300:
-        error = ScorerHTTPError(
+    body = await bounded_exchange(
+        client,
+        "POST",
+        endpoint,
+        errors=SCORER_ERRORS,
+        what=f"scoring API {where}",
+        seconds=timeout,
+        max_bytes=max_bytes,
+        too_large=lambda: ScorerResponseTooLarge(
+            f"scoring API {where} answered with more than {max_bytes} bytes"
+        ),
+        status_error=lambda status, _body: ScorerHTTPError(
             f"scoring API {where} answered HTTP {status} ({status_phrase(status)})", status=status
-        )
-        if status in (429, 503):
-            error.retry_after = retry_after_seconds(retry_after)
-        raise error
+        ),
+        headers=request_headers,
+        content=_stream(pieces),
+    )
     count = _count_results(body)
     if count is not None and count > max_results:
         raise ScorerTooManyResults(

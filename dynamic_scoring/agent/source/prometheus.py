@@ -30,6 +30,7 @@ import httpx
 import msgspec
 
 from dynamic_scoring.agent.errors import (
+    AgentError,
     PrometheusAccessDenied,
     PrometheusAddressRefused,
     PrometheusQueryError,
@@ -38,17 +39,14 @@ from dynamic_scoring.agent.errors import (
     PrometheusTimeout,
     PrometheusUnavailable,
 )
+from dynamic_scoring.agent.exchange import bounded_exchange
 from dynamic_scoring.agent.http import (
-    BodyTooLarge,
     ErrorFamily,
     escape_control,
     header_secrets,
-    read_limited,
     refuse_metadata_headers,
-    retry_after_seconds,
     scrub,
     status_phrase,
-    transport_errors,
 )
 from dynamic_scoring.agent.source.access import access_denied_message
 from dynamic_scoring.urls import redact_url, url_secrets
@@ -183,39 +181,38 @@ async def query_range(
     where = redact_url(endpoint)
     refuse_metadata_headers(PROMETHEUS_ERRORS, headers, f"{name}: Prometheus at {where}")
     secrets = header_secrets(headers) + url_secrets(endpoint)
-    too_large = False
-    async with (
-        transport_errors(PROMETHEUS_ERRORS, what=f"{name}: Prometheus at {where}", seconds=timeout, url=url),
-        client.stream("GET", url, headers=headers, timeout=timeout) as response,
-    ):
-        status = response.status_code
-        retry_after = response.headers.get("retry-after")
-        try:
-            body = await read_limited(response, max_bytes)
-        except BodyTooLarge:
-            too_large = True
-    if too_large:
-        raise PrometheusResponseError(f"{name}: response from {where} is larger than {max_bytes} bytes")
-    if not 200 <= status < 300:
-        error_type = _prometheus_error_type(body)
-        detail = f"HTTP {status} ({status_phrase(status)})" + (
-            f", errorType {error_type}" if error_type else ""
-        )
+
+    def refused(status: int, body: bytearray) -> AgentError:
+        phrase = status_phrase(status)
         if status in (401, 403):
-            raise PrometheusAccessDenied(
-                f"{name}: " + access_denied_message(where, status, status_phrase(status), body, secrets)
+            return PrometheusAccessDenied(
+                f"{name}: " + access_denied_message(where, status, phrase, body, secrets)
             )
+        error_type = _prometheus_error_type(body)
+        detail = f"HTTP {status} ({phrase})" + (f", errorType {error_type}" if error_type else "")
         if status >= 500 or status in (408, 429):
-            unavailable = PrometheusUnavailable(f"{name}: Prometheus at {where} answered {detail}")
-            if status in (429, 503):
-                unavailable.retry_after = retry_after_seconds(retry_after)
-            raise unavailable
-        raise PrometheusQueryError(
+            return PrometheusUnavailable(f"{name}: Prometheus at {where} answered {detail}")
+        return PrometheusQueryError(
             f"{name} rejected by Prometheus at {where}: {detail}",
             query_index=index,
             query=query,
             error_type=error_type,
         )
+
+    body = await bounded_exchange(
+        client,
+        "GET",
+        url,
+        errors=PROMETHEUS_ERRORS,
+        what=f"{name}: Prometheus at {where}",
+        seconds=timeout,
+        max_bytes=max_bytes,
+        too_large=lambda: PrometheusResponseError(
+            f"{name}: response from {where} is larger than {max_bytes} bytes"
+        ),
+        status_error=refused,
+        headers=headers,
+    )
     try:
         envelope = msgspec.json.decode(body, type=_Envelope)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
