@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv tools tools-ocm deps lint lint-python lint-workflows test test-unit test-component test-integration test-e2e test-compat \
+.PHONY: help venv tools tools-ocm deps lint lint-python lint-workflows test test-unit test-component test-integration test-e2e test-compat test-loaded \
         e2e-up e2e-down e2e-status bench clean demo chart image
 
 help: ## list the targets
@@ -63,6 +63,13 @@ test-integration: $(STAMP) tools ## integration tier only
 test-e2e: $(STAMP) deps tools image ## e2e tier only, then its OCM-contract tests on $(COMPAT_OCM)
 	$(BIN)/pytest -m e2e
 	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"
+
+# The flake hunt: the integration and e2e tiers, RUNS times in a row, while busy processes take
+# every core (as the tool build does in CI); stops at the first red run.
+RUNS ?= 3
+
+test-loaded: $(STAMP) deps tools image ## flake hunt: the integration and e2e tiers RUNS (3) times in a row under a CPU load on every core (e2e/cpuload.py)
+	$(BIN)/python -m e2e.cpuload --runs $(RUNS) -- $(BIN)/pytest -m "integration or e2e"
 
 test-compat: $(STAMP) deps tools image ## only the OCM-contract e2e tests, on $(COMPAT_OCM) (COMPAT_OCM=v1.3.1 for the newer hub)
 	DS_OCM_VERSION=$(COMPAT_OCM) $(BIN)/pytest -m "e2e and ocm_contract"

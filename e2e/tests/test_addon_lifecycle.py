@@ -37,6 +37,7 @@ from dynamic_scoring.addon.config.spec_hash import spec_hash
 from dynamic_scoring.addon.registration.csr_request import NOT_CANONICAL
 from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
+from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 from e2e.image import default_tag, podman, ulimits
@@ -1011,19 +1012,37 @@ def test_a_request_kubernetes_reads_as_another_subject_gets_no_certificate(env: 
             env.hub.delete("certificates.k8s.io/v1", "CertificateSigningRequest", name)
 
 
-def test_killing_the_leader_hands_over_to_the_standby_within_30s(env: Env) -> None:
+def test_killing_the_leader_hands_over_to_the_standby(env: Env) -> None:
+    """A SIGKILLed leader's standby takes the Lease once it has expired, and leads.
+
+    Timing from the product's own Lease writes, not this test's clock: the standby must not take
+    the Lease before ``leaseDurationSeconds`` (15 s) after the old leader's last renewal (it counts
+    from when it saw that renewal, which is later still), so its ``acquireTime`` minus the last
+    ``renewTime`` read before the kill is at least that; a standby that ignored the lease would take
+    it within its 2 s retry period.  The handover is due after at most lease + retry period (17 s
+    plus jitter); the 60 s wait is a liveness deadline with 40 s of margin for a loaded machine,
+    not the claim.
+    """
     old = env.leader()
     pod = env.manager_pod(old)
     assert pod is not None and pod["pid"], f"no running replica for leader {old!r}"
-    killed_at = time.monotonic()
+    before = env.hub.get("coordination.k8s.io/v1", "Lease", MANAGER, MANAGER_NS)["spec"]
+    assert before["holderIdentity"] == old
+    renewed = parse_time(before["renewTime"])
+    duration = int(before["leaseDurationSeconds"])
+    assert renewed is not None
     os.killpg(pod["pid"], signal.SIGKILL)
     new = wait_until(
         lambda: (lambda h: h if h and h != old else None)(env.leader()),
-        timeout=30,
+        timeout=60,
         what="the standby to take the Lease",
     )
-    took = time.monotonic() - killed_at
-    assert took <= 30
+    after = env.hub.get("coordination.k8s.io/v1", "Lease", MANAGER, MANAGER_NS)["spec"]
+    acquired = parse_time(after["acquireTime"])
+    assert acquired is not None
+    took = (acquired - renewed).total_seconds()
+    assert took >= duration, f"{new} took the Lease {took:.1f}s after {old}'s last renewal, before it expired"
+    assert int(after["leaseTransitions"]) > int(before.get("leaseTransitions") or 0)
     assert env.manager_pod(new) is not None, "the new leader is not one of the manager replicas"
     # the new leader reconciles: a deleted hub RoleBinding is recreated
     env.hub.delete("rbac.authorization.k8s.io/v1", "RoleBinding", HUB_RBAC, "cluster1")
@@ -1032,7 +1051,19 @@ def test_killing_the_leader_hands_over_to_the_standby_within_30s(env: Env) -> No
         timeout=30,
         what="the hub RoleBinding recreated by the new leader",
     )
-    print(f"leader handover took {took:.1f}s")
+    print(f"leader handover: the Lease taken {took:.1f}s after the last renewal")
+
+
+def _logged_at(log: Path, text: str) -> datetime.datetime | None:
+    """When the manager first logged a message containing ``text`` (its JSON lines' own ``time``)."""
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and text in str(record.get("message", "")):
+            return parse_time(record.get("time"))
+    return None
 
 
 def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
@@ -1042,6 +1073,11 @@ def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
     restarts = pod["restarts"]
     generations = {c: (env.work(c) or {}).get("metadata", {}).get("generation") for c in CLUSTERS}
     errors_before = sample_sum(metrics_of(pod), "dynamic_scoring_watch_errors_total")
+
+    # the leader's last renewal before the outage, on its own clock (Lease times are its writes)
+    lease = env.hub.get("coordination.k8s.io/v1", "Lease", MANAGER, MANAGER_NS)
+    renewed_before = parse_time(lease["spec"]["renewTime"])
+    assert renewed_before is not None and lease["spec"]["holderIdentity"] == leader
 
     # SIGKILL: connections are reset mid-watch.  The harness usually has the apiserver back within
     # the leader's 10 s renew deadline (SIGTERM would drain for longer than that).
@@ -1063,12 +1099,20 @@ def test_the_manager_survives_a_hub_apiserver_restart(env: Env) -> None:
             what="watch errors counted",
         )
     else:
-        # a leader may give up only when it really could not renew for its 10 s deadline: then it
-        # exits 1 (the runner restarts it) and a replica takes the Lease again
-        assert outage > 10, f"the leader gave up its Lease after an outage of only {outage:.1f}s"
-        wait_until(
-            lambda: "lost lease" in Path(pod["log"]).read_text(), timeout=30, what="'lost lease' logged"
+        # A leader may give up only when it really could not renew for its 10 s deadline: then it
+        # exits 1 (the runner restarts it) and a replica takes the Lease again.  "Really" is judged
+        # on the product's own clock, not on this test's (a loaded machine stretches the outage the
+        # test sees, and the apiserver's way back): the time it logged giving up, minus the
+        # renewTime it wrote last before the outage.  A later renewal only moves the deadline later.
+        # The slack: renewTime is stamped after the renewal's GET, while the deadline counts from
+        # the GET's start; 2 s covers that GET on a loaded machine, and a leader that gave up at the
+        # first failed renewal (2-4 s after the kill) still fails.
+        lost = wait_value(
+            lambda: _logged_at(Path(pod["log"]), "lost lease"), bool, timeout=30, what="'lost lease' logged"
         )
+        assert lost is not None
+        held = (lost - renewed_before).total_seconds()
+        assert held > 10 - 2, f"the leader gave up {held:.1f}s after its last renewal (outage {outage:.1f}s)"
         wait_until(lambda: env.leader() or None, timeout=60, what="a leader again")
     # the informer logs the broken watch itself, not necessarily before what was waited on above
     wait_until(

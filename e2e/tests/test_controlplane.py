@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, podman
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon
-from e2e.procs import wait_until, wait_value
+from e2e.procs import pid_alive, wait_until, wait_value
 
 # v1alpha1 field paths below: on a cluster-manager hub the short name means v1beta1, where
 # spec.installNamespace is an annotation and registrations have another shape
@@ -358,10 +356,7 @@ def test_runner_runs_a_deployment_like_a_kubelet(control_plane: ControlPlane) ->
     pid = pod()["pid"]  # type: ignore[index]
     spoke.run("delete", "deployment", "probe", "-n", ns)
     wait_until(lambda: pod() is None, timeout=30, what="runner dropped the deleted Deployment")
-    with pytest.raises(ProcessLookupError):
-        for _ in range(50):
-            os.kill(pid, 0)
-            time.sleep(0.1)
+    wait_until(lambda: not pid_alive(pid), timeout=30, what=f"the deleted Deployment's process {pid} gone")
     spoke.run("delete", "namespace", ns, "--wait=false")
 
 

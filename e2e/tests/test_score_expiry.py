@@ -4,7 +4,7 @@ On the session control plane (OCM v1.2.1), two AddOnPlacementScores are shaped d
 as our agents' (cluster1: 90, expiring in a few seconds; cluster2: 10, valid for an hour), and a
 Placement with one AddOn prioritizer and ``numberOfClusters: 1`` picks cluster1.  No agent renews
 cluster1's score.  With ``dynamic-scoring-addon manager`` running, the decision moves to cluster2
-within ``validUntil`` + the controller's margin + the slack below; without it, OCM would keep
+once ``validUntil`` + the controller's margin has passed (never before); without it, OCM would keep
 cluster1 until some unrelated event (measured in docs/scorer-registry.md).  Then a fresh write of
 cluster1's status, as the agent makes it, wins back the decision and leaves the mark in place.
 
@@ -47,12 +47,13 @@ OURS = {
     "app.kubernetes.io/managed-by": "dynamic-scoring-agent",
     "dynamic-scoring.open-cluster-management.io/addon": "dynamic-scoring",
 }
-LIFETIME = 10.0
-"""Seconds cluster1's score lives once the manager leads: long enough to see cluster1 decided."""
-SLACK = 5.0
-"""Beyond ``validUntil`` + margin: the watch event to the manager, its patch, the placement
-controller's watch event, scheduling (0.06 s measured) and the PlacementDecision write, plus this
-test's 0.25 s polling, on a 2-core machine shared with other control planes; measured 0.11-0.21 s."""
+LIFETIME = 5.0
+"""Seconds cluster1's score lives once it has been decided."""
+LIVENESS = 60.0
+"""How long past ``validUntil`` + margin the move may take before the test gives up: the watch
+event to the manager, its patch, the placement controller's watch event, scheduling and the
+PlacementDecision write take 0.11-0.21 s on a quiet machine; the rest is room for a loaded one.
+A deadline, not the claim: the claim is the mark's time (see the test)."""
 
 
 def stamp(at: dt.datetime) -> str:
@@ -170,12 +171,19 @@ def expired_total(port: int) -> float:
     return 0.0
 
 
-def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Client, manager: int) -> None:
+def test_an_expired_score_stops_winning_after_its_validity_plus_margin(hub: Client, manager: int) -> None:
+    """Timing on the product's clocks: the manager marks the score no sooner than validUntil + margin.
+
+    cluster1 is decided first on a score valid for an hour, and only then given a short
+    ``validUntil``, so however slowly the placement controller first decides, the expiry comes after.
+    The mark's Event time (the manager's clock, whole seconds) is at least ``validUntil`` + margin,
+    a lower bound a late manager only exceeds further.  The decision's move is waited for with a
+    liveness deadline, not asserted on: its lag is printed (0.1-0.2 s measured on a quiet machine).
+    """
     before = expired_total(manager)
     hour = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
-    expires = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=LIFETIME)
     put_score(hub, "cluster2", 10, hour)
-    put_score(hub, "cluster1", 90, stamp(expires))
+    put_score(hub, "cluster1", 90, hour)
     hub.apply(
         {
             "apiVersion": CLUSTER_V1B1,
@@ -203,12 +211,13 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
             },
         }
     )
-    wait_until(lambda: decided(hub) == ["cluster1"], timeout=LIFETIME - 2, what="cluster1 (90) decided")
+    wait_until(lambda: decided(hub) == ["cluster1"], timeout=60, what="cluster1 (90) decided")
+    expires = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=LIFETIME)
+    put_score(hub, "cluster1", 90, stamp(expires))
 
-    deadline = expires.timestamp() + MARGIN_SECONDS + SLACK
     wait_until(
         lambda: decided(hub) == ["cluster2"],
-        timeout=max(deadline - time.time(), 0.5),
+        timeout=LIFETIME + MARGIN_SECONDS + LIVENESS,
         what="the decision to move to cluster2 once cluster1's score expired",
     )
     lag = time.time() - expires.timestamp()
@@ -220,7 +229,7 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
     aps = wait_value(
         lambda: hub.get(APS_V1A1, "AddOnPlacementScore", APS, "cluster1"),
         lambda a: (a["metadata"].get("annotations") or {}).get(EXPIRED_ANNOTATION) == stamp(expires),
-        timeout=10,
+        timeout=LIVENESS,
         what=f"cluster1's score marked {EXPIRED_ANNOTATION}={stamp(expires)}",
     )
     assert aps["metadata"]["labels"] == OURS
@@ -237,6 +246,10 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
     )
     assert "cluster cluster1" in events[0]["message"], events
     assert f"expired at {stamp(expires)}" in events[0]["message"]
+    marked = dt.datetime.fromisoformat(events[0]["firstTimestamp"].replace("Z", "+00:00"))
+    assert marked >= expires + dt.timedelta(seconds=MARGIN_SECONDS), (
+        f"marked expired at {stamp(marked)}, before validUntil {stamp(expires)} + {MARGIN_SECONDS}s"
+    )
     assert "check the agent on cluster1" in events[0]["message"]
     wait_value(
         lambda: expired_total(manager),
@@ -249,7 +262,7 @@ def test_an_expired_score_stops_winning_within_its_validity_plus_margin(hub: Cli
     # cluster1 back at once and does not disturb the mark, which names the old validUntil.
     fresh = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     hub.patch_status(aps, {"validUntil": fresh, "scores": [{"name": SCORE, "value": 90}]})
-    wait_until(lambda: decided(hub) == ["cluster1"], timeout=10, what="cluster1 decided again")
+    wait_until(lambda: decided(hub) == ["cluster1"], timeout=LIVENESS, what="cluster1 decided again")
     again = hub.get(APS_V1A1, "AddOnPlacementScore", APS, "cluster1")
     assert again["metadata"]["annotations"][EXPIRED_ANNOTATION] == stamp(expires)
     assert again["status"]["validUntil"] == fresh
