@@ -175,7 +175,7 @@ async def test_concurrency_is_bounded(publisher: MemoryPublisher, scorer: Scorer
         await sup.close()
 
 
-async def test_close_ends_everything_within_five_seconds(
+async def test_close_ends_everything_without_waiting_for_requests_in_flight(
     publisher: MemoryPublisher, scorer: ScorerProcess
 ) -> None:
     sup = Supervisor(
@@ -193,8 +193,11 @@ async def test_close_ends_everything_within_five_seconds(
 
     await eventually(in_flight, timeout=15, what="five requests in flight")
     began = time.monotonic()
-    await sup.close()
-    assert time.monotonic() - began < 5
+    await sup.close()  # its own budget is 4 s (Supervisor.close's timeout)
+    # The five requests in flight hold out for 30 s (they have just been received), so a close that
+    # waited for them would take ~30 s.  Under 20 s proves it did not, and leaves 16 s over close's
+    # 4 s budget for scheduling delay: a loaded machine cannot break it, a waiting close still does.
+    assert time.monotonic() - began < 20
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("scorer:")]
     assert publisher.removed == []  # shutdown is not removal: scores expire on their own
 

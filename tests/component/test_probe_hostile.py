@@ -14,12 +14,11 @@ import contextlib
 import json
 import socket
 import ssl
-import time
 import tracemalloc
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
+from threading import Event, Thread
 from typing import Any
 
 import httpx
@@ -32,6 +31,12 @@ from tests.component.harness import ScorerPKI, ScorerProcess
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
 BOMB_MIB = 200
+RELEASE = Event()
+"""Set at module teardown: until then /slow never answers."""
+SLOW_ANSWERED = Event()
+"""Set by /slow once it has answered (only after RELEASE, or after SLOW_PEER_SECONDS)."""
+SLOW_PEER_SECONDS = 30.0
+"""How long a slow peer holds out at most: far past the probe timeouts used here (0.5 s)."""
 
 
 def _gzip(data_mib: int, *, wbits: int = 16 + zlib.MAX_WBITS) -> bytes:
@@ -100,8 +105,9 @@ class Hostile(BaseHTTPRequestHandler):
         elif p == "/redirect":
             self._send(302, b"", Location="/config")
         elif p == "/slow":
-            time.sleep(3)
+            RELEASE.wait(SLOW_PEER_SECONDS)
             self._send(200, b"{}")
+            SLOW_ANSWERED.set()
         elif p == "/html":
             self._send(200, b"<html><title>internal admin</title></html>", "text/html")
         elif p == "/odd-content-type":
@@ -146,9 +152,12 @@ def server() -> Iterator[ThreadingHTTPServer]:
     srv.seen = []  # type: ignore[attr-defined]
     thread = Thread(target=srv.serve_forever, daemon=True)
     thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield srv
+    finally:
+        RELEASE.set()  # lets a /slow still being served end
+        srv.shutdown()
+        srv.server_close()
 
 
 def base(srv: ThreadingHTTPServer, host: str = "127.0.0.1") -> str:
@@ -245,19 +254,28 @@ def test_the_checked_address_is_the_one_connected_to(
 
 
 def test_a_resolver_that_never_answers_is_under_the_probe_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The look-up blocks until the test ends (or 30 s) and then fails, so a Timeout while it is
+    # still blocked proves the probe gave up at its own 0.5 s; no wall-clock bound to race.  An
+    # unbounded look-up would wait for the resolver and then get its failure (not a Timeout).
     real = socket.getaddrinfo
+    unblock = Event()
+    answered = Event()
 
     def blackhole(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
         if host == "blackhole.test":
-            time.sleep(3)
+            unblock.wait(SLOW_PEER_SECONDS)
+            answered.set()
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", blackhole)
-    started = time.monotonic()
-    with client(STRICT) as strict:
-        r = probe_health(strict, "http://blackhole.test/healthz", timeout=0.5)
-    assert (r.ok, r.reason) == (False, "Timeout")
-    assert time.monotonic() - started < 1.5
+    try:
+        with client(STRICT) as strict:
+            r = probe_health(strict, "http://blackhole.test/healthz", timeout=0.5)
+        assert (r.ok, r.reason) == (False, "Timeout")
+        assert not answered.is_set(), "the probe waited for the resolver"
+    finally:
+        unblock.set()  # frees the resolver thread the abandoned look-up holds
 
 
 # -------------------------------------------------------------------------------- what it reads
@@ -313,10 +331,13 @@ def test_a_redirect_is_not_followed(server: ThreadingHTTPServer, dev: httpx.Clie
 
 
 def test_a_slow_scorer_times_out(server: ThreadingHTTPServer, dev: httpx.Client) -> None:
-    started = time.monotonic()
+    # /slow answers only at module teardown (or after 30 s): a Timeout before it answered proves
+    # the probe gave up at its 0.5 s, with no wall-clock bound to race.  Without the timeout the
+    # probe would wait for the answer (SLOW_ANSWERED set, and a 200 rather than a Timeout).
     res = fetch_config(dev, base(server) + "/slow", timeout=0.5)
     assert (res.result.ok, res.result.reason) == (False, "Timeout")
-    assert time.monotonic() - started < 2
+    assert "0.5s" in res.result.message
+    assert not SLOW_ANSWERED.is_set(), "the probe waited for the slow answer"
 
 
 # ------------------------------------------------------------------------ what reaches the status

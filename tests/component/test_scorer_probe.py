@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -20,6 +22,14 @@ from tests.component.harness import ScorerPKI, ScorerProcess
 
 CONFIGS = Path(__file__).resolve().parents[2] / "samples" / "upstream" / "config"
 SEEN: list[dict[str, str]] = []
+RELEASE = threading.Event()
+"""Set at module teardown: until then /slow never answers and /drip keeps dripping."""
+SLOW_ANSWERED = threading.Event()
+"""Set by /slow once it has answered (it answers only after RELEASE, or after SLOW_PEER_SECONDS)."""
+DRIP_ENDED = threading.Event()
+"""Set by /drip once it stopped dripping for any reason other than the client hanging up."""
+SLOW_PEER_SECONDS = 30.0
+"""How long the slow peers hold out at most: far past every probe timeout used here (0.5 s, 1 s)."""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -45,20 +55,26 @@ class Handler(BaseHTTPRequestHandler):
         elif p == "/redirect":
             self._send(302, b"", Location="/healthz")
         elif p == "/slow":
-            time.sleep(3)
-            self._send(200, b"{}")
+            RELEASE.wait(SLOW_PEER_SECONDS)
+            with contextlib.suppress(OSError):  # the probe gave up, as it should
+                self._send(200, b"{}")
+            SLOW_ANSWERED.set()
         elif p == "/drip":
+            began = time.monotonic()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", "100000")
             self.end_headers()
+            # one byte every 0.1 s (well inside the read timeout) for up to SLOW_PEER_SECONDS
             try:
-                for _ in range(50):
+                while not RELEASE.wait(0.1):
                     self.wfile.write(b" ")
                     self.wfile.flush()
-                    time.sleep(0.1)
+                    if time.monotonic() - began > SLOW_PEER_SECONDS:
+                        break
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the probe gave up, as it should
+                return  # the probe gave up, as it should
+            DRIP_ENDED.set()
         elif p == "/auth/healthz":
             ok = self.headers.get("Authorization") == "Bearer s3cret"
             self._send(200 if ok else 401, b"{}")
@@ -82,8 +98,11 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with LoopbackServer(Handler, name="probe-scorer") as srv:
-        yield srv.url
+    try:
+        with LoopbackServer(Handler, name="probe-scorer") as srv:
+            yield srv.url
+    finally:
+        RELEASE.set()  # lets a /slow or /drip still being served end
 
 
 @pytest.fixture
@@ -104,19 +123,25 @@ def test_non_2xx_is_unhealthy(server: str, client: httpx.Client, path: str, reas
     assert path in r.message
 
 
-def test_a_hanging_scorer_times_out(server: str, client: httpx.Client) -> None:
-    started = time.monotonic()
-    r = probe_health(client, f"{server}/slow", timeout=0.5)
+def test_a_hanging_scorer_times_out(server: str) -> None:
+    # A client without a timeout of its own: only the probe's 0.5 s can end the request.  /slow
+    # answers only at module teardown (or after 30 s), so a Timeout while it has not answered
+    # proves the probe gave up at its deadline; no wall-clock bound, nothing for load to break.
+    # Without the timeout the probe would wait the 30 s and then read a 200 (ok=True): fails.
+    with httpx.Client(timeout=None) as untimed:
+        r = probe_health(untimed, f"{server}/slow", timeout=0.5)
     assert (r.ok, r.reason) == (False, "Timeout") and "0.5s" in r.message
-    assert time.monotonic() - started < 2
+    assert not SLOW_ANSWERED.is_set(), "the probe waited for the slow answer"
 
 
 def test_a_dripping_body_hits_the_total_deadline(server: str, client: httpx.Client) -> None:
-    # each byte arrives well within the read timeout; only a total deadline stops this
-    started = time.monotonic()
+    # Each byte arrives well within the read timeout; only a total deadline stops this.  The drip
+    # goes on until module teardown (or 30 s), so a Timeout while it is still dripping proves the
+    # deadline cut it; without the deadline the probe would read until the drip ends and the server
+    # closes the connection short of its Content-Length (not a Timeout, and DRIP_ENDED set).
     r = fetch_config(client, f"{server}/drip", timeout=1.0).result
-    assert (r.ok, r.reason) == (False, "Timeout")
-    assert time.monotonic() - started < 2.5
+    assert (r.ok, r.reason) == (False, "Timeout") and "1s" in r.message
+    assert not DRIP_ENDED.is_set(), "the probe read until the drip ended"
 
 
 def test_unreachable(client: httpx.Client) -> None:
