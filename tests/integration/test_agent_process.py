@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import sys
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -174,12 +173,18 @@ def test_agent_process_scores_cluster_and_stops_cleanly(control_plane: ControlPl
         wait_until(lambda: scores("cpu-count") is None, timeout=30, what="cpu-count APS deleted", proc=agent)
         assert scores("cpu-load")
 
-        # SIGTERM ends the process within 5 s
-        started = time.monotonic()
+        # SIGTERM ends the process on its own, cleanly, within its shutdown budget
         agent.send_signal(signal.SIGTERM)
-        code = agent.wait(timeout=10)
-        assert time.monotonic() - started < 5.0
-        assert code == 0
+        # The agent bounds its own shutdown (SHUTDOWN_SECONDS, 4 s) and says so in its log when the
+        # bound is exceeded (checked below); how long this thread waits is no measure of that.  The
+        # 30 s wait has 26 s of margin over that budget for a loaded machine, and still fails an
+        # agent that does not exit, or whose exit waits for a blocked thread (a watch long-poll
+        # or the default executor's shutdown take minutes).
+        code = agent.wait(timeout=30)
+        assert code == 0  # exited by itself through its SIGTERM handler (a default SIGTERM is -15)
+        log = agent.log_path.read_text(errors="replace")
+        assert re.search(r" INFO dynamic_scoring\.agent: stopping$", log, re.M), log[-3000:]
+        assert "shutdown did not finish within" not in log, log[-3000:]
     finally:
         agent.stop()
         scorer.stop()

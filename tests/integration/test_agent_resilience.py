@@ -356,7 +356,9 @@ def test_sighup_reapplies_and_keeps_running(setup: Setup) -> None:
 
     wait_until(repaired, timeout=30, what="forged APS repaired", proc=agent)
     agent.send_signal(signal.SIGTERM)
-    assert agent.wait(timeout=10) == 0
+    # exit code 0 on its own; the agent's shutdown budget is 4 s, the 30 s wait is 26 s of margin
+    # for a loaded machine and still fails an agent that does not exit
+    assert agent.wait(timeout=30) == 0
 
 
 def test_scores_of_scorers_removed_while_down_are_removed_at_start(setup: Setup) -> None:
