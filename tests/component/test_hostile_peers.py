@@ -54,8 +54,9 @@ async def test_a_dripping_scorer_is_cut_off_at_the_deadline_and_a_healthy_one_ke
     first = (await published(publisher, "dripping", timeout=60))[0]
     assert first.condition.reason == "ScorerTimeout", first.condition
     assert "did not answer within 2s" in first.condition.message
-    healthy = publisher.requests_for("healthy")
-    assert len(healthy) >= 2 and all(r.condition.status == "True" for r in healthy)
+    # the healthy scorer kept publishing beside it (waited for: a loaded machine may have it behind)
+    healthy = await published(publisher, "healthy", count=2, timeout=60)
+    assert all(r.condition.status == "True" for r in healthy)
 
 
 async def test_nine_dripping_scorers_do_not_starve_a_healthy_one(
