@@ -27,6 +27,7 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import EXPIRED_
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
+from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import label_selected_cluster_set
@@ -246,7 +247,8 @@ def test_an_expired_score_stops_winning_after_its_validity_plus_margin(hub: Clie
     )
     assert "cluster cluster1" in events[0]["message"], events
     assert f"expired at {stamp(expires)}" in events[0]["message"]
-    marked = dt.datetime.fromisoformat(events[0]["firstTimestamp"].replace("Z", "+00:00"))
+    marked = parse_time(events[0]["firstTimestamp"])
+    assert marked is not None, events[0]
     assert marked >= expires + dt.timedelta(seconds=MARGIN_SECONDS), (
         f"marked expired at {stamp(marked)}, before validUntil {stamp(expires)} + {MARGIN_SECONDS}s"
     )

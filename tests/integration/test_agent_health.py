@@ -32,6 +32,7 @@ from dynamic_scoring.agent.options import AgentOptions
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from tests.component.harness import eventually
 
@@ -92,7 +93,9 @@ async def lease_renewals(api: KubeAPI, ns: str, name: str, count: int, timeout: 
 
 def micro(value: str) -> dt.datetime:
     """A Lease MicroTime (the agent's wall clock when it decided to renew)."""
-    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    parsed = parse_time(value)
+    assert parsed is not None, value
+    return parsed
 
 
 async def renewed_after(api: KubeAPI, ns: str, name: str, since: dt.datetime, window: float) -> str | None:

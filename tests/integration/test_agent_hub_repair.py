@@ -30,6 +30,7 @@ from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI, NotFound
 from dynamic_scoring.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
+from dynamic_scoring.timestamps import format_time
 from e2e.controlplane import ControlPlane
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until
@@ -106,7 +107,7 @@ def test_deleted_or_forged_aps_is_restored_at_the_next_cycle(control_plane: Cont
         # exactly what this cycle vouches for (whole seconds), compared with the request rather
         # than with this test's clock
         assert repair.valid_until is not None
-        assert status["validUntil"] == repair.valid_until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert status["validUntil"] == format_time(repair.valid_until)
     finally:
         asyncio.run(pub.remove(name))
 

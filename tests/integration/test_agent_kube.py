@@ -36,6 +36,7 @@ from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
 from dynamic_scoring.scorer.app import ScorerApp
 from dynamic_scoring.scorer.matrix import ScoringRequest
 from dynamic_scoring.scorer.serve import ScorerServer
+from dynamic_scoring.timestamps import format_time
 from dynamic_scoring.wire import ScoreResult, ScorerSummary
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
@@ -96,7 +97,7 @@ def test_aps_created_with_scores_and_valid_until_on_first_cycle(control_plane: C
     # computed from its own clock: compared with the request, not with this test's clock, so no
     # delay between the publish and this read can matter
     assert first.valid_until is not None
-    assert status["validUntil"] == first.valid_until.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert status["validUntil"] == format_time(first.valid_until)
     cond = status["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("ScoresUpToDate", "True", "ScoresUpdated")
     assert (

@@ -13,7 +13,7 @@ import pytest
 from dynamic_scoring.kube.api import MERGE_PATCH, Fenced, KubeAPI
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import LEASES, NAMESPACES
-from dynamic_scoring.timestamps import micro_time
+from dynamic_scoring.timestamps import micro_time, parse_time
 from e2e.procs import wait_until
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -59,7 +59,9 @@ def lease(api: KubeAPI, namespace: str) -> dict[str, object]:
 
 def micro(value: object) -> dt.datetime:
     """A Lease MicroTime as written by the electors (their wall clock, microseconds, UTC)."""
-    return dt.datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    parsed = parse_time(value)
+    assert parsed is not None, value
+    return parsed
 
 
 # The electors measure a lease's expiry on their monotonic clock and stamp renewTime/acquireTime

@@ -283,22 +283,16 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
     return wait_until(check, timeout=timeout, what=what, interval=0.1)
 
 
-def events(hub: Client, namespace: str, name: str) -> list[str]:
+def scorer_events(hub: Client, namespace: str, name: str) -> list[dict[str, Any]]:
     return [
-        e["reason"]
+        e
         for e in hub.items("v1", "Event", namespace)
         if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "DynamicScorer"
     ]
 
 
-def event_messages(hub: Client, namespace: str, name: str, reason: str) -> list[str]:
-    return [
-        str(e.get("message") or "")
-        for e in hub.items("v1", "Event", namespace)
-        if e["involvedObject"].get("name") == name
-        and e["involvedObject"].get("kind") == "DynamicScorer"
-        and e.get("reason") == reason
-    ]
+def events(hub: Client, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in scorer_events(hub, namespace, name)]
 
 
 def config_events(hub: Client, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -343,7 +337,11 @@ def test_a_real_scorer_becomes_active_then_inactive_within_the_bound_and_leaves_
     # Inactive at exactly the THRESHOLD-th failed probe in a row, as the controller recorded it at
     # the transition (written once; later failed rounds do not change it).  A controller that waits
     # for more failures than configured, or counts a probe twice, fails this.
-    (inactive,) = event_messages(hub, namespace, "live", "ScorerInactive")
+    (inactive,) = [
+        str(e.get("message") or "")
+        for e in scorer_events(hub, namespace, "live")
+        if e["reason"] == "ScorerInactive"
+    ]
     assert f"Inactive after {THRESHOLD} failed probe(s) in a row" in inactive, inactive
     hub.delete(DS_V1A1, "DynamicScorer", "live", namespace)
 
