@@ -21,6 +21,7 @@ MODULES = [
     "bench.registry",
     "bench.scorer_library",
     "bench.scores",
+    "bench.stabilization",
 ]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
