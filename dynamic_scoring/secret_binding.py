@@ -80,7 +80,7 @@ ALLOWED_SCORERS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed
 """The optional annotation on a Secret listing the DynamicScorers that may use it."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
+_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\Z")
 _SPLIT = re.compile(r"[\s,]+")
 
 

@@ -29,7 +29,7 @@ from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 from dynamic_scoring.wire import escape_control
 
-_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 
 
 def _valid_host(host: str) -> bool:

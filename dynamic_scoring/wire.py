@@ -73,7 +73,7 @@ UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
 )
 """The keys every upstream hub emits for each summary, in upstream order."""
 
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 _RESERVED_HEADERS = frozenset(
     {
         # Host picks the virtual host: behind a shared ingress or gateway, "Host: my-own.example"
@@ -93,8 +93,8 @@ _RESERVED_HEADERS = frozenset(
         "proxy-connection",
     }
 )
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
 
 DEFAULT_DIMENSION_FORMAT = "${scoreName}"
 """The item-name format when a DynamicScorer names none: one item per answer, named by the score."""
@@ -333,7 +333,10 @@ DIMENSION_LABEL_PLACEHOLDERS: tuple[str, ...] = (
     "meta",
 )
 """The format placeholders filled from a result's labels, and so the keys of ``scoreDimensionLabels``."""
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,127}$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+"""A Prometheus label name (also an OpenTelemetry attribute after translation); each use bounds its length."""
+MAX_DIMENSION_LABEL_LENGTH = 128
+"""The longest label name ``scoreDimensionLabels`` accepts (the CRD says the same)."""
 
 
 def check_dimension_labels(value: Mapping[str, str]) -> None:
@@ -344,8 +347,12 @@ def check_dimension_labels(value: Mapping[str, str]) -> None:
                 f"{key!r} is not a label placeholder of scoreDimensionFormat "
                 f"(one of {', '.join(DIMENSION_LABEL_PLACEHOLDERS)})"
             )
-        if not isinstance(label, str) or not _LABEL_NAME.match(label):
-            raise ValueError(f"${{{key}}}: {label!r} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+        too_long = isinstance(label, str) and len(label) > MAX_DIMENSION_LABEL_LENGTH
+        if not isinstance(label, str) or too_long or not _LABEL_NAME.match(label):
+            raise ValueError(
+                f"${{{key}}}: {label!r} is not a label name "
+                f"([a-zA-Z_][a-zA-Z0-9_]*, at most {MAX_DIMENSION_LABEL_LENGTH} characters)"
+            )
 
 
 def params_size(params: Mapping[str, Any]) -> int:
@@ -357,7 +364,7 @@ def params_size(params: Mapping[str, Any]) -> int:
     return len(text.encode())
 
 
-_SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def _source_name(value: str) -> str:
@@ -376,7 +383,6 @@ MATCH_OPS: tuple[str, ...] = ("=", "!=", "=~", "!~")
 """Attribute matcher operators, with PromQL's meaning (regexes match the whole value)."""
 MAX_OTEL_SELECTORS = 32
 """Selectors of one OpenTelemetry source."""
-_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _metric_name(value: str) -> str:

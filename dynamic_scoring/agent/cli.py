@@ -49,7 +49,7 @@ from dynamic_scoring.score_size import MAX_SCORE_BYTES, MAX_SCORE_BYTES_SETTING,
 
 log = logging.getLogger("dynamic_scoring.agent")
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 SHUTDOWN_SECONDS = 4.0
 
 

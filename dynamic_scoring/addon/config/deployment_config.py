@@ -18,7 +18,7 @@ from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.jsontypes import JSON
 
 # A Kubernetes resource.Quantity, as its parser accepts it.
-_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|[munkMGTPE])?$")
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|[munkMGTPE])?\Z")
 _CONTAINER_ID_KINDS = {
     "deployments",
     "daemonsets",

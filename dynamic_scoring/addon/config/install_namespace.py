@@ -15,7 +15,7 @@ from dynamic_scoring.addon.constants import DEFAULT_INSTALL_NAMESPACE, INSTALL_N
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.jsontypes import JSON
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 # Namespaces that belong to Kubernetes, OpenShift or OCM itself.  The agent is never installed
 # there: its Role (which reads Secrets in its install namespace) would land beside the credentials

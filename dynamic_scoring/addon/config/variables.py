@@ -18,12 +18,12 @@ from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
 from dynamic_scoring.secret_binding import listed_names, parse_allowed_hosts
 
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(?P<port>[0-9]{1,5})$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+_BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(?P<port>[0-9]{1,5})\Z")
 # A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
 PLATFORM_SETTINGS = ("auto", "kubernetes", "openshift")
 """`Platform`: what the agent's pod is rendered for (dynamic_scoring.addon.render.platform)."""
 DEFAULT_OTLP_NAMESPACE_SELECTOR: tuple[tuple[str, str], ...] = (

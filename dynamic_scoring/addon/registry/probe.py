@@ -193,7 +193,7 @@ def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[byte
         yield tail
 
 
-_TOKEN = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}(/[a-z0-9][a-z0-9.+-]{0,59})?$")
+_TOKEN = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}(/[a-z0-9][a-z0-9.+-]{0,59})?\Z")
 
 
 def _shown(value: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 _FORBIDDEN = re.compile(
     r"^Forbidden \(user=(?P<user>[A-Za-z0-9:._@+-]{1,400}), verb=(?P<verb>[a-z*]{1,32}), "
-    r"resource=(?P<resource>[a-z0-9.*-]{0,253}), subresource=(?P<subresource>[a-z0-9.*-]{0,253})\)$"
+    r"resource=(?P<resource>[a-z0-9.*-]{0,253}), subresource=(?P<subresource>[a-z0-9.*-]{0,253})\)\Z"
 )
 MONITORING_HINT = (
     "on OpenShift, ClusterRole cluster-monitoring-view; the AddOnDeploymentConfig variable "

@@ -27,7 +27,7 @@ PLACEHOLDERS: tuple[str, ...] = ("cluster",)
 """The placeholders a query may contain; each names a value the agent knows."""
 
 _PATTERN = re.compile(r"\$\{(" + "|".join(re.escape(p) for p in PLACEHOLDERS) + r")\}")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 class PlaceholderError(ValueError):

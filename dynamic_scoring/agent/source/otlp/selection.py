@@ -29,7 +29,7 @@ _LABEL = r"[A-Za-z_][A-Za-z0-9_]*"
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _MATCHER = re.compile(rf"\s*({_LABEL})\s*(=~|!~|!=|=)\s*({_STRING})\s*(,|$)")
 _SELECTOR = re.compile(rf"^\s*({_NAME})\s*(?:\{{(.*)\}})?\s*$", re.DOTALL)
-_RATE = re.compile(r"^\s*rate\s*\((.*)\)\s*$", re.DOTALL)
+_RATE = re.compile(r"^\s*rate\s*\((.*)\)\s*\Z", re.DOTALL)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_:]")
 
 
