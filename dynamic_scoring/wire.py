@@ -106,6 +106,10 @@ MAX_SOURCE_RANGE_SECONDS = 366 * 86_400
 """``sourceRange``: a year (Prometheus itself refuses more than 11,000 points per series)."""
 MAX_VALID_FOR_SECONDS = 7 * 86_400
 """``validForSeconds``: a week."""
+MAX_HORIZON_SECONDS = 30 * 86_400
+"""``params.horizon`` (the blog's parameter, seconds ahead to forecast): 30 days.  A scorer's work
+must not grow with a number its caller picks; the bound keeps one request cheap even for a
+forecast written without that care, and no placement looks further ahead than a month."""
 MAX_TIMEOUT_SECONDS = 3_600.0
 """``timeoutSeconds``: an hour (it is further bounded by the interval)."""
 MAX_URL_LENGTH = 2_048
@@ -834,6 +838,7 @@ __all__ = [
     "MATCH_OPS",
     "MAX_DIMENSION_FORMATS",
     "MAX_DIMENSION_FORMAT_LENGTH",
+    "MAX_HORIZON_SECONDS",
     "MAX_INTERVAL_SECONDS",
     "MAX_NAME_LENGTH",
     "MAX_OTEL_SELECTORS",

@@ -135,16 +135,21 @@ def seasonal_forecast(
     recent = _window_mean(points, times, last_t - level, last_t)
     assert recent is not None  # the window ends at the last point, which it holds
     estimates: list[float] = []
+    # Only seasons the points cover can give an estimate: k such that T - k·season is at or before
+    # the last point, and the level window k seasons back ends at or after the first.  Looping over
+    # just those keeps the work to the history's length, whatever the horizon (a caller's number).
+    last_k = math.floor((last_t - times[0]) / season) + 1
     for i in range(1, samples + 1):
         at = last_t + horizon * i / samples
         seen: list[float] = []
-        k = 1
-        while (before := at - k * season) >= times[0]:
+        for k in range(max(1, math.floor((at - last_t) / season)), last_k + 1):
+            before = at - k * season
+            if before < times[0]:
+                break
             then = _value_at(points, times, before)
             level_then = _window_mean(points, times, last_t - k * season - level, last_t - k * season)
             if then is not None and level_then is not None:
                 seen.append(then + recent - level_then)
-            k += 1
         if seen:
             estimates.append(math.fsum(seen) / len(seen))
     return math.fsum(estimates) / len(estimates) if estimates else recent

@@ -24,6 +24,7 @@ from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_
 from dynamic_scoring.validation import describe_validation
 from dynamic_scoring.wire import (
     DEFAULT_DIMENSION_FORMAT,
+    MAX_HORIZON_SECONDS,
     EndpointAuth,
     OtelSpec,
     ScoreNormalization,
@@ -135,7 +136,7 @@ class ScoringParamsSpec(_Spec):
     name: str | None = None
     interval: int | None = Field(default=None, ge=1)
     model: str | None = None
-    horizon: int | None = None
+    horizon: int | None = Field(default=None, ge=0, le=MAX_HORIZON_SECONDS)
 
     def scorer_params(self) -> dict[str, Any]:
         """The keys other than ``name`` and ``interval`` that are set, as written in the spec."""

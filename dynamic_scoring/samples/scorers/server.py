@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from dataclasses import dataclass
 
 from dynamic_scoring.scorer import (
@@ -22,7 +21,7 @@ from dynamic_scoring.scorer import (
     TokenError,
     serve,
 )
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.wire import MAX_HORIZON_SECONDS, ScorerConfig
 
 
 @dataclass(frozen=True)
@@ -102,11 +101,11 @@ def requested_horizon(request: ScoringRequest, default: float) -> float:
     """The request's ``params.horizon`` (seconds ahead to forecast) when it sends one, else ``default``.
 
     Raises:
-        RequestError: ``horizon`` is not a non-negative finite number of seconds.
+        RequestError: ``horizon`` is not a number of seconds from 0 to `MAX_HORIZON_SECONDS` (30 days).
     """
     value = request.params.get("horizon", default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise RequestError("params.horizon: expected a non-negative number of seconds")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_HORIZON_SECONDS:
+        raise RequestError(f"params.horizon: expected a number of seconds from 0 to {MAX_HORIZON_SECONDS}")
     return float(value)
 
 

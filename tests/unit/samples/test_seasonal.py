@@ -13,6 +13,7 @@ from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.server import build_app, build_parser, config_document, requested_horizon
 from dynamic_scoring.scorer import RequestError, ScoringRequest, Series
 from dynamic_scoring.scorer.testing import check_app
+from dynamic_scoring.wire import MAX_HORIZON_SECONDS
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +66,10 @@ def test_scores_stay_in_range(loads: list[float], horizon: float) -> None:
 def test_params_horizon_is_checked() -> None:
     assert requested_horizon(ScoringRequest([], {"horizon": 600}), 3_600) == 600.0
     assert requested_horizon(ScoringRequest([], {}), 3_600) == 3_600.0
-    for bad in (-1, "1h", True, math.inf):
+    assert (
+        requested_horizon(ScoringRequest([], {"horizon": MAX_HORIZON_SECONDS}), 3_600) == MAX_HORIZON_SECONDS
+    )
+    for bad in (-1, "1h", True, math.inf, MAX_HORIZON_SECONDS + 1, 10**10):
         with pytest.raises(RequestError, match=r"params\.horizon"):
             requested_horizon(ScoringRequest([], {"horizon": bad}), 3_600)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
@@ -131,3 +132,74 @@ def test_the_forecast_stays_within_what_level_shifts_can_reach(values: list[floa
     got = seasonal_forecast(points, horizon, season=STEP * 24, level=STEP * 3)
     assert math.isfinite(got)
     assert low - (high - low) - 1e-9 <= got <= high + (high - low) + 1e-9
+
+
+def _seasonal_reference(
+    points: list[tuple[float, float]], horizon: float, season: float, level: float, samples: int = 12
+) -> float:
+    """The method as its docstring states it, trying every earlier season that ``T`` can reach."""
+
+    def mean(start: float, end: float) -> float | None:
+        vs = [v for t, v in points if start < t <= end]
+        return sum(vs) / len(vs) if vs else None
+
+    def value_at(at: float) -> float | None:
+        for (t0, v0), (t1, v1) in itertools.pairwise(points):
+            if t0 <= at <= t1:
+                return v0 if at == t0 else v1 if at == t1 else v0 + (v1 - v0) * (at - t0) / (t1 - t0)
+        return points[0][1] if len(points) == 1 and at == points[0][0] else None
+
+    first, last_t = points[0][0], points[-1][0]
+    recent = mean(last_t - level, last_t)
+    assert recent is not None
+    estimates = []
+    for i in range(1, samples + 1):
+        at = last_t + horizon * i / samples
+        seen = []
+        k = 1
+        while at - k * season >= first:
+            then, level_then = (
+                value_at(at - k * season),
+                mean(last_t - k * season - level, last_t - k * season),
+            )
+            if then is not None and level_then is not None:
+                seen.append(then + recent - level_then)
+            k += 1
+        if seen:
+            estimates.append(sum(seen) / len(seen))
+    return sum(estimates) / len(estimates) if estimates else recent
+
+
+@given(
+    values=st.lists(st.floats(0, 100), min_size=1, max_size=120),
+    horizon=st.sampled_from([0.0, 300.0, 3_600.0, 7_000.0, 7_200.0, 20_000.0, 100_000.0]),
+)
+def test_only_the_seasons_the_points_cover_are_visited_and_the_answer_is_unchanged(
+    values: list[float], horizon: float
+) -> None:
+    points = [(1.8e9 + i * STEP, v) for i, v in enumerate(values)]
+    got = seasonal_forecast(points, horizon, season=STEP * 24, level=STEP * 3)
+    assert got == pytest.approx(_seasonal_reference(points, horizon, STEP * 24, STEP * 3), abs=1e-9)
+
+
+def test_the_work_does_not_grow_with_the_horizon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller's ``params.horizon`` of 1e10 s once meant 115,741 seasons tried per sample.
+
+    That was 0.7 s a series: 16 such requests made a shared scorer answer 503 to everyone.
+    """
+    from dynamic_scoring.scorer import maths
+
+    calls = 0
+    real = maths._value_at
+
+    def counting(*args: object) -> float | None:
+        nonlocal calls
+        calls += 1
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(maths, "_value_at", counting)
+    points = _daily(3, _wave)
+    for horizon in (3_600.0, 1e10):
+        calls = 0
+        seasonal_forecast(points, horizon)
+        assert calls <= 12 * 4, (horizon, calls)  # 12 samples, at most the 3 days covered (+1)

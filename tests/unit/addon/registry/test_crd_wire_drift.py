@@ -16,6 +16,7 @@ from dynamic_scoring.addon.registry.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from dynamic_scoring.addon.registry.models import parse_scorer
 from dynamic_scoring.addon.registry.spellings import canonical
 from dynamic_scoring.wire import (
+    MAX_HORIZON_SECONDS,
     EndpointAuth,
     OtelSpec,
     ScoreNormalization,
@@ -281,3 +282,18 @@ def test_crd_secret_refs_refuse_what_the_wire_refuses(path: str) -> None:
         except ValueError:
             wire_ok = False
         assert admitted == wire_ok, f"{path}={value!r}: CRD admits {admitted}, wire admits {wire_ok}"
+
+
+def test_params_horizon_is_bounded_alike_in_the_crd_and_the_hub_model() -> None:
+    """A horizon multiplies a forecast's work, and the scorer library refuses more than 30 days."""
+    horizon = SPEC_PATHS["scoring.params.horizon"]
+    assert (horizon.get("minimum"), horizon.get("maximum")) == (0, MAX_HORIZON_SECONDS)
+
+    def with_horizon(value: int) -> object:
+        spec = dict(FULL_SPEC, scoring=dict(FULL_SPEC["scoring"], params={"name": "s", "horizon": value}))
+        return parse_scorer({"metadata": {"name": "h", "namespace": "hub"}, "spec": spec})
+
+    assert isinstance(with_horizon(MAX_HORIZON_SECONDS), models.DynamicScorer)
+    for bad in (MAX_HORIZON_SECONDS + 1, 10**10, -1):
+        problem = with_horizon(bad)
+        assert isinstance(problem, models.SpecProblem) and "horizon" in str(problem), bad
