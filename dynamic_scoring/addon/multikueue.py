@@ -7,9 +7,15 @@ value `ORDER_BY_SCORE`) gets a MultiKueueConfig of its own, written by the hub, 
 cluster the Placement decided, best-scored first.
 
 Why these rules:
-* **Every decided cluster stays listed.**  Kueue evicts a workload whose worker leaves the list
-  ("Admitting remote no longer exists"), so a change of rank only reorders; only the Placement
-  dropping a cluster removes it.
+* **A listed cluster stays listed while it is decided.**  Kueue evicts a workload whose worker
+  leaves the list ("Admitting remote no longer exists"), so a change of rank only reorders; only
+  the Placement dropping a cluster removes it.
+* **Past Kueue's 20, the limit picks who enters, never who leaves** (`choose`).  A listed cluster
+  keeps its place while the Placement decides it, whatever the scores do: otherwise a cluster's
+  admin could raise its own score and have Kueue evict what another decided cluster runs.  A
+  freed place goes to the best-scored unlisted cluster.  The listed ones are still ordered by
+  score, because reordering evicts nothing: Kueue keys a workload's remotes by cluster name, and
+  its incremental dispatcher only appends to the clusters it already nominated.
 * **The order is the Placement's own AddOn prioritizers**, weighted as the placement controller
   weighs them (`dynamic_scoring.placement_policy`): an expired or missing score counts 0.  The
   built-in prioritizers do not take part: `Steady` gives every decided cluster the same 100, and
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -45,7 +51,7 @@ MANAGED_BY: Final = f"{ADDON_NAME}-addon-manager"
 MAX_CLUSTERS: Final = 20
 """Kueue's limit on `MultiKueueConfig.spec.clusters` (the CRD's maxItems)."""
 DEFAULT_NAMESPACE: Final = "kueue-system"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 def placement_selector() -> str:
@@ -118,6 +124,24 @@ def rank(placement: JSON, clusters: Iterable[str], lookup: ScoreLookup, now: dt.
     return sorted(ranked, key=lambda r: (-r.total, r.cluster))
 
 
+def choose(
+    ranked: Sequence[Ranked], now_listed: Sequence[str], limit: int = MAX_CLUSTERS
+) -> tuple[list[Ranked], list[Ranked]]:
+    """(the clusters to list, those left out), each best first, from `rank`'s order.
+
+    `now_listed` is the config's current `spec.clusters`.  Those of them still in `ranked` (still
+    decided) stay, whatever their score: leaving the list would evict their work, so a score
+    change must not push them off.  Only the places left go to the others, best first.  Under
+    the limit that is everyone, in score order.  Should the listed still-decided ones ever be
+    more than `limit` (only if the limit shrinks: Kueue refuses a longer list), their best stay.
+    """
+    listed_now = set(now_listed)
+    keep = [r for r in ranked if r.cluster in listed_now][:limit]
+    enter = [r for r in ranked if r.cluster not in listed_now][: limit - len(keep)]
+    chosen = {r.cluster for r in keep} | {r.cluster for r in enter}
+    return [r for r in ranked if r.cluster in chosen], [r for r in ranked if r.cluster not in chosen]
+
+
 def desired_config(name: str, placement_key: str, clusters: list[str]) -> JSON:
     """The MultiKueueConfig `name` listing `clusters` in order, marked as ours for `placement_key`."""
     return {
@@ -156,6 +180,7 @@ __all__ = [
     "PLACEMENT_ANNOTATION",
     "Ranked",
     "ScoreLookup",
+    "choose",
     "config_name",
     "decided_clusters",
     "desired_config",

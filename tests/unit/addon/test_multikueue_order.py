@@ -8,9 +8,11 @@ import pytest
 
 from dynamic_scoring.addon.multikueue import (
     MANAGED_BY,
+    MAX_CLUSTERS,
     PLACEMENT_ANNOTATION,
     Ranked,
     ScoreLookup,
+    choose,
     config_name,
     decided_clusters,
     desired_config,
@@ -135,3 +137,61 @@ def test_the_event_gives_totals_the_old_order_and_what_did_not_fit() -> None:
     assert order_message(ranked, ["a", "b"], {"z": 1}) == (
         "order b (90), a (30); was a, b; not listed (Kueue allows 20): z (1)"
     )
+
+
+def ranked_by(**totals: int) -> list[Ranked]:
+    """Clusters with these totals, in `rank`'s order (best first, ties by name)."""
+    return sorted((Ranked(c, t, ()) for c, t in totals.items()), key=lambda r: (-r.total, r.cluster))
+
+
+def names(items: list[Ranked]) -> list[str]:
+    return [r.cluster for r in items]
+
+
+def test_under_the_limit_every_decided_cluster_is_listed_in_score_order() -> None:
+    ranked = ranked_by(a=10, b=90, c=50)
+    for now_listed in ([], ["a", "b"], ["x", "a", "c", "b"]):
+        chosen, left_out = choose(ranked, now_listed, limit=3)
+        assert names(chosen) == ["b", "c", "a"] and left_out == [], now_listed
+
+
+def test_a_full_list_keeps_its_clusters_when_an_unlisted_one_outscores_them() -> None:
+    # a, b, c were the best three; d, unlisted, now beats all of them (its admin raised its score)
+    ranked = ranked_by(a=10, b=20, c=30, d=99)
+    chosen, left_out = choose(ranked, ["c", "b", "a"], limit=3)
+    assert names(chosen) == ["c", "b", "a"]
+    assert [(r.cluster, r.total) for r in left_out] == [("d", 99)]
+
+
+def test_the_listed_clusters_follow_their_scores_among_themselves() -> None:
+    # reordering moves nothing that Kueue admitted, so the listed ones still go best first
+    ranked = ranked_by(a=80, b=20, c=30, d=99)
+    chosen, _ = choose(ranked, ["c", "b", "a"], limit=3)
+    assert names(chosen) == ["a", "c", "b"]
+
+
+def test_a_listed_cluster_no_longer_decided_leaves_and_the_best_unlisted_enters() -> None:
+    # c is no longer decided (not in ranked); d and e wait, e scores better
+    ranked = ranked_by(a=10, b=20, d=40, e=50)
+    chosen, left_out = choose(ranked, ["c", "b", "a"], limit=3)
+    assert names(chosen) == ["e", "b", "a"]
+    assert names(left_out) == ["d"]
+    # two places free: both newcomers enter, best first among everyone listed
+    chosen, left_out = choose(ranked_by(a=10, d=40, e=50), ["c", "b", "a"], limit=3)
+    assert names(chosen) == ["e", "d", "a"] and left_out == []
+
+
+def test_a_limit_below_the_listed_count_keeps_the_best_of_the_listed() -> None:
+    # only when the limit itself shrinks; no newcomer ever displaces a listed cluster
+    ranked = ranked_by(a=10, b=20, c=30, d=99)
+    chosen, left_out = choose(ranked, ["a", "b", "c"], limit=2)
+    assert names(chosen) == ["c", "b"]
+    assert names(left_out) == ["d", "a"]
+
+
+def test_the_default_limit_is_kueues() -> None:
+    ranked = ranked_by(**{f"c{i:02d}": i for i in range(MAX_CLUSTERS + 1)})
+    full = [f"c{i:02d}" for i in range(1, MAX_CLUSTERS + 1)]
+    risen = [Ranked("c00", 100, ()), *ranked[:-1]]  # c00, unlisted, now the best
+    chosen, left_out = choose(risen, full)
+    assert sorted(names(chosen)) == full and names(left_out) == ["c00"]

@@ -14,12 +14,14 @@ and on the whole hub:
 * every MultiKueueConfig (cluster-scoped, few), to see whether the name it would write is taken.
 
 A reconcile lists exactly the clusters the Placement decided, sorted by the Placement's weighted
-AddOn scores (`dynamic_scoring.addon.multikueue.rank`), and writes `spec.clusters` only when the
-order or the set changed; each change is a Normal Event on the Placement giving the totals.  One
-writer per object: a MultiKueueConfig we did not write (kueue-addon's, a hand-made one) is never
-touched, and the Placement gets a Warning saying so.  With no cluster decided, or when the
-Placement leaves the selection or is deleted, its MultiKueueConfig is deleted, as kueue-addon does
-with its own (Kueue refuses an empty list).
+AddOn scores (`dynamic_scoring.addon.multikueue.rank`); past Kueue's 20, a listed cluster keeps its
+place while it is decided and only freed places go to the best unlisted (`choose`, given the list
+as the apiserver holds it).  It writes `spec.clusters` only when the order or the set changed;
+each change is a Normal Event on the Placement giving the totals.  One writer per object: a
+MultiKueueConfig we did not write (kueue-addon's, a hand-made one) is never touched, and the
+Placement gets a Warning saying so.  With no cluster decided, or when the Placement leaves the
+selection or is deleted, its MultiKueueConfig is deleted, as kueue-addon does with its own (Kueue
+refuses an empty list).
 
 Score changes wake every opted-in Placement (they are few); an expiring score needs no timer of
 its own, because the score-expiry controller marks it at expiry and that write is an update here.
@@ -35,7 +37,7 @@ from typing import Protocol
 from dynamic_scoring.addon.controllers import HubContext, agent_scores, foreign_scores
 from dynamic_scoring.addon.controllers.notices import Notices
 from dynamic_scoring.addon.multikueue import (
-    MAX_CLUSTERS,
+    choose,
     config_name,
     decided_clusters,
     desired_config,
@@ -154,11 +156,20 @@ class MultiKueueOrder:
             )
             return None
         self.notices.clear(key)
-        order = [r.cluster for r in ranked[:MAX_CLUSTERS]]
-        dropped = {r.cluster: r.total for r in ranked[MAX_CLUSTERS:]}
         before = listed(current)
+        chosen, left_out = choose(ranked, before)
+        if current is not None and [r.cluster for r in chosen] != before:
+            # Who stays listed is decided by the list as it is, and the cache may not show our own
+            # last write yet: from its older list, a cluster that entered since could be pushed off.
+            live = self._live(target, key)
+            if live is None:
+                return Result(requeue_after=1.0)  # deleted or taken meanwhile: the next pass sees which
+            current, before = live, listed(live)
+            chosen, left_out = choose(ranked, before)
+        order = [r.cluster for r in chosen]
         if order == before:
             return None
+        dropped = {r.cluster: r.total for r in left_out}
         desired = desired_config(target, key, order)
         try:
             if current is None:
@@ -169,10 +180,21 @@ class MultiKueueOrder:
             return Result(requeue_after=1.0)  # created meanwhile (by whom, the next reconcile says)
         except NotFound:
             return Result(requeue_after=1.0)  # deleted meanwhile: create it on the next pass
-        message = f"MultiKueueConfig {target}: " + order_message(ranked[:MAX_CLUSTERS], before, dropped)
+        message = f"MultiKueueConfig {target}: " + order_message(chosen, before, dropped)
         log.info("%s", message, extra={"controller": NAME, "key": key})
         self.writer.event(placement, "Warning" if dropped else "Normal", "MultiKueueOrderChanged", message)
         return None
+
+    def _live(self, target: str, key: str) -> JSON | None:
+        """The apiserver's copy of config `target`, if it is still the one we wrote for `key`.
+
+        Read only before the list changes, which is rare; its resourceVersion then guards the patch.
+        """
+        try:
+            live = self.writer.api.request("GET", MULTIKUEUE_CONFIGS.path(None, target))
+        except NotFound:
+            return None
+        return live if placement_of(live) == key else None
 
     def _delete(self, target: str, why: str) -> None:
         if self.writer.delete(MULTIKUEUE_CONFIGS, None, target):
