@@ -307,6 +307,12 @@ class EndpointAuth(_Wire):
                 "agentServiceAccountToken excludes bearerTokenSecretRef and basicAuthSecretRef: "
                 "each sets Authorization"
             )
+        if self.agent_service_account_token and self.insecure_skip_verify:
+            # The agent's identity must not go to whoever answers on the path: only verified TLS.
+            raise ValueError(
+                "the agent's own ServiceAccount token is sent only over verified TLS; remove "
+                "insecureSkipVerify (trust the server with caSecretRef)"
+            )
         return self
 
 

@@ -54,9 +54,16 @@ class OwnToken:
             raise ValueError(f"unreadable destination entries: {', '.join(repr(b) for b in bad)}")
         if not entries:
             raise ValueError("no destination: name the Prometheus endpoints the token may be sent to")
+        if any(entry.scheme != "https" for entry in entries):
+            raise ValueError("every destination must be an https:// entry: the token never travels in clear")
 
     def refusal(self, url: str, scorer: str) -> str | None:
         """Why the token may not go to ``url`` for DynamicScorer ``scorer``, or None when it may."""
+        if not url.lower().startswith("https://"):
+            return (
+                "the agent's ServiceAccount token is sent only over https, never in clear text: "
+                "the source's URL must start with https://"
+            )
         if not listed_destination(self.destinations, url):
             try:
                 where = destination(url).entry

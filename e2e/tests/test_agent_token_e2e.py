@@ -178,7 +178,7 @@ def test_the_agent_scores_through_kube_rbac_proxy_with_its_own_token_only_where_
         steps.append((what, round(time.monotonic() - t0, 1)))
         print(f"[agent token] {what}: {steps[-1][1]} s")
 
-    token = {"AgentTokenDestinations": f"127.0.0.1:{port}", "AgentTokenAudience": AUDIENCE}
+    token = {"AgentTokenDestinations": f"https://127.0.0.1:{port}", "AgentTokenAudience": AUDIENCE}
     m.hub.apply(adc(token))
     use_configs(m, [adc_ref(CLUSTER, ADC)])
     m.hub.apply(scorer(m, *GOOD, proxy.url))

@@ -262,6 +262,33 @@ INVALID = [
         "each set Authorization; set one",
     ),
     (
+        "agent-token-insecure",
+        {"source": {"auth": {"agentServiceAccountToken": True, "insecureSkipVerify": True}}},
+        "spec.source.auth.insecureSkipVerify",
+        "sent only over verified TLS",
+    ),
+    (
+        "agent-token-insecure-sources",
+        {
+            "sources": [
+                {
+                    "name": "a",
+                    "host": "https://prom:9091",
+                    "queries": ["up"],
+                    "auth": {"agentServiceAccountToken": True, "insecureSkipVerify": True},
+                }
+            ]
+        },
+        "spec.sources[0].auth.insecureSkipVerify",
+        "sent only over verified TLS",
+    ),
+    (
+        "horizon-too-far",
+        {"scoring": {"params": {"horizon": 2_592_001}}},
+        "spec.scoring.params.horizon",
+        "less than or equal to 2592000",
+    ),
+    (
         "labels-key",
         {"scoreDimensionLabels": {"host": "instance"}},
         "spec.scoreDimensionLabels",

@@ -175,7 +175,14 @@ def _destinations(value: str) -> object:
         )
     if not entries:
         raise ValueError(
-            "must name at least one destination, e.g. thanos-querier.openshift-monitoring.svc:9091"
+            "must name at least one destination, e.g. https://thanos-querier.openshift-monitoring.svc:9091"
+        )
+    if any(entry.scheme != "https" for entry in entries):
+        # The agent's identity must never travel in clear text: `host:port` also matches http://.
+        raise ValueError(
+            "must list https:// destinations only: host and host:port entries also match http://, "
+            "and the agent's token must not travel in clear text; "
+            "write e.g. https://thanos-querier.openshift-monitoring.svc:9091"
         )
     return " ".join(value.split())
 

@@ -10,7 +10,7 @@ from dynamic_scoring.jsontypes import JSON
 from tests.restricted_v2 import violations
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
-THANOS = "thanos-querier.openshift-monitoring.svc:9091"
+THANOS = "https://thanos-querier.openshift-monitoring.svc:9091"
 
 
 def render(**values: str) -> list[JSON]:
@@ -91,6 +91,18 @@ def test_the_monitoring_role_binding_names_only_the_agent() -> None:
     [
         ({"AgentTokenDestinations": ""}, "AgentTokenDestinations", "at least one destination"),
         ({"AgentTokenDestinations": "prom:99999"}, "AgentTokenDestinations", "cannot be read ('prom:99999')"),
+        # host and host:port also match http://: the token would travel in clear text
+        ({"AgentTokenDestinations": "prom:9091"}, "AgentTokenDestinations", "https:// destinations only"),
+        (
+            {"AgentTokenDestinations": f"{THANOS} prom"},
+            "AgentTokenDestinations",
+            "https:// destinations only",
+        ),
+        (
+            {"AgentTokenDestinations": "http://prom:9090"},
+            "AgentTokenDestinations",
+            "https:// destinations only",
+        ),
         ({"AgentTokenScorers": "a"}, "AgentTokenScorers", "needs AgentTokenDestinations"),
         (
             {"AgentTokenDestinations": THANOS, "AgentTokenScorers": "Bad_Name"},

@@ -31,7 +31,7 @@ def token_file(tmp_path: Path) -> Path:
 
 
 def own(
-    path: Path, destinations: str = "thanos-querier.openshift-monitoring.svc:9091", **kw: str
+    path: Path, destinations: str = "https://thanos-querier.openshift-monitoring.svc:9091", **kw: str
 ) -> OwnToken:
     return OwnToken(path, destinations, **kw)
 
@@ -59,7 +59,7 @@ async def test_it_replaces_the_upstream_token_of_the_summary(token_file: Path) -
     [
         "https://evil.example.com/api/v1/query_range",  # another host
         "https://thanos-querier.openshift-monitoring.svc:9092/api/v1/query_range",  # another port
-        "http://thanos-querier.openshift-monitoring.svc.evil.example.com:9091/x",  # a suffix is not the host
+        "https://thanos-querier.openshift-monitoring.svc.evil.example.com:9091/x",  # a suffix is not the host
         "https://user@thanos-querier.openshift-monitoring.svc:9091@evil.example.com/",  # userinfo trick
     ],
 )
@@ -119,6 +119,29 @@ def test_the_binding_must_be_readable_and_not_empty(tmp_path: Path) -> None:
         OwnToken(tmp_path / "t", " , ")
     with pytest.raises(ValueError, match="unreadable destination entries: '\\*evil'"):
         OwnToken(tmp_path / "t", "prom.example.com, *evil")
+
+
+@pytest.mark.parametrize(
+    "entry", ["prom.example.com", "prom.example.com:9091", "http://prom.example.com", "*.svc"]
+)
+def test_every_destination_must_be_https(tmp_path: Path, entry: str) -> None:
+    """``host`` and ``host:port`` also match http://: the agent's identity would travel in clear."""
+    with pytest.raises(ValueError, match="https://"):
+        OwnToken(tmp_path / "t", f"https://ok.example.com {entry}")
+
+
+async def test_a_source_over_plain_http_never_gets_it(token_file: Path) -> None:
+    token = own(token_file, "https://thanos-querier.openshift-monitoring.svc:9091")
+    url = "http://thanos-querier.openshift-monitoring.svc:9091/api/v1/query_range"
+    with pytest.raises(SecretNotBound, match="only over https") as refused:
+        await resolve_credentials(ASK, None, MemorySecrets(), url=url, stage="fetch", own_token=token)
+    assert "eyJ" not in str(refused.value)
+
+
+def test_the_wire_refuses_it_with_verification_off() -> None:
+    with pytest.raises(ValueError, match="only over verified TLS"):
+        EndpointAuth.model_validate({"agentServiceAccountToken": True, "insecureSkipVerify": True})
+    assert EndpointAuth.model_validate({"agentServiceAccountToken": True}).agent_service_account_token
 
 
 def test_the_wire_field_excludes_the_other_authorizations() -> None:
