@@ -15,6 +15,10 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   ``scoreDimensionFormats`` (else ``scoreDimensionFormat``), else ``${scoreName}``.
 * Fields ``/config`` cannot carry (auth, location, destination, the extensions) come from the spec
   only.
+* A source that carries the agent's own ServiceAccount token (``source.auth.agentServiceAccountToken``)
+  takes nothing from ``/config``: its type, host, path, query, range and step are the spec's.  The
+  token reads with the agent's identity and no Secret narrows what it may read, so the scorer's
+  operator must not choose the query it runs (``spec.sources`` entries never take ``/config`` values).
 * Credentials stay with the host they were written for.  The spec's auth for an endpoint was written
   for the spec's host (``source.host``; ``scoring.host``, else the origin of ``configURL``).  When the
   synced document moves that endpoint to another scheme, host or port, the scorer's operator (who
@@ -320,6 +324,15 @@ def resolve(scorer: DynamicScorer) -> Resolution:
         problems.extend(FieldProblem(where, why) for where, why in sources.problems)
     elif spec.on_source_error is not None:
         problems.append(FieldProblem("spec.onSourceError", "applies to spec.sources only"))
+    if sources is None and src is not None and src.auth is not None and src.auth.agent_service_account_token:
+        # The agent's own token reads whatever the query asks with the agent's identity, and no
+        # Secret narrows it: so only the DynamicScorer's author picks what it runs and where.
+        if synced is not None and s_src != SourceConfig():
+            notes.append(
+                "status.lastSyncedConfig.source: ignored because spec.source.auth.agentServiceAccountToken "
+                "is set (only the DynamicScorer chooses what runs with the agent's own token)"
+            )
+        s_src = SourceConfig()
     origins = _Origins()
     pick = origins.pick
 

@@ -513,3 +513,18 @@ def test_the_label_mapping_reaches_the_summary_and_a_bad_one_names_the_field() -
     )
     assert not isinstance(bad, DynamicScorer)
     assert "spec.scoreDimensionLabels" in bad.message and "not a label placeholder" in bad.message
+
+
+def test_full_mode_never_chooses_the_query_or_host_of_a_source_with_the_agents_token() -> None:
+    """The agent's own token reads with the agent's identity: /config must not pick what it runs."""
+    token_source = {**PROM, "host": "https://thanos:9091", "auth": {"agentServiceAccountToken": True}}
+    res = resolve(scorer({**SPEC, "configSyncMode": "Full", "source": token_source}, SYNCED))
+    s = ok(res)
+    assert s.source_endpoint == "https://thanos:9091/api/v1/query_range"
+    assert (s.source_query, s.source_range, s.source_step) == ("up", 600, 60)
+    assert any("agentServiceAccountToken" in n for n in res.notes), res.notes
+    # the scoring side still follows /config in Full mode
+    assert (s.score_name, s.scoring_interval) == ("synced_name", 15)
+    # without the token, the same document wins as before
+    plain = ok(resolve(scorer({**SPEC, "configSyncMode": "Full"}, SYNCED)))
+    assert plain.source_query == "synced"
