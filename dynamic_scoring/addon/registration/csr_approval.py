@@ -8,6 +8,9 @@ framework leaves to other components, all of which a legitimate klusterlet reque
   encipherment and client auth);
 * `spec.request` is one canonical PEM block, read the way Kubernetes reads it, with a valid
   signature (see `csr_request`: a lenient reader and Go's can take different blocks of one text);
+* its attributes are none, or one extensionRequest of one value, as the klusterlet writes them: Go
+  merges the extensions of every extensionRequest attribute into what the signer copies, while
+  `cryptography` reads only the first (see `csr_request`);
 * it asks for no extension but a subjectAlternativeName holding at most the DNS name
   `<addon>.addon.open-cluster-management.io`, which is all the klusterlet asks for;
 * the subject carries only CN, O and OU attributes (the apiserver maps other attributes too, such as

@@ -15,7 +15,20 @@ decoded, re-encoded and compared byte for byte, so the rule holds by constructio
 list of shapes.  The klusterlet builds its request with `pem.EncodeToMemory`, so honest requests
 always pass.
 
-Then the DER is parsed on its own and its self-signature checked, as the apiserver does.
+Then the request's attributes are read from the DER by a walk of our own (below), and only then is
+the DER parsed by `cryptography` and its self-signature checked, as the apiserver does.
+
+The attributes are where the requested extensions live, and the two readers disagree about them.
+Go's `x509.ParseCertificateRequest` merges the extensions of every extensionRequest attribute
+(1.2.840.113549.1.9.14), reading each one's first value and skipping one with no value, and the
+signer copies the subject alternative names it finds into the certificate.  `cryptography` reads
+only the first extension-request attribute, and takes Microsoft's OID (1.3.6.1.4.1.311.2.1.14),
+which Go ignores, for one.  So a second extensionRequest asking for URI, IP or DNS names would be
+signed into the certificate without the approver having seen it.  The approver therefore accepts
+only the attributes on which both readers agree, which are also the only ones the klusterlet sends:
+none, or one extensionRequest holding one value.  Any other attribute is refused too,
+challengePassword included: Kubernetes ignores them today, but the agent's request never carries
+them, and an attribute nobody checked is one a future reader could map to something.
 """
 
 from __future__ import annotations
@@ -38,6 +51,18 @@ NOT_CANONICAL = (
     "spec.request is not exactly one PEM CERTIFICATE REQUEST block in canonical form "
     "(64-character base64 lines, no headers, nothing before or after it)"
 )
+
+EXTENSION_REQUEST = "1.2.840.113549.1.9.14"
+"""PKCS#9 extensionRequest: the one attribute the klusterlet's request may carry (Go writes it)."""
+MS_EXTENSION_REQUEST = "1.3.6.1.4.1.311.2.1.14"
+"""Microsoft's extension-request OID: `cryptography` reads it as the extension request, Go does not."""
+_ATTRIBUTE_NAMES = {
+    EXTENSION_REQUEST: "extensionRequest",
+    MS_EXTENSION_REQUEST: "Microsoft's extension request",
+    "1.2.840.113549.1.9.7": "challengePassword",
+    "1.2.840.113549.1.9.2": "unstructuredName",
+}
+"""Names for the refusal message, so the Event says what the attribute is and not only its OID."""
 
 _KNOWN_SUBJECT = frozenset({NameOID.COMMON_NAME, NameOID.ORGANIZATION_NAME, NameOID.ORGANIZATIONAL_UNIT_NAME})
 """What the klusterlet puts in an addon's subject (user, groups, optional organization units)."""
@@ -96,6 +121,9 @@ def read_subject(request: bytes) -> RequestSubject:
     only for this message: `catch_warnings` swaps a process-wide filter list).
     """
     der = request_der(request)
+    problem = attributes_problem(request_attributes(der))
+    if problem:
+        raise RequestError(problem)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Attribute's length must be", category=UserWarning)
         try:
@@ -132,3 +160,134 @@ def _extensions(csr: x509.CertificateSigningRequest) -> tuple[list[str], list[st
             else:
                 other.append(f"subjectAltName:{type(name).__name__}")
     return dns_names, other
+
+
+# --- the request's attributes, read from the DER -------------------------------------------------
+# The rule above needs every attribute as written, with its number of values.  `cryptography` gives
+# its extensions from the one extension-request attribute it picks, and its `attributes` raises on an
+# attribute whose values are not exactly one, so it cannot say what was there.  No ASN.1 library is a
+# dependency, and a strict DER walk of the few levels involved is short: definite minimal lengths,
+# low tag numbers, and nothing before, between or after the elements where the structure has none.
+
+SEQUENCE = 0x30
+SET = 0x31
+INTEGER = 0x02
+OBJECT_IDENTIFIER = 0x06
+ATTRIBUTES = 0xA0
+"""`[0] IMPLICIT SET OF Attribute`, the last field of CertificationRequestInfo (RFC 2986)."""
+
+
+def _not_der(why: str) -> RequestError:
+    return RequestError(f"spec.request is not a certificate request: {why}")
+
+
+def _elements(data: bytes) -> list[tuple[int, bytes]]:
+    """The (tag, content) of each DER element that `data` is made of, exactly and in order."""
+    out: list[tuple[int, bytes]] = []
+    at = 0
+    while at < len(data):
+        if len(data) - at < 2:
+            raise _not_der("a DER element is truncated")
+        tag, first = data[at], data[at + 1]
+        if tag & 0x1F == 0x1F:
+            raise _not_der("a DER tag uses the high-tag-number form")
+        at += 2
+        if first < 0x80:
+            length = first
+        else:
+            count = first & 0x7F
+            raw = data[at : at + count]
+            # 0x80 is BER's indefinite length; a leading zero or a long form where the short one fits
+            # is BER too.  Four length bytes are more than any request needs.
+            if not 0 < count <= 4 or len(raw) < count or raw[0] == 0:
+                raise _not_der("a DER length is not in minimal definite form")
+            length = int.from_bytes(raw, "big")
+            if length < 0x80:
+                raise _not_der("a DER length is not in minimal definite form")
+            at += count
+        if length > len(data) - at:
+            raise _not_der("a DER element is truncated")
+        out.append((tag, data[at : at + length]))
+        at += length
+    return out
+
+
+def _dotted(body: bytes) -> str:
+    """The dotted form of an OBJECT IDENTIFIER's content, which must be minimal base-128."""
+    arcs: list[int] = []
+    value = 0
+    fresh = True
+    for byte in body:
+        if fresh and byte == 0x80:
+            raise _not_der("an OBJECT IDENTIFIER has a padded sub-identifier")
+        value = value << 7 | byte & 0x7F
+        fresh = not byte & 0x80
+        if fresh:
+            arcs.append(value)
+            value = 0
+    if not arcs or not fresh:
+        raise _not_der("an OBJECT IDENTIFIER is empty or truncated")
+    first = min(arcs[0] // 40, 2)
+    return ".".join(str(a) for a in [first, arcs[0] - 40 * first, *arcs[1:]])
+
+
+def request_attributes(der: bytes) -> list[tuple[str, int]]:
+    """The (type OID, number of values) of each attribute of the request, in the order written.
+
+    Only the path to the attributes is walked (CertificationRequest, then CertificationRequestInfo's
+    version, subject, subjectPKInfo and attributes); `cryptography` parses the rest afterwards.
+    """
+    outer = _elements(der)
+    if len(outer) != 1 or outer[0][0] != SEQUENCE:
+        raise _not_der("it is not one DER SEQUENCE")
+    request = _elements(outer[0][1])
+    if not request or request[0][0] != SEQUENCE:
+        raise _not_der("it has no CertificationRequestInfo")
+    info = _elements(request[0][1])
+    if [tag for tag, _ in info] != [INTEGER, SEQUENCE, SEQUENCE, ATTRIBUTES]:
+        raise _not_der("its CertificationRequestInfo is not version, subject, key and attributes")
+    attributes: list[tuple[str, int]] = []
+    for tag, content in _elements(info[3][1]):
+        fields = _elements(content) if tag == SEQUENCE else []
+        if [t for t, _ in fields] != [OBJECT_IDENTIFIER, SET]:
+            raise _not_der("an attribute is not a type and a SET of values")
+        attributes.append((_dotted(fields[0][1]), len(_elements(fields[1][1]))))
+    return attributes
+
+
+def attributes_problem(attributes: list[tuple[str, int]]) -> str:
+    """Why these attributes are not ones Go and `cryptography` read alike ("" when they are).
+
+    Accepted: none, or exactly one extensionRequest of exactly one value (what the klusterlet's Go
+    `x509.CreateCertificateRequest` writes).  The message names the attribute, since it is what the
+    requester sees in the Event.
+    """
+    extension_requests = 0
+    for type_oid, values in attributes:
+        if type_oid == EXTENSION_REQUEST:
+            extension_requests += 1
+            if extension_requests > 1:
+                return (
+                    f"spec.request carries a second extensionRequest attribute ({EXTENSION_REQUEST}): "
+                    "Kubernetes merges the extensions of every one and signs their subject alternative "
+                    "names into the certificate, and the agent's request carries at most one"
+                )
+            if values != 1:
+                return (
+                    f"spec.request's extensionRequest attribute ({EXTENSION_REQUEST}) holds {values} "
+                    "values: Kubernetes reads only the first and skips the attribute when it has none, "
+                    "so the agent's request holds exactly one"
+                )
+        elif type_oid == MS_EXTENSION_REQUEST:
+            return (
+                f"spec.request carries attribute {MS_EXTENSION_REQUEST} (Microsoft's extension request): "
+                "Kubernetes ignores it while other readers take it for the extension request, and the "
+                "agent's request never carries it"
+            )
+        else:
+            name = f" ({_ATTRIBUTE_NAMES[type_oid]})" if type_oid in _ATTRIBUTE_NAMES else ""
+            return (
+                f"spec.request carries attribute {type_oid}{name}, which the agent's request never "
+                "carries (it may carry only one extensionRequest)"
+            )
+    return ""

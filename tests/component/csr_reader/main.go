@@ -5,9 +5,12 @@
 // line on stdout with what Go reads: encoding/pem.Decode (the first block Go accepts, as the
 // kube-apiserver's CSR validation and kube-controller-manager's signer both do), the block type,
 // x509.ParseCertificateRequest and CheckSignature, the subject's CN, Organizations and attribute
-// OIDs, and then the identity a certificate would carry: a certificate is created from the
-// request's parsed subject (as the signer's template does) with a throwaway CA, parsed back, and
-// its CN (the user) and Organizations (the groups) reported.  Only the standard library is used.
+// OIDs, the subject alternative names and the OIDs of the extensions Go found in the request (Go
+// merges every extensionRequest attribute), and then what a certificate would carry: a certificate
+// is created with a throwaway CA from the template kube-controller-manager's signer builds (the
+// request's parsed subject, its DNS names, IP addresses, e-mail addresses and URIs, and its
+// extensions), parsed back, and its CN (the user), Organizations (the groups) and subject
+// alternative names reported.  Only the standard library is used.
 package main
 
 import (
@@ -21,9 +24,32 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
+	"net/url"
 	"os"
 	"time"
 )
+
+// names are the subject alternative names of a request or a certificate, as Go parsed them.
+type names struct {
+	DNS   []string `json:"dns"`
+	IP    []string `json:"ip"`
+	URI   []string `json:"uri"`
+	Email []string `json:"email"`
+}
+
+func sansOf(dns []string, ips []net.IP, uris []*url.URL, emails []string) names {
+	out := names{DNS: []string{}, IP: []string{}, URI: []string{}, Email: []string{}}
+	out.DNS = append(out.DNS, dns...)
+	for _, ip := range ips {
+		out.IP = append(out.IP, ip.String())
+	}
+	for _, u := range uris {
+		out.URI = append(out.URI, u.String())
+	}
+	out.Email = append(out.Email, emails...)
+	return out
+}
 
 type input struct {
 	ID      int    `json:"id"`
@@ -37,8 +63,11 @@ type reading struct {
 	CommonName    string   `json:"commonName"`
 	Organizations []string `json:"organizations"`
 	Attributes    []string `json:"attributes"`
+	SANs          names    `json:"sans"`
+	Extensions    []string `json:"extensions"`
 	User          string   `json:"user"`
 	Groups        []string `json:"groups"`
+	CertSANs      names    `json:"certSans"`
 }
 
 type authority struct {
@@ -71,16 +100,23 @@ func newAuthority() (*authority, error) {
 	return &authority{cert: cert, key: key}, nil
 }
 
-// sign issues a client certificate for the request's subject, the way the signer builds its
-// template (Subject: the request's parsed subject), and returns the certificate as parsed back.
+// sign issues a client certificate for the request the way kube-controller-manager's signer
+// builds its template (pkg/controller/certificates/authority: the request's parsed subject, SANs
+// and extensions), and returns the certificate as parsed back.
 func (a *authority) sign(cr *x509.CertificateRequest) (*x509.Certificate, error) {
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      cr.Subject,
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		SerialNumber:    big.NewInt(2),
+		Subject:         cr.Subject,
+		DNSNames:        cr.DNSNames,
+		IPAddresses:     cr.IPAddresses,
+		EmailAddresses:  cr.EmailAddresses,
+		URIs:            cr.URIs,
+		Extensions:      cr.Extensions,
+		ExtraExtensions: cr.ExtraExtensions,
+		NotBefore:       time.Now().Add(-time.Minute),
+		NotAfter:        time.Now().Add(time.Hour),
+		KeyUsage:        x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, cr.PublicKey, a.key)
 	if err != nil {
@@ -90,7 +126,10 @@ func (a *authority) sign(cr *x509.CertificateRequest) (*x509.Certificate, error)
 }
 
 func read(a *authority, in input) reading {
-	out := reading{ID: in.ID, Organizations: []string{}, Attributes: []string{}, Groups: []string{}}
+	out := reading{
+		ID: in.ID, Organizations: []string{}, Attributes: []string{}, Groups: []string{},
+		SANs: sansOf(nil, nil, nil, nil), Extensions: []string{}, CertSANs: sansOf(nil, nil, nil, nil),
+	}
 	block, _ := pem.Decode(in.Request)
 	if block == nil {
 		out.Error = "no PEM block"
@@ -115,6 +154,10 @@ func read(a *authority, in input) reading {
 	for _, name := range cr.Subject.Names {
 		out.Attributes = append(out.Attributes, name.Type.String())
 	}
+	out.SANs = sansOf(cr.DNSNames, cr.IPAddresses, cr.URIs, cr.EmailAddresses)
+	for _, ext := range cr.Extensions {
+		out.Extensions = append(out.Extensions, ext.Id.String())
+	}
 	cert, err := a.sign(cr)
 	if err != nil {
 		out.Error = "sign: " + err.Error()
@@ -122,6 +165,7 @@ func read(a *authority, in input) reading {
 	}
 	out.User = cert.Subject.CommonName
 	out.Groups = append(out.Groups, cert.Subject.Organization...)
+	out.CertSANs = sansOf(cert.DNSNames, cert.IPAddresses, cert.URIs, cert.EmailAddresses)
 	return out
 }
 

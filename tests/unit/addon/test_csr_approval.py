@@ -15,9 +15,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamic_scoring.addon.registration.csr_approval import Decision, approval_body, decide
-from dynamic_scoring.addon.registration.csr_request import NOT_CANONICAL, canonical_pem, request_der
+from dynamic_scoring.addon.registration.csr_request import (
+    NOT_CANONICAL,
+    RequestError,
+    canonical_pem,
+    request_attributes,
+    request_der,
+)
 from dynamic_scoring.jsontypes import JSON
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
+from tests.csr_attributes import (
+    CHALLENGE_PASSWORD,
+    EXTENSION_REQUEST,
+    HOSTILE_SAN,
+    MS_EXTENSION_REQUEST,
+    attribute,
+    challenge_password,
+    extension_request,
+    extensions_value,
+    request_with_attributes,
+    tlv,
+)
 
 USER = "system:open-cluster-management:cluster:{c}:addon:{a}:agent:{a}"
 GROUPS = ["system:open-cluster-management:cluster:{c}:addon:{a}", "system:open-cluster-management:addon:{a}"]
@@ -404,3 +422,142 @@ def test_anything_else_the_request_asks_to_have_in_the_certificate_is_refused(
 ) -> None:
     decision = _decide_text(pem_block(agent_request(OWN_USER, OWN_GROUPS, _key(), extensions=[extension])))
     assert not decision.approve and why in decision.reason
+
+
+# --- the request's attributes are read the way Go reads them ---------------------------------
+# Go's x509.ParseCertificateRequest merges the extensions of EVERY extensionRequest attribute, and
+# the signer copies the SANs it finds into the certificate; `cryptography` reads only the first
+# extension-request attribute (and takes Microsoft's OID for one).  So only no attribute, or one
+# standard extensionRequest of one value, is read the same by both.
+
+
+def _decide_attributes(attributes: list[bytes]) -> Decision:
+    return _decide_text(pem_block(request_with_attributes(OWN_USER, OWN_GROUPS, attributes, _key())))
+
+
+def test_no_attribute_or_one_extension_request_is_approved() -> None:
+    """The klusterlet's request: no attribute, or one extensionRequest with its DNS name."""
+    assert _decide_attributes([]).approve
+    decision = _decide_attributes([extension_request(KLUSTERLET_SAN)])
+    assert decision.approve, decision.reason
+
+
+@pytest.mark.parametrize(
+    ("attributes", "why"),
+    [
+        pytest.param(
+            # What Go signs: it merges both (no extension twice), and the signer copies the names.
+            [extension_request(), extension_request(HOSTILE_SAN)],
+            f"a second extensionRequest attribute ({EXTENSION_REQUEST})",
+            id="empty extensionRequest, then one with URI, IP and DNS names",
+        ),
+        pytest.param(
+            # Go refuses this one (subjectAltName twice), so the apiserver would not admit it.
+            [extension_request(KLUSTERLET_SAN), extension_request(HOSTILE_SAN)],
+            f"a second extensionRequest attribute ({EXTENSION_REQUEST})",
+            id="second extensionRequest with URI, IP and DNS names",
+        ),
+        pytest.param(
+            [
+                extension_request(KLUSTERLET_SAN),
+                extension_request(x509.BasicConstraints(ca=True, path_length=None)),
+            ],
+            "a second extensionRequest attribute",
+            id="second extensionRequest with another extension",
+        ),
+        pytest.param(
+            [extension_request(KLUSTERLET_SAN), extension_request()],
+            "a second extensionRequest attribute",
+            id="second, empty extensionRequest",
+        ),
+        pytest.param(
+            [
+                extension_request(KLUSTERLET_SAN, type_oid=MS_EXTENSION_REQUEST),
+                extension_request(HOSTILE_SAN),
+            ],
+            f"attribute {MS_EXTENSION_REQUEST} (Microsoft's extension request)",
+            id="Microsoft extension request, then a standard one",
+        ),
+        pytest.param(
+            [extension_request(KLUSTERLET_SAN, type_oid=MS_EXTENSION_REQUEST)],
+            f"attribute {MS_EXTENSION_REQUEST} (Microsoft's extension request)",
+            id="Microsoft extension request alone",
+        ),
+        pytest.param(
+            [extension_request(KLUSTERLET_SAN), challenge_password()],
+            f"attribute {CHALLENGE_PASSWORD} (challengePassword)",
+            id="challengePassword after the extensionRequest",
+        ),
+        pytest.param(
+            [challenge_password()],
+            f"attribute {CHALLENGE_PASSWORD} (challengePassword)",
+            id="challengePassword alone",
+        ),
+        pytest.param([attribute("1.2.3.4", tlv(0x0C, b"x"))], "attribute 1.2.3.4", id="an unknown attribute"),
+    ],
+)
+def test_attributes_go_and_the_approver_could_read_differently_are_refused(
+    attributes: list[bytes], why: str
+) -> None:
+    decision = _decide_attributes(attributes)
+    assert not decision.approve
+    assert why in decision.reason, decision.reason
+
+
+def test_an_extension_request_of_several_values_or_none_is_refused() -> None:
+    """Go reads only an attribute's first value, and skips an attribute with none."""
+    two = attribute(EXTENSION_REQUEST, extensions_value(KLUSTERLET_SAN), extensions_value(HOSTILE_SAN))
+    decision = _decide_attributes([two])
+    assert not decision.approve and "holds 2 values" in decision.reason, decision.reason
+    decision = _decide_attributes([attribute(EXTENSION_REQUEST)])
+    assert not decision.approve and "holds 0 values" in decision.reason, decision.reason
+
+
+def test_attributes_that_are_not_der_are_refused() -> None:
+    """A length in long form where the short one fits: BER, which Go's reader may take differently."""
+    honest = extension_request(KLUSTERLET_SAN)
+    ber = bytes([0x30, 0x81, honest[1]]) + honest[2:]
+    decision = _decide_attributes([ber])
+    assert not decision.approve and "spec.request" in decision.reason, decision.reason
+
+
+def test_the_refusal_names_the_attribute_for_the_event() -> None:
+    decision = _decide_attributes([extension_request(KLUSTERLET_SAN), extension_request(HOSTILE_SAN)])
+    assert decision.reason.startswith("spec.request carries a second extensionRequest attribute")
+    assert "Kubernetes" in decision.reason
+
+
+_OIDS = st.builds(
+    lambda first, second, rest: ".".join(str(a) for a in [first, second if first < 2 else second * 7, *rest]),
+    st.integers(0, 2),
+    st.integers(0, 39),
+    st.lists(st.integers(0, 2**40), min_size=1, max_size=6),
+)
+
+
+@given(_OIDS, st.text(min_size=1, max_size=40))
+def test_the_attribute_walk_reads_what_cryptography_wrote(type_oid: str, value: str) -> None:
+    """The walk and `cryptography`'s writer agree on any attribute type OID (arcs up to 2**40)."""
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "x")]))
+        .add_attribute(x509.ObjectIdentifier(type_oid), value.encode())
+        .sign(_key(), hashes.SHA256())
+    )
+    assert request_attributes(csr.public_bytes(serialization.Encoding.DER)) == [(type_oid, 1)]
+
+
+@given(st.binary(max_size=300))
+def test_the_attribute_walk_raises_only_request_errors(data: bytes) -> None:
+    try:
+        request_attributes(data)
+    except RequestError as e:
+        assert str(e).startswith("spec.request is not a certificate request: ")
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_every_truncation_of_a_request_is_refused_as_not_der(cut: int) -> None:
+    honest = request_with_attributes(OWN_USER, OWN_GROUPS, [extension_request(KLUSTERLET_SAN)], _key())
+    assert request_attributes(honest) == [(EXTENSION_REQUEST, 1)]
+    with pytest.raises(RequestError):
+        request_attributes(honest[: cut % len(honest)])
