@@ -32,7 +32,6 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
@@ -47,7 +46,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MULTIKUEUE_CONFIGS, Resource
-from dynamic_scoring.threaded_server import ThreadedHTTPServer
+from dynamic_scoring.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -102,16 +101,52 @@ class ManagerOptions:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
+HEALTH_MAX_CONNECTIONS = 32
+"""Connections the health server holds at once; more are closed at once, without a thread.
+
+The kubelet's probes and a Prometheus scrape need a few at a time, each for milliseconds; 32 leaves
+room for several scrapers and probes arriving together, and bounds what idle clients can make the
+process hold to 32 threads."""
+
+HEALTH_MAX_CONNECTIONS_PER_PEER = 8
+"""Connections one client address may hold at once, so one client cannot take every slot and the
+kubelet's probes (from the node's address) still get in while it holds its share."""
+
+HEALTH_HEAD_TIMEOUT_SECONDS = 10.0
+"""Seconds from the accept for the request line and headers to arrive; the connection is closed
+otherwise.  A probe's head is a few hundred bytes sent at once, so 10 s is ample, and it frees a
+slot held by a silent or dripping client long before a probe's retries run out."""
+
+HEALTH_CLIENT_TIMEOUT_SECONDS = 30.0
+"""Seconds any one read or write may block: a client that stops reading a ``/metrics`` answer
+cannot hold its thread for longer than this."""
+
+
 class _Server(ThreadedHTTPServer):
     thread_name = "health server"
 
-    def __init__(self, address: tuple[str, int], manager: Manager) -> None:
-        super().__init__(address, _Handler)
+    def __init__(
+        self,
+        address: tuple[str, int],
+        manager: Manager,
+        *,
+        max_connections: int,
+        max_connections_per_peer: int,
+        head_timeout_seconds: float,
+    ) -> None:
+        super().__init__(
+            address,
+            _Handler,
+            max_connections=max_connections,
+            max_connections_per_peer=max_connections_per_peer,
+            head_timeout_seconds=head_timeout_seconds,
+        )
         self.manager = manager
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(HeadDeadlineHandler):
     server: _Server
+    timeout = HEALTH_CLIENT_TIMEOUT_SECONDS
 
     def do_GET(self) -> None:
         manager = self.server.manager
@@ -203,14 +238,37 @@ class Manager:
             return True, "leading"
         return False, "leading; not ready:\n" + "\n".join(problems)
 
-    def serve(self) -> int:
-        """Start the health and metrics server; the port it listens on."""
+    def serve(
+        self,
+        *,
+        max_connections: int = HEALTH_MAX_CONNECTIONS,
+        max_connections_per_peer: int = HEALTH_MAX_CONNECTIONS_PER_PEER,
+        head_timeout_seconds: float = HEALTH_HEAD_TIMEOUT_SECONDS,
+    ) -> int:
+        """Start the health and metrics server; the port it listens on.
+
+        The server is reachable from the network, so what a client that connects and never sends
+        a request can hold is bounded: the connections at once (in total and per client address;
+        more are closed at once) and the time to send the request head.  The defaults suit a
+        Deployment; tests pass smaller ones.
+        """
         host, port = parse_bind_address(self.options.bind_address)
-        self._server = _Server((host, port), self)
+        self._server = _Server(
+            (host, port),
+            self,
+            max_connections=max_connections,
+            max_connections_per_peer=max_connections_per_peer,
+            head_timeout_seconds=head_timeout_seconds,
+        )
         self._server.start()
         bound = self._server.port
         log.info("serving /healthz /readyz /metrics on %s:%d", host, bound)
         return bound
+
+    def stop_serving(self) -> None:
+        """Stop the health and metrics server and release its port; idempotent, a no-op if never served."""
+        if self._server is not None:
+            self._server.stop()
 
     # -- running --------------------------------------------------------------------------------
 
@@ -265,8 +323,7 @@ class Manager:
                 log.exception("the controller loop raised")
         else:
             self.elector.run(self._lead, stop)
-        if self._server is not None:
-            self._server.stop()
+        self.stop_serving()
         if stop.is_set() and self._failure is None:
             log.info("stopped")
             return 0

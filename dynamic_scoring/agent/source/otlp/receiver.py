@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import logging
 import socket
 import ssl
@@ -52,7 +51,7 @@ from dynamic_scoring.agent.source.otlp.access import BearerToken, ReceiverAccess
 from dynamic_scoring.agent.source.otlp.decoding import BodyError, Encoding, encoding_of, inflate, parse
 from dynamic_scoring.agent.source.otlp.store import IngestResult, SeriesStore
 from dynamic_scoring.agent.source.otlp.translation import flatten
-from dynamic_scoring.threaded_server import ThreadedHTTPServer
+from dynamic_scoring.threaded_server import HeadDeadlines, ThreadedHTTPServer
 
 logger = logging.getLogger("dynamic_scoring.agent.source.otlp")
 
@@ -89,66 +88,6 @@ _REASONS = {
     429: "Too Many Requests",
     500: "Internal Server Error",
 }
-
-
-class _HeadDeadlines:
-    """One thread that shuts down connections whose request head is late.
-
-    A socket timeout restarts at every recv, so it cannot bound a head that arrives a byte at a
-    time; a deadline kept outside the reading thread can.  ``shutdown`` (not ``close``) wakes the
-    recv blocked in the connection's thread, which then sees the end of the stream and lets the
-    connection go; the connection's own thread still closes the socket, so no descriptor is closed
-    under it.  One thread for all connections, not a timer each: at most ``max_connections``
-    deadlines are pending and a scan of them is cheap.
-    """
-
-    def __init__(self, on_expired: Callable[[], None]) -> None:
-        self._on_expired = on_expired
-        self._changed = threading.Condition()
-        self._pending: dict[int, tuple[float, socket.socket]] = {}
-        self._keys = itertools.count()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="otlp-head-deadlines", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._changed:
-            self._stopped = True
-            self._changed.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def arm(self, sock: socket.socket, seconds: float) -> int:
-        """Shut ``sock`` down ``seconds`` from now unless ``disarm`` comes first; returns the key."""
-        with self._changed:
-            key = next(self._keys)
-            self._pending[key] = (time.monotonic() + seconds, sock)
-            self._changed.notify()
-            return key
-
-    def disarm(self, key: int | None) -> bool:
-        """Cancel a deadline; False when it had already passed (the connection is shut down)."""
-        if key is None:
-            return True
-        with self._changed:
-            return self._pending.pop(key, None) is not None
-
-    def _run(self) -> None:
-        with self._changed:
-            while not self._stopped:
-                now = time.monotonic()
-                for key in [k for k, (deadline, _) in self._pending.items() if deadline <= now]:
-                    _, sock = self._pending.pop(key)
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
-                    self._on_expired()
-                soonest = min((deadline for deadline, _ in self._pending.values()), default=None)
-                self._changed.wait(None if soonest is None else max(soonest - now, 0.0))
 
 
 class _Server(ThreadedHTTPServer):
@@ -349,7 +288,7 @@ class OtlpReceiver:
         """Responses by status code since start (``telemetry`` exports them)."""
         self.connections_refused: Counter[str] = Counter({reason: 0 for reason in CONNECTION_REFUSALS})
         """Connections refused or cut, by reason, since start (``telemetry`` exports them)."""
-        self._deadlines = _HeadDeadlines(lambda: self._refused("head_timeout"))
+        self._deadlines = HeadDeadlines(lambda: self._refused("head_timeout"), name="otlp-head-deadlines")
         self._server = _Server((host, port), self)
 
     @property
