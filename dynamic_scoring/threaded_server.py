@@ -41,6 +41,29 @@ CONNECTION_REFUSALS: tuple[str, ...] = ("head_timeout", "peer_cap", "total_cap")
 deadline, the client address held its connection cap, every slot was taken."""
 
 
+# Limits for the health and metrics servers of the manager and the agent: probes and scrapes only.
+HEALTH_MAX_CONNECTIONS = 32
+"""Connections a health server (the manager's, the agent's) holds at once; more are closed at
+once, without a thread.
+
+The kubelet's probes and a Prometheus scrape need a few at a time, each for milliseconds; 32 leaves
+room for several scrapers and probes arriving together, and bounds what idle clients can make the
+process hold to 32 threads."""
+
+HEALTH_MAX_CONNECTIONS_PER_PEER = 8
+"""Connections one client address may hold at once, so one client cannot take every slot and the
+kubelet's probes (from the node's address) still get in while it holds its share."""
+
+HEALTH_HEAD_TIMEOUT_SECONDS = 10.0
+"""Seconds from the accept for the request line and headers to arrive; the connection is closed
+otherwise.  A probe's head is a few hundred bytes sent at once, so 10 s is ample, and it frees a
+slot held by a silent or dripping client long before a probe's retries run out."""
+
+HEALTH_CLIENT_TIMEOUT_SECONDS = 30.0
+"""Seconds any one read or write may block: a client that stops reading a ``/metrics`` answer
+cannot hold its thread for longer than this."""
+
+
 class HeadDeadlines:
     """One thread that shuts down connections whose request head is late.
 
@@ -344,4 +367,13 @@ class HeadDeadlineHandler(BaseHTTPRequestHandler):
         return in_time
 
 
-__all__ = ["CONNECTION_REFUSALS", "HeadDeadlineHandler", "HeadDeadlines", "ThreadedHTTPServer"]
+__all__ = [
+    "CONNECTION_REFUSALS",
+    "HEALTH_CLIENT_TIMEOUT_SECONDS",
+    "HEALTH_HEAD_TIMEOUT_SECONDS",
+    "HEALTH_MAX_CONNECTIONS",
+    "HEALTH_MAX_CONNECTIONS_PER_PEER",
+    "HeadDeadlineHandler",
+    "HeadDeadlines",
+    "ThreadedHTTPServer",
+]

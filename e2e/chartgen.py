@@ -17,6 +17,9 @@ with the real `kubectl kustomize`, then writes each object into `charts/dynamic-
     left out on OpenShift (`manager.platform`, helper `dynamic-scoring.pinUser`), whose
     restricted-v2 SCC assigns one;
   - the manager's `DYNAMIC_SCORING_MULTIKUEUE_ORDER` comes from `multikueueOrder.enabled`;
+  - the manager's agent-token bounds (`DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW`,
+    `..._AUDIENCE_ALLOW`, `DYNAMIC_SCORING_AGENT_MONITORING_ROLE_ALLOW`) come from the lists
+    `agentToken.destinationAllow`, `.audienceAllow` and `.monitoringRoleAllow`, space-joined;
   - the ClusterManagementAddOn's `spec.installStrategy` comes from the `installStrategy` value.
   Where a field becomes a value, values.yaml's default must equal what manifests/ say (else
   ChartGenError), so the chart's defaults render exactly the kustomize objects.
@@ -44,6 +47,14 @@ from typing import Any
 import yaml
 
 from dynamic_scoring.addon.constants import ADDON_NAME
+from dynamic_scoring.addon.render.token_allow import (
+    AGENT_MONITORING_ROLE_ALLOW_ENV,
+    AGENT_MONITORING_ROLE_ALLOW_VALUE,
+    AGENT_TOKEN_AUDIENCE_ALLOW_ENV,
+    AGENT_TOKEN_AUDIENCE_ALLOW_VALUE,
+    AGENT_TOKEN_DESTINATION_ALLOW_ENV,
+    AGENT_TOKEN_DESTINATION_ALLOW_VALUE,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "manifests"
@@ -59,6 +70,12 @@ ADDON = ADDON_NAME  # the ClusterManagementAddOn
 FIXED_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of")
 # The manager's --multikueue-order, as an env value the chart's multikueueOrder.enabled sets.
 MULTIKUEUE_ORDER_ENV = "DYNAMIC_SCORING_MULTIKUEUE_ORDER"
+# The manager's agent-token bounds: env (a space-separated list, "" in manifests/) -> list value.
+TOKEN_ALLOW_ENVS = (
+    (AGENT_TOKEN_DESTINATION_ALLOW_ENV, AGENT_TOKEN_DESTINATION_ALLOW_VALUE),
+    (AGENT_TOKEN_AUDIENCE_ALLOW_ENV, AGENT_TOKEN_AUDIENCE_ALLOW_VALUE),
+    (AGENT_MONITORING_ROLE_ALLOW_ENV, AGENT_MONITORING_ROLE_ALLOW_VALUE),
+)
 
 
 class ChartGenError(RuntimeError):
@@ -258,6 +275,12 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
             "values.yaml's multikueueOrder.enabled must default to false"
         )
     found[0]["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
+    for env, key in TOKEN_ALLOW_ENVS:
+        found = [e for e in container.get("env") or [] if e.get("name") == env]
+        if len(found) != 1 or found[0].get("value") != "":
+            raise ChartGenError(f'manifests/ must set the manager\'s env {env} once, to ""')
+        t.check(key, [])
+        found[0]["value"] = t.raw(f'{{{{ join " " .Values.{key} | quote }}}}')
     t.check("manager.resources", container.get("resources", {}))
     replace_key(container, "resources", t.block(always("resources", "manager.resources")))
     security = pod["securityContext"]

@@ -12,12 +12,14 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 
 import click
 from kubernetes.config import ConfigException
 
+from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES
 from dynamic_scoring.addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
 from dynamic_scoring.addon.logs import configure
 from dynamic_scoring.addon.manager import (
@@ -28,7 +30,32 @@ from dynamic_scoring.addon.manager import (
     build_api,
 )
 from dynamic_scoring.addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV, parse_allow_values
+from dynamic_scoring.addon.render.token_allow import (
+    AGENT_MONITORING_ROLE_ALLOW_ENV,
+    AGENT_MONITORING_ROLE_ALLOW_FLAG,
+    AGENT_TOKEN_AUDIENCE_ALLOW_ENV,
+    AGENT_TOKEN_AUDIENCE_ALLOW_FLAG,
+    AGENT_TOKEN_DESTINATION_ALLOW_ENV,
+    AGENT_TOKEN_DESTINATION_ALLOW_FLAG,
+    AgentTokenAllow,
+    parse_audience_allow,
+    parse_destination_allow,
+    parse_monitoring_role_allow,
+)
 from dynamic_scoring.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
+
+
+def _parsed(
+    parse: Callable[[Iterable[str]], tuple[str, ...]], values: tuple[str, ...], flag: str
+) -> tuple[str, ...]:
+    """`parse(values)`, or a usage error naming `flag`.
+
+    A bad allow-list stops the start rather than leaving the hub admin wondering why ADCs are refused.
+    """
+    try:
+        return parse(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -179,6 +206,40 @@ def main() -> None:
     "runs with the agent's rights.",
 )
 @click.option(
+    AGENT_TOKEN_DESTINATION_ALLOW_FLAG,
+    "agent_token_destination_allow",
+    multiple=True,
+    envvar=AGENT_TOKEN_DESTINATION_ALLOW_ENV,
+    metavar="HTTPS_ENTRY",
+    help="Where an ADC's AgentTokenDestinations may send the agent's own ServiceAccount token: an "
+    "entry in the allowed-hosts syntax, https:// only (https://host[:port][/path-prefix] or "
+    "https://*.domain[:port][/path-prefix]); repeatable, or a comma- or space-separated list in env "
+    f"{AGENT_TOKEN_DESTINATION_ALLOW_ENV}. Every ADC destination must lie within one: same port, the "
+    "host equal or below the wildcard's domain, the path at or below the prefix. Default: none, so "
+    "whoever writes an ADC cannot choose where the agent's identity goes.",
+)
+@click.option(
+    AGENT_TOKEN_AUDIENCE_ALLOW_FLAG,
+    "agent_token_audience_allow",
+    multiple=True,
+    envvar=AGENT_TOKEN_AUDIENCE_ALLOW_ENV,
+    metavar="AUDIENCE",
+    help="An audience an ADC's AgentTokenAudience may name; repeatable, or a comma- or space-separated "
+    f"list in env {AGENT_TOKEN_AUDIENCE_ALLOW_ENV}. An ADC without AgentTokenAudience (the "
+    "kube-apiserver's own audience) needs none. Default: none.",
+)
+@click.option(
+    AGENT_MONITORING_ROLE_ALLOW_FLAG,
+    "agent_monitoring_role_allow",
+    multiple=True,
+    envvar=AGENT_MONITORING_ROLE_ALLOW_ENV,
+    metavar="CLUSTER_ROLE",
+    help="A ClusterRole an ADC's AgentMonitoringClusterRole may bind the agent to, of "
+    f"{', '.join(MONITORING_CLUSTER_ROLES)}; repeatable, or a comma- or space-separated list in env "
+    f"{AGENT_MONITORING_ROLE_ALLOW_ENV}. Default: none, as the binding is a cluster-wide grant on every "
+    "cluster the ADC reaches.",
+)
+@click.option(
     "--trust-proxy-ca-for-destinations",
     envvar="DYNAMIC_SCORING_TRUST_PROXY_CA_FOR_DESTINATIONS",
     is_flag=True,
@@ -234,6 +295,9 @@ def manager(
     scorer_probe_deny_private_networks: bool,
     adopt_unlabelled_scores: bool,
     agent_image_allow: tuple[str, ...],
+    agent_token_destination_allow: tuple[str, ...],
+    agent_token_audience_allow: tuple[str, ...],
+    agent_monitoring_role_allow: tuple[str, ...],
     trust_proxy_ca_for_destinations: bool,
     multikueue_order: bool,
     multikueue_namespace: str,
@@ -252,12 +316,22 @@ def manager(
         image_allow = parse_allow_values(agent_image_allow)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--agent-image-allow") from exc
+    token_allow = AgentTokenAllow(
+        destinations=_parsed(
+            parse_destination_allow, agent_token_destination_allow, AGENT_TOKEN_DESTINATION_ALLOW_FLAG
+        ),
+        audiences=_parsed(parse_audience_allow, agent_token_audience_allow, AGENT_TOKEN_AUDIENCE_ALLOW_FLAG),
+        monitoring_roles=_parsed(
+            parse_monitoring_role_allow, agent_monitoring_role_allow, AGENT_MONITORING_ROLE_ALLOW_FLAG
+        ),
+    )
     configure(log_level)
     options = ManagerOptions(
         namespace=namespace,
         agent_image=agent_image,
         adopt_unlabelled_scores=adopt_unlabelled_scores,
         agent_image_allow=image_allow,
+        agent_token_allow=token_allow,
         trust_proxy_ca_for_destinations=trust_proxy_ca_for_destinations,
         bind_address=metrics_bind_address,
         leader_elect=leader_elect,

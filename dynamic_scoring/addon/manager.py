@@ -41,12 +41,20 @@ from dynamic_scoring.addon.controllers import ControllerFactory, HubContext
 from dynamic_scoring.addon.controllers.factories import CONTROLLER_FACTORIES
 from dynamic_scoring.addon.logs import keyed
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
+from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
 from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MULTIKUEUE_CONFIGS, Resource
-from dynamic_scoring.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
+from dynamic_scoring.threaded_server import (
+    HEALTH_CLIENT_TIMEOUT_SECONDS,
+    HEALTH_HEAD_TIMEOUT_SECONDS,
+    HEALTH_MAX_CONNECTIONS,
+    HEALTH_MAX_CONNECTIONS_PER_PEER,
+    HeadDeadlineHandler,
+    ThreadedHTTPServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,8 @@ class ManagerOptions:
     adopt_unlabelled_scores: bool = False
     agent_image_allow: tuple[str, ...] = ()
     trust_proxy_ca_for_destinations: bool = False
+    # --agent-token-destination-allow and friends; the default allows the ADC no token destination
+    agent_token_allow: AgentTokenAllow = field(default_factory=AgentTokenAllow)
     bind_address: str = ":8080"
     leader_elect: bool = True
     leader_election_namespace: str | None = None
@@ -99,27 +109,6 @@ class ManagerOptions:
     multikueue_order: bool = False
     multikueue_namespace: str = "kueue-system"
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
-
-
-HEALTH_MAX_CONNECTIONS = 32
-"""Connections the health server holds at once; more are closed at once, without a thread.
-
-The kubelet's probes and a Prometheus scrape need a few at a time, each for milliseconds; 32 leaves
-room for several scrapers and probes arriving together, and bounds what idle clients can make the
-process hold to 32 threads."""
-
-HEALTH_MAX_CONNECTIONS_PER_PEER = 8
-"""Connections one client address may hold at once, so one client cannot take every slot and the
-kubelet's probes (from the node's address) still get in while it holds its share."""
-
-HEALTH_HEAD_TIMEOUT_SECONDS = 10.0
-"""Seconds from the accept for the request line and headers to arrive; the connection is closed
-otherwise.  A probe's head is a few hundred bytes sent at once, so 10 s is ample, and it frees a
-slot held by a silent or dripping client long before a probe's retries run out."""
-
-HEALTH_CLIENT_TIMEOUT_SECONDS = 30.0
-"""Seconds any one read or write may block: a client that stops reading a ``/metrics`` answer
-cannot hold its thread for longer than this."""
 
 
 class _Server(ThreadedHTTPServer):
@@ -281,6 +270,7 @@ class Manager:
             adopt_unlabelled_scores=self.options.adopt_unlabelled_scores,
             agent_image_allow=self.options.agent_image_allow,
             trust_proxy_ca_for_destinations=self.options.trust_proxy_ca_for_destinations,
+            agent_token_allow=self.options.agent_token_allow,
             resync_seconds=self.options.resync_seconds,
             stop=leading_stop,
             workers=self.options.workers,

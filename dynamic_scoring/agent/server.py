@@ -1,35 +1,55 @@
 """The agent's small HTTP endpoint: ``/metrics``, ``/healthz`` and ``/readyz``.
 
-It runs in a thread with the standard library's WSGI server, so a scrape never competes with the
-scoring loop for the event loop.  ``/healthz`` answers 200 while the agent's health checks find no
-problem and 503 with one line per problem otherwise (the summaries watch down too long, a worker
-task dead); it never depends on a scorer's own failures, which are reported on its APS instead.
-``/readyz`` answers 200 once the supervisor has applied a summary list.
+It runs in a thread of its own, so a scrape never competes with the scoring loop for the event
+loop.  ``/healthz`` answers 200 while the agent's health checks find no problem and 503 with one
+line per problem otherwise (the summaries watch down too long, a worker task dead); it never
+depends on a scorer's own failures, which are reported on its APS instead.  ``/readyz`` answers
+200 once the supervisor has applied a summary list.
+
+It listens on the pod's network (the kubelet probes it, Prometheus scrapes it), so anything that
+can reach the pod can connect.  It is built on the project's threaded server base with the same
+bounds as the manager's health server: at most `HEALTH_MAX_CONNECTIONS` connections (and
+`HEALTH_MAX_CONNECTIONS_PER_PEER` from one address), a request head within
+`HEALTH_HEAD_TIMEOUT_SECONDS`, and no read or write blocked longer than
+`HEALTH_CLIENT_TIMEOUT_SECONDS`.  Before, each idle connection held a thread for as long as the
+client kept it open.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
+from collections.abc import Callable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.threaded_server import (
+    HEALTH_CLIENT_TIMEOUT_SECONDS,
+    HEALTH_HEAD_TIMEOUT_SECONDS,
+    HEALTH_MAX_CONNECTIONS,
+    HEALTH_MAX_CONNECTIONS_PER_PEER,
+    HeadDeadlineHandler,
+    ThreadedHTTPServer,
+)
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+class _Server(ThreadedHTTPServer):
+    thread_name = "health-server"
+    owner: HealthServer
 
 
-class _ThreadingServer6(_ThreadingServer):
-    address_family = socket.AF_INET6
+class _Handler(HeadDeadlineHandler):
+    server: _Server
+    timeout = HEALTH_CLIENT_TIMEOUT_SECONDS
 
+    def do_GET(self) -> None:
+        status, content_type, body = self.server.owner.answer(self.path.split("?", 1)[0])
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes every few seconds would drown the scorer logs
 
@@ -40,9 +60,12 @@ class HealthServer:
     Args:
         metrics: whose registry ``/metrics`` exposes.
         ready: returns True when the agent is ready (``Supervisor.ready``).
-        problems: returns the current health problems (``Health.problems``); none means healthy.
         host: bind host; loopback by default, ``0.0.0.0`` in the Deployment.
         port: bind port; 0 picks a free one (see ``port``).
+        problems: returns the current health problems (``Health.problems``); none means healthy.
+        live: returns the problems that make the agent not alive (``/livez``).
+        max_connections, max_connections_per_peer, head_timeout_seconds: the bounds on idle or
+            slow clients (the defaults suit a Deployment; tests pass smaller ones).
     """
 
     def __init__(
@@ -53,56 +76,60 @@ class HealthServer:
         port: int = 8080,
         problems: Callable[[], list[str]] = list,
         live: Callable[[], list[str]] = list,
+        *,
+        max_connections: int = HEALTH_MAX_CONNECTIONS,
+        max_connections_per_peer: int = HEALTH_MAX_CONNECTIONS_PER_PEER,
+        head_timeout_seconds: float = HEALTH_HEAD_TIMEOUT_SECONDS,
     ) -> None:
         self._metrics = metrics
         self._ready = ready
         self._problems = problems
         self._live = live
-        server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
-        self._server = make_server(
-            host, port, self._app, server_class=server_class, handler_class=_QuietHandler
+        self._server = _Server(
+            (host, port),
+            _Handler,
+            max_connections=max_connections,
+            max_connections_per_peer=max_connections_per_peer,
+            head_timeout_seconds=head_timeout_seconds,
         )
-        self._thread: threading.Thread | None = None
+        self._server.owner = self
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._server.server_address[1])
+        return self._server.port
 
-    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
+    @property
+    def server(self) -> ThreadedHTTPServer:
+        """The underlying server (its refusal counters, for tests and diagnostics)."""
+        return self._server
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) for a GET of ``path``."""
         if path == "/metrics":
-            body = self._metrics.exposition()
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE_METRICS)])
-            return [body]
+            return 200, CONTENT_TYPE_METRICS, self._metrics.exposition()
         if path in ("/healthz", "/livez"):
             problems = self._problems() if path == "/healthz" else self._live()
             if not problems:
-                start_response("200 OK", [("Content-Type", "text/plain")])
-                return [b"ok\n"]
-            start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")])
-            return ["".join(f"{p}\n" for p in problems).encode("utf-8", "replace")]
+                return 200, "text/plain", b"ok\n"
+            return (
+                503,
+                "text/plain; charset=utf-8",
+                "".join(f"{p}\n" for p in problems).encode("utf-8", "replace"),
+            )
         if path == "/readyz":
             if self._ready():
-                start_response("200 OK", [("Content-Type", "text/plain")])
-                return [b"ok\n"]
-            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [b"no configuration applied yet\n"]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found\n"]
+                return 200, "text/plain", b"ok\n"
+            return 503, "text/plain", b"no configuration applied yet\n"
+        return 404, "text/plain", b"not found\n"
 
     def start(self) -> None:
         """Serve from a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, name="health-server", daemon=True)
-        self._thread.start()
+        self._server.start()
 
     def stop(self) -> None:
         """Stop serving and release the port."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+        self._server.stop()
 
 
 __all__ = ["HealthServer"]

@@ -14,6 +14,15 @@ computed from a cache that is behind (our own previous write not seen yet, or a 
 writer, such as a new leader) is refused with 409 instead of applied, and `ensure` compares once
 more with a fresh GET.  So a stale view never overwrites a newer one, and a cache that is merely
 behind costs a read, not a redundant write.
+
+Ownership: a name is not an object.  Between a caller's read and our write, the object it found
+ours can be deleted and another writer's created under the same name.  So every write and delete
+that works on an object states which object it means (its `uid` and `resourceVersion` go with the
+request as preconditions, and the apiserver answers 409 for any other), and every object the
+writer reads for itself (after a 409, or a create that met an existing object) must pass the
+caller's `owns` test before it is patched or deleted.  One that fails it is another writer's: an
+`ensure` raises `NotOurs` (a `Conflict`, so callers that retry a conflict on their next pass
+already cope), a `delete` answers False, and neither changes it.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamic_scoring.jsontypes import JSON
@@ -34,6 +43,44 @@ log = logging.getLogger(__name__)
 _MISSING: Any = object()
 #: Metadata fields a controller may own on an object it writes; the rest belong to the apiserver.
 OWNED_METADATA = ("labels", "annotations", "ownerReferences")
+
+
+Owns = Callable[[JSON], bool]
+"""A caller's test of whether an object is its own to write or delete.
+
+The same notion the caller used on the object it read (the labels its informer selects on, an
+owner, an annotation naming what it was written for), applied again by the writer to an object
+it had to read itself, because the one the caller checked may have been replaced since.
+"""
+
+
+class NotOurs(Conflict):
+    """The name is held by an object the caller's `owns` refuses: it was left as it is.
+
+    A `Conflict` (409) because that is what it is to a caller: someone else wrote meanwhile.  A
+    controller that retries conflicts reads again on its next pass and reports what it finds there.
+    """
+
+    def __init__(self, resource: Resource, obj: JSON) -> None:
+        meta = obj.get("metadata") or {}
+        where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
+        super().__init__(
+            409,
+            "NotOurs",
+            f"{resource.kind} {where} (uid {meta.get('uid')}) is not ours: it replaced the object we "
+            "read, or was made by another writer; it was left as it is",
+        )
+
+
+def labelled(labels: Mapping[str, str]) -> Owns:
+    """`Owns` for objects carrying each of `labels`: the test a caller's informer selector makes."""
+    wanted = dict(labels)
+
+    def owns(obj: JSON) -> bool:
+        have = (obj.get("metadata") or {}).get("labels") or {}
+        return all(have.get(k) == v for k, v in wanted.items())
+
+    return owns
 
 
 def merge_patch(current: JSON, desired: JSON) -> JSON | None:
@@ -78,9 +125,13 @@ def _guarded(patch: JSON, current: JSON) -> JSON:
     The `uid` and `resourceVersion` of `current` go into the patch's metadata, which the apiserver
     treats as preconditions: an object changed or re-created since is not patched.
     """
-    meta = current.get("metadata") or {}
-    preconditions = {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
-    return {**patch, "metadata": {**(patch.get("metadata") or {}), **preconditions}}
+    return {**patch, "metadata": {**(patch.get("metadata") or {}), **_preconditions(current)}}
+
+
+def _preconditions(obj: JSON) -> JSON:
+    """The `uid` and `resourceVersion` of `obj`: what a write or delete names as the object it means."""
+    meta = obj.get("metadata") or {}
+    return {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
 
 
 def _now() -> str:
@@ -123,11 +174,30 @@ class Writer:
         body = {**desired, "apiVersion": resource.api_version, "kind": resource.kind}
         return self._call("create", resource, "POST", resource.path(namespace), body=body)
 
-    def ensure(self, resource: Resource, desired: JSON, current: JSON | None) -> JSON:
+    def _read_owned(self, resource: Resource, namespace: str | None, name: str, owns: Owns) -> JSON:
+        """The object of that name as the apiserver now holds it, if `owns` says it is ours.
+
+        `NotFound` when there is none; `NotOurs` (logged, naming the object) when it is another's.
+        """
+        obj = self.api.request("GET", resource.path(namespace, name))
+        if not owns(obj):
+            refused = NotOurs(resource, obj)
+            log.warning("%s", refused.message, extra={"controller": self.controller})
+            raise refused
+        return obj
+
+    def ensure(self, resource: Resource, desired: JSON, current: JSON | None, *, owns: Owns) -> JSON:
         """Create `desired`, or merge-patch the fields of it that differ from `current`.
 
-        Sends nothing when nothing differs.  A create that meets an existing object (the cache
-        was behind) falls back to a GET and a patch on difference.
+        `current` is the object as the caller read it and found its own; `owns` is the caller's
+        test for that, applied to any object the writer reads itself.  Sends nothing when nothing
+        differs.  The patch carries `current`'s uid and resourceVersion, so a replaced or changed
+        object is refused (409) rather than overwritten; the writer then reads it again and patches
+        only if `owns` still holds.  A create that meets an existing object (the cache was behind)
+        likewise reads it and patches on difference only if it is ours.
+
+        Raises:
+            NotOurs: the name is held by an object `owns` refuses; nothing was written to it.
         """
         meta = desired.get("metadata") or {}
         name = meta.get("name")
@@ -138,7 +208,7 @@ class Writer:
             try:
                 return self.create(resource, desired)
             except Conflict:
-                current = self.api.request("GET", resource.path(namespace, name))
+                current = self._read_owned(resource, namespace, name, owns)
                 log.info("%s %s existed already; comparing instead", resource.kind, name)
         wanted = owned_fields(desired)
         patch = merge_patch(current, wanted)
@@ -150,7 +220,9 @@ class Writer:
                 "patch", resource, "PATCH", path, body=_guarded(patch, current), content_type=MERGE_PATCH
             )
         except Conflict:
-            current = self.api.request("GET", path)
+            # changed, or deleted and replaced, since it was read: the new one is ours only if
+            # `owns` says so, never merely because it has the name
+            current = self._read_owned(resource, namespace, name, owns)
             patch = merge_patch(current, wanted)
             log.debug("%s %s changed since it was read; compared again: %s", resource.kind, name, patch)
             if patch is None:
@@ -170,19 +242,52 @@ class Writer:
             )
         return result
 
-    def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
-        """Delete the object (dependents in the background); False when it was already gone."""
-        try:
-            self._call(
-                "delete",
-                resource,
-                "DELETE",
-                resource.path(namespace, name),
-                body={"propagationPolicy": "Background"},
-            )
-        except NotFound:
-            return False
-        return True
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        owns: Owns,
+        current: JSON | None = None,
+        attempts: int = 3,
+    ) -> bool:
+        """Delete our object of that name (dependents in the background); True if it was deleted.
+
+        `current` is the object as the caller read it and found its own (without it, the writer
+        reads it and applies `owns`).  The delete carries its uid and resourceVersion as
+        preconditions, so the apiserver refuses (409) to delete an object that replaced it or
+        changed since; the writer then reads it again and deletes only what `owns` still accepts.
+        False when nothing of ours is there: it is gone, or the name is now another's (logged,
+        and left as it is).  `Conflict` when the object kept changing for `attempts` tries.  (A
+        `current` without a uid, which only a hand-made object lacks, is named by what it has.)
+        """
+        path = resource.path(namespace, name)
+        obj = current
+        for attempt in range(1, attempts + 1):
+            if obj is None:
+                try:
+                    obj = self._read_owned(resource, namespace, name, owns)
+                except (NotFound, NotOurs):
+                    return False  # gone, or the name is another's now (logged): nothing of ours to delete
+            body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+            preconditions = _preconditions(obj)
+            if preconditions:
+                body["preconditions"] = preconditions
+            try:
+                self._call("delete", resource, "DELETE", path, body=body)
+            except NotFound:
+                return False
+            except Conflict:
+                if attempt == attempts:
+                    raise
+                log.debug(
+                    "%s %s changed since it was read; reading it again before a delete", resource.kind, name
+                )
+                obj = None
+                continue
+            return True
+        return False  # attempts < 1
 
     def patch_status(
         self,
@@ -193,6 +298,7 @@ class Writer:
         *,
         current: JSON | None = None,
         attempts: int = 5,
+        owns: Owns | None = None,
     ) -> bool:
         """Merge-patch the status fields `compute` returns, on the latest object; True if it wrote.
 
@@ -202,10 +308,20 @@ class Writer:
         when given, else from a GET; the patch is conditional on that object's resourceVersion, so
         on 409 (someone wrote since, or the cache was behind) `compute` runs again on a fresh GET.
         A controller whose cache is current thus writes status with one request instead of two.
+
+        `owns`, for status this controller writes only on objects it owns: every object read
+        fresh must pass it (`NotOurs` otherwise), so a replacement's status is never written.
+        Without it, status is written on whatever holds the name (an object the caller reports on,
+        such as a ManagedClusterAddOn, is not "ours" but still has a status part that is).
         """
         path = resource.path(namespace, name)
         for attempt in range(1, attempts + 1):
-            obj = current if attempt == 1 and current is not None else self.api.request("GET", path)
+            if attempt == 1 and current is not None:
+                obj = current
+            elif owns is not None:
+                obj = self._read_owned(resource, namespace, name, owns)
+            else:
+                obj = self.api.request("GET", path)
             patch = compute(obj)
             if patch is None:
                 return False

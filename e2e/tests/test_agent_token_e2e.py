@@ -8,8 +8,13 @@ checking tokens against cluster2's kube-apiserver and asking for an audience of 
 installation is the OpenShift story's (chart with ``manager.platform=openshift``, the agent in the
 built image as the SCC's UID, the sample CPU scorer), reused as is.
 
-* An AddOnDeploymentConfig names the proxy in ``AgentTokenDestinations`` with its audience; the
-  runner, playing the kubelet, writes the projected token with that audience and expiry.
+* An AddOnDeploymentConfig names the proxy in ``AgentTokenDestinations`` with its audience.  The
+  manager refuses it while the hub admin allows no destination (the default): ``ManifestApplied``
+  says so and names ``--agent-token-destination-allow``.  The hub admin then allows the proxy, its
+  audience and the monitoring role (``helm upgrade`` with the ``agentToken.*`` values: the proxy's
+  port is known only here).  An ADC that adds its writer's own server is still refused, naming
+  that server; the ADC naming the proxy alone is rendered.  The runner, playing the kubelet,
+  writes the projected token with that audience and expiry.
 * A DynamicScorer whose source asks for ``agentServiceAccountToken`` is refused by the proxy (403)
   while the agent lacks the role: its AddOnPlacementScore says ``PrometheusAccessDenied`` and names
   the identity and ``get namespaces``.
@@ -21,6 +26,7 @@ built image as the SCC's UID, the sample CPU scorer), reused as is.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +37,7 @@ import pytest
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.naming import aps_name
 from e2e.loopback import LoopbackServer, QuietHandler
-from e2e.mission import APS_V1A1, DS_V1A1, INSTALL_NS, NAMESPACE, SCORER, Mission
+from e2e.mission import APS_V1A1, CHART, DS_V1A1, INSTALL_NS, NAMESPACE, RELEASE, SCORER, Mission
 from e2e.procs import wait_until, wait_value
 from e2e.rbacproxy import RbacProxy, start_rbac_proxy
 from e2e.tests.test_addon_lifecycle import adc_ref
@@ -94,6 +100,25 @@ def condition(m: Mission, score: str) -> dict[str, Any]:
 
 def scores(m: Mission, score: str) -> list[dict[str, Any]]:
     return list(aps_status(m, score).get("scores") or [])
+
+
+def manifest_applied(m: Mission) -> dict[str, Any]:
+    """cluster2's ManagedClusterAddOn `ManifestApplied` condition, where ADC refusals are reported."""
+    mca = m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", "dynamic-scoring", CLUSTER) or {}
+    found = [
+        c for c in (mca.get("status") or {}).get("conditions") or [] if c.get("type") == "ManifestApplied"
+    ]
+    return dict(found[0]) if found else {}
+
+
+def allow_agent_token(m: Mission, destination: str) -> None:
+    """The hub admin's step (docs/openshift.md): the manager may render the token for `destination`."""
+    bound = {"destinationAllow": [destination], "audienceAllow": [AUDIENCE], "monitoringRoleAllow": [ROLE]}
+    m.run_helm(
+        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+        "--set-json", f"agentToken={json.dumps(bound)}",
+    )  # fmt: skip
+    m.wait_manager()
 
 
 def use_configs(m: Mission, configs: list[dict[str, str]] | None) -> None:
@@ -181,6 +206,44 @@ def test_the_agent_scores_through_kube_rbac_proxy_with_its_own_token_only_where_
     token = {"AgentTokenDestinations": f"https://127.0.0.1:{port}", "AgentTokenAudience": AUDIENCE}
     m.hub.apply(adc(token))
     use_configs(m, [adc_ref(CLUSTER, ADC)])
+
+    # The hub admin has allowed no destination yet: the manager renders no token (and no agent
+    # change), and says which manager flag or chart value the hub admin sets.
+    by_default = wait_value(
+        lambda: manifest_applied(m),
+        lambda c: "--agent-token-destination-allow" in c.get("message", ""),
+        timeout=120,
+        what="ManifestApplied refusing the ADC's token destination",
+    )
+    step("the ADC's destination refused by default")
+    assert by_default["status"] == "False" and "agentToken.destinationAllow" in by_default["message"]
+    assert f"127.0.0.1:{port}" in by_default["message"]
+
+    # The hub admin allows the proxy only.  The ADC's writer adding a server of their own is refused,
+    # naming it; the ADC naming the proxy alone is rendered.
+    allow_agent_token(m, f"https://127.0.0.1:{port}")
+    step("the hub admin allowed the proxy (helm upgrade)")
+    m.hub.apply(
+        adc(
+            {
+                **token,
+                "AgentTokenDestinations": f"https://127.0.0.1:{port} https://127.0.0.1:{recorder.server.port}",
+            }
+        )
+    )
+    own = wait_value(
+        lambda: manifest_applied(m),
+        lambda c: f"127.0.0.1:{recorder.server.port}" in c.get("message", ""),
+        timeout=120,
+        what="ManifestApplied refusing the ADC writer's own server",
+    )
+    step("the ADC writer's own server refused")
+    assert own["status"] == "False" and "--agent-token-destination-allow" in own["message"]
+    m.hub.apply(adc(token))
+    wait_until(
+        lambda: manifest_applied(m).get("status") == "True", timeout=120, what="the allowed ADC rendered"
+    )
+    step("the ADC naming the proxy rendered")
     m.hub.apply(scorer(m, *GOOD, proxy.url))
     m.hub.apply(scorer(m, *EXFIL, recorder.server.url))
 

@@ -809,3 +809,64 @@ def test_results_that_collide_on_one_item_name_fail_on_the_aps_and_in_the_hub_re
         server.shutdown()
         with contextlib.suppress(NotFound):
             api.request("DELETE", path)
+
+
+class _Replacer:
+    """The hub API, with the score deleted and re-created by another writer just before the agent's
+    metadata patch (the adoption of an unlabelled score)."""
+
+    def __init__(self, api: KubeAPI, path: str) -> None:
+        self.api, self.path, self.replaced = api, path, False
+
+    async def arequest(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "PATCH" and path == self.path and not self.replaced:
+            self.replaced = True
+            await self.api.arequest("DELETE", self.path)
+            await self.api.arequest(
+                "POST",
+                self.path.rsplit("/", 1)[0],
+                body={
+                    "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                    "kind": "AddOnPlacementScore",
+                    "metadata": {"name": self.path.rsplit("/", 1)[1], "labels": {"owner": "someone-else"}},
+                },
+            )
+        return await self.api.arequest(method, path, **kwargs)
+
+
+def test_an_adopted_score_replaced_before_the_agents_patch_is_left_as_the_new_owner_wrote_it(
+    control_plane: ControlPlane,
+) -> None:
+    # The agent read an unlabelled score it may adopt; before its metadata patch, the score was
+    # deleted and another writer created one of the same name.  The patch names the object it read
+    # (uid, resourceVersion), so the apiserver refuses it and the new object keeps its labels.
+    api = hub_api(control_plane)
+    path = APS.format(ns="cluster1", name="replaced")
+    api.request(
+        "POST",
+        path.rsplit("/", 1)[0],
+        body={
+            "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnPlacementScore",
+            "metadata": {"name": "replaced"},
+        },
+    )
+    wrapped = _Replacer(api, path)
+    pub = KubeScorePublisher(
+        wrapped,  # type: ignore[arg-type]
+        "cluster1",
+        addon_name="dynamic-scoring",
+        adopt_unlabelled=True,
+    )
+    try:
+        with pytest.raises(PublishError, match="could not be updated"):
+            asyncio.run(
+                pub.publish(PublishRequest("replaced", "replaced", [ScoreItem("a", 1)], None, ok(), 30))
+            )
+        assert wrapped.replaced
+        obj = api.request("GET", path)
+        assert obj["metadata"]["labels"] == {"owner": "someone-else"}
+        assert "ownerReferences" not in obj["metadata"] and "status" not in obj
+    finally:
+        with contextlib.suppress(NotFound):
+            api.request("DELETE", path)

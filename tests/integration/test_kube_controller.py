@@ -13,8 +13,11 @@ from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.resources import CONFIGMAPS, split_key
 from dynamic_scoring.kube.workqueue import WorkQueue
+from dynamic_scoring.kube.writes import labelled
 from e2e.controlplane import ControlPlane
 from e2e.procs import wait_until
+
+MIRROR = labelled({"role": "mirror"})
 
 
 class Mirror:
@@ -39,7 +42,9 @@ class Mirror:
         mirror_key = f"{namespace}/{name}-mirror"
         if source is None:
             if self.mirrors.get(mirror_key) is not None:
-                self.writer.delete(CONFIGMAPS, namespace, f"{name}-mirror")
+                self.writer.delete(
+                    CONFIGMAPS, namespace, f"{name}-mirror", current=self.mirrors.get(mirror_key), owns=MIRROR
+                )
             return
         data = source.get("data") or {}
         if len(tries) <= int(data.get("fail", "0")):
@@ -48,7 +53,7 @@ class Mirror:
             "metadata": {"name": f"{name}-mirror", "namespace": namespace, "labels": {"role": "mirror"}},
             "data": data,
         }
-        self.writer.ensure(CONFIGMAPS, desired, self.mirrors.get(mirror_key))
+        self.writer.ensure(CONFIGMAPS, desired, self.mirrors.get(mirror_key), owns=MIRROR)
 
 
 def mirror_to_source(obj: JSON) -> list[str]:

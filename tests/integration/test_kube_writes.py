@@ -15,6 +15,11 @@ from dynamic_scoring.kube.writes import Writer
 from e2e.controlplane import ControlPlane
 
 
+def ANY(_obj: JSON) -> bool:  # noqa: N802 - reads as a constant at the call sites
+    """Every object in the fresh namespace is the test's own (`test_kube_writes_ownership` tests `owns`)."""
+    return True
+
+
 class CountingAPI(KubeAPI):
     """The real client, recording every request it sends."""
 
@@ -60,7 +65,7 @@ def test_ensure_creates_then_writes_nothing_for_the_same_object_then_patches_a_d
         "metadata": {"name": "c", "namespace": namespace, "labels": {"app": "x"}},
         "data": {"a": "1"},
     }
-    created = writer.ensure(CONFIGMAPS, desired, None)
+    created = writer.ensure(CONFIGMAPS, desired, None, owns=ANY)
     assert created["metadata"]["uid"]
     assert api.writes() == [("POST", CONFIGMAPS.path(namespace))]
     # someone else labels it; that is not our field
@@ -72,10 +77,10 @@ def test_ensure_creates_then_writes_nothing_for_the_same_object_then_patches_a_d
     )
     current = api.request("GET", CONFIGMAPS.path(namespace, "c"))
     api.sent.clear()
-    assert writer.ensure(CONFIGMAPS, desired, current) is current
+    assert writer.ensure(CONFIGMAPS, desired, current, owns=ANY) is current
     assert api.sent == []  # not even a GET
     changed = {**desired, "data": {"a": "2"}}
-    result = writer.ensure(CONFIGMAPS, changed, current)
+    result = writer.ensure(CONFIGMAPS, changed, current, owns=ANY)
     assert api.writes() == [("PATCH", CONFIGMAPS.path(namespace, "c"))]
     assert result["data"] == {"a": "2"}
     assert result["metadata"]["labels"] == {"app": "x", "other": "y"}  # the other writer's label kept
@@ -88,18 +93,18 @@ def test_ensure_on_a_stale_cache_that_missed_a_create_compares_instead_of_failin
 ) -> None:
     writer = Writer(api, "test")
     desired = {"metadata": {"name": "c", "namespace": namespace}, "data": {"a": "1"}}
-    writer.ensure(CONFIGMAPS, desired, None)
+    writer.ensure(CONFIGMAPS, desired, None, owns=ANY)
     api.sent.clear()
-    again = writer.ensure(CONFIGMAPS, desired, None)  # the cache did not see the first create yet
+    again = writer.ensure(CONFIGMAPS, desired, None, owns=ANY)  # the cache did not see the first create yet
     assert again["data"] == {"a": "1"}
     assert api.sent == [("POST", CONFIGMAPS.path(namespace)), ("GET", CONFIGMAPS.path(namespace, "c"))]
 
 
 def test_delete_reports_whether_it_deleted(api: CountingAPI, namespace: str) -> None:
     writer = Writer(api, "test")
-    writer.ensure(CONFIGMAPS, {"metadata": {"name": "c", "namespace": namespace}}, None)
-    assert writer.delete(CONFIGMAPS, namespace, "c") is True
-    assert writer.delete(CONFIGMAPS, namespace, "c") is False
+    writer.ensure(CONFIGMAPS, {"metadata": {"name": "c", "namespace": namespace}}, None, owns=ANY)
+    assert writer.delete(CONFIGMAPS, namespace, "c", owns=ANY) is True
+    assert writer.delete(CONFIGMAPS, namespace, "c", owns=ANY) is False
 
 
 def aps(namespace: str) -> JSON:
@@ -158,7 +163,7 @@ def test_patch_status_without_resource_version_would_have_clobbered(api: Countin
 
 def test_events_count_repeats_instead_of_piling_up(api: CountingAPI, namespace: str) -> None:
     writer = Writer(api, "test")
-    obj = writer.ensure(CONFIGMAPS, {"metadata": {"name": "c", "namespace": namespace}}, None)
+    obj = writer.ensure(CONFIGMAPS, {"metadata": {"name": "c", "namespace": namespace}}, None, owns=ANY)
     for _ in range(3):
         writer.event(obj, "Warning", "BadConfig", "the config is bad")
     writer.event(obj, "Normal", "Fixed", "fixed")

@@ -84,6 +84,14 @@ NON_DEFAULT: dict[str, Any] = {
             }
         ],
     },
+    "agentToken": {
+        "destinationAllow": [
+            "https://thanos-querier.openshift-monitoring.svc:9091",
+            "https://*.example.com/t",
+        ],
+        "audienceAllow": ["prometheus"],
+        "monitoringRoleAllow": ["cluster-monitoring-view"],
+    },
     "podDisruptionBudget": {"enabled": True},
     "metrics": {
         "service": {"enabled": True, "port": 9090},
@@ -202,6 +210,18 @@ def test_non_default_values_reach_the_objects_they_configure(tmp_path: Path) -> 
     (container,) = spec["containers"]
     assert [a for a in container["args"] if a.startswith("--log-level")] == ["--log-level=debug"]
     assert container["imagePullPolicy"] == "Always"
+    # the agent-token bounds reach the manager's env as the space-separated lists its flags read
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW"] == (
+        "https://thanos-querier.openshift-monitoring.svc:9091 https://*.example.com/t"
+    )
+    assert env["DYNAMIC_SCORING_AGENT_TOKEN_AUDIENCE_ALLOW"] == "prometheus"
+    assert env["DYNAMIC_SCORING_AGENT_MONITORING_ROLE_ALLOW"] == "cluster-monitoring-view"
+    default_env = {
+        e["name"]: e.get("value")
+        for e in one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert default_env["DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW"] == ""  # none: the default
     # Helm merges maps with the defaults; null removes a default (the cpu limit here)
     assert container["resources"] == {
         "requests": {"cpu": "250m", "memory": "256Mi"},
@@ -314,6 +334,10 @@ def test_the_documented_kustomize_overlay_renders_what_the_equivalent_values_ren
             "replicas": 3,
             "logLevel": "debug",
             "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+        },
+        "agentToken": {
+            "destinationAllow": ["https://thanos-querier.openshift-monitoring.svc:9091"],
+            "monitoringRoleAllow": ["cluster-monitoring-view"],
         },
         "installStrategy": {
             "type": "Placements",
@@ -452,6 +476,10 @@ def test_helm_lint_passes_with_the_defaults_and_with_every_value_set(tmp_path: P
         (["--set", "podDisruptionBudget.minAvailable=half"], "/podDisruptionBudget/minAvailable"),
         (["--set", "metrics.service.port=0"], "/metrics/service/port"),
         (["--set", "manager.imagePullSecrets[0]=regcred"], "/manager/imagePullSecrets/0"),
+        # host:port would also match http://; the manager refuses it at start, the schema first
+        (["--set", "agentToken.destinationAllow[0]=prom.example.com:9091"], "/agentToken/destinationAllow/0"),
+        (["--set", "agentToken.monitoringRoleAllow[0]=cluster-admin"], "/agentToken/monitoringRoleAllow/0"),
+        (["--set", "agentToken.audienceAllow[0]=a b"], "/agentToken/audienceAllow/0"),
     ],
 )
 def test_the_schema_refuses_values_the_objects_cannot_take(args: list[str], complaint: str) -> None:

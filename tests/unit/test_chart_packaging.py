@@ -9,6 +9,7 @@ with `kubectl kustomize manifests/` by e2e/tests/test_install_chart.py (real hel
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES
 from e2e import chartgen, image
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,7 +173,10 @@ def manager_deployment(**spec: Any) -> dict[str, Any]:
         "image": "i:1",
         "imagePullPolicy": "IfNotPresent",
         "args": ["manager", "--log-level=info"],
-        "env": [{"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "false"}],
+        "env": [
+            {"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "false"},
+            *({"name": env, "value": ""} for env, _ in chartgen.TOKEN_ALLOW_ENVS),
+        ],
         "resources": {
             "requests": {"cpu": "100m", "memory": "128Mi"},
             "limits": {"cpu": "1", "memory": "512Mi"},
@@ -204,6 +209,9 @@ def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_
         "priorityClassName: {{ . | quote }}",
         '{{- if include "dynamic-scoring.pinUser" . }}',
         "value: {{ .Values.multikueueOrder.enabled | toString | quote }}",
+        'value: {{ join " " .Values.agentToken.destinationAllow | quote }}',
+        'value: {{ join " " .Values.agentToken.audienceAllow | quote }}',
+        'value: {{ join " " .Values.agentToken.monitoringRoleAllow | quote }}',
     ):
         assert template in text, template
     assert "HELMTOKEN" not in text
@@ -238,6 +246,22 @@ def test_generator_refuses_a_manager_without_the_multikueue_order_switch_off() -
             chartgen.render_files([dep], "i:1")
 
 
+def test_generator_refuses_a_manager_whose_agent_token_bound_is_not_empty() -> None:
+    """The chart's default (no destination allowed) must be what manifests/ install."""
+    for env, _ in chartgen.TOKEN_ALLOW_ENVS:
+        dep = manager_deployment()
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [
+            e if e["name"] != env else {"name": env, "value": "https://x"} for e in container["env"]
+        ]
+        with pytest.raises(chartgen.ChartGenError, match=env):
+            chartgen.render_files([dep], "i:1")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values["agentToken"]["destinationAllow"] = ["https://x"]
+    with pytest.raises(chartgen.ChartGenError, match=r"agentToken\.destinationAllow is"):
+        chartgen.render_files([manager_deployment()], "i:1", values)
+
+
 def test_generator_refuses_a_manager_field_it_would_template_over() -> None:
     dep = manager_deployment()
     dep["spec"]["template"]["spec"]["nodeSelector"] = {"a": "b"}
@@ -248,3 +272,10 @@ def test_generator_refuses_a_manager_field_it_would_template_over() -> None:
 def test_values_yaml_keeps_the_one_repository_line_the_release_workflow_rewrites() -> None:
     text = (CHART / "values.yaml").read_text()
     assert len(re.findall(r"(?m)^  repository: ", text)) == 1
+
+
+def test_the_schemas_monitoring_roles_are_the_ones_an_adc_may_bind() -> None:
+    """The chart refuses at install what the manager would refuse at start (--agent-monitoring-role-allow)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    roles = schema["properties"]["agentToken"]["properties"]["monitoringRoleAllow"]["items"]["enum"]
+    assert tuple(roles) == MONITORING_CLUSTER_ROLES

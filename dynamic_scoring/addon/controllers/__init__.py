@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from dynamic_scoring.addon.constants import ADDON_NAME
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
+from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.informer import Informer
@@ -41,6 +42,10 @@ class HubContext:
             with the agent's rights.
         trust_proxy_ca_for_destinations: the hub admin's opt-in (--trust-proxy-ca-for-destinations)
             for a TLS-intercepting proxy; rendered into every agent.
+        agent_token_allow: the hub admin's bound on where an ADC may send the agent's own token, with
+            which audience and role (--agent-token-destination-allow, --agent-token-audience-allow,
+            --agent-monitoring-role-allow): who writes an ADC must not choose where the agent's
+            identity goes.
         resync_seconds: periodic resync for every controller.
         stop: set when the process (or its leadership) ends; long-running helpers (probers) watch it.
         workers: reconcile workers of each controller that runs several (the manager's --workers).
@@ -57,6 +62,7 @@ class HubContext:
     adopt_unlabelled_scores: bool = False
     agent_image_allow: tuple[str, ...] = ()
     trust_proxy_ca_for_destinations: bool = False
+    agent_token_allow: AgentTokenAllow = field(default_factory=AgentTokenAllow)
     resync_seconds: float = 600.0
     stop: threading.Event = field(default_factory=threading.Event)
     workers: int = 4

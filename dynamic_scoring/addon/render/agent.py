@@ -35,6 +35,7 @@ from dynamic_scoring.addon.render.image_allow import allowed_prefixes, check_age
 from dynamic_scoring.addon.render.images import resolve_image
 from dynamic_scoring.addon.render.platform import Platform, agent_platform
 from dynamic_scoring.addon.render.templating import TEMPLATES_DIR, render_objects
+from dynamic_scoring.addon.render.token_allow import NOTHING_ALLOWED, AgentTokenAllow, check_agent_token
 from dynamic_scoring.jsontypes import JSON
 
 AGENT_TEMPLATES = (
@@ -205,6 +206,7 @@ def render_agent(
     adopt_unlabelled_scores: bool = False,
     agent_image_allow: tuple[str, ...] = (),
     trust_proxy_ca_for_destinations: bool = False,
+    agent_token_allow: AgentTokenAllow = NOTHING_ALLOWED,
 ) -> AgentRender:
     """Render the agent for the cluster of `mca` (its namespace), configured by `adc`.
 
@@ -221,6 +223,9 @@ def render_agent(
             `dynamic_scoring.addon.render.image_allow`).
         trust_proxy_ca_for_destinations: the manager's opt-in for a TLS-intercepting proxy, passed to
             the agent as its flag: the ADC's proxy CA is then trusted for scorers and Prometheus too.
+        agent_token_allow: the hub admin's bound on the ADC's token destinations, audience and
+            monitoring role (the manager's --agent-token-*-allow and --agent-monitoring-role-allow;
+            `dynamic_scoring.addon.render.token_allow`).  The default allows no destination.
 
     Raises:
         AddonConfigError: the ADC or the MCA's install namespace cannot be applied.
@@ -238,6 +243,7 @@ def render_agent(
         cluster=cluster,
         prefixes=allowed_prefixes(default_image, agent_image_allow),
     )
+    check_agent_token(config.variables, agent_token_allow)
     values = {
         **template_values(
             cluster_name, namespace, config, image, agent_platform(config.variables.platform, cluster)

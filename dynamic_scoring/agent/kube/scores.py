@@ -320,6 +320,11 @@ class KubeScorePublisher:
             if known.tracked:
                 meta["managedFields"] = RESET_MANAGED_FIELDS
             if meta:
+                # The object read above, and no other: a score deleted and re-created by another
+                # writer since must not be relabelled as ours (the apiserver answers 409 instead).
+                meta.update(
+                    {k: v for k, v in (("uid", known.uid), ("resourceVersion", known.resource_version)) if v}
+                )
                 patched = await self.api.arequest(
                     "PATCH", self._path(name), body={"metadata": meta}, content_type=MERGE_PATCH
                 )

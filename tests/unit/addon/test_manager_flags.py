@@ -10,6 +10,11 @@ from click.testing import CliRunner
 from dynamic_scoring.addon.cli import main
 from dynamic_scoring.addon.manager import ManagerOptions, crd_remedy
 from dynamic_scoring.addon.render.image_allow import AGENT_IMAGE_ALLOW_ENV
+from dynamic_scoring.addon.render.token_allow import (
+    AGENT_MONITORING_ROLE_ALLOW_ENV,
+    AGENT_TOKEN_DESTINATION_ALLOW_ENV,
+    AgentTokenAllow,
+)
 from dynamic_scoring.kube.resources import MULTIKUEUE_CONFIGS
 
 
@@ -17,6 +22,25 @@ def test_an_allow_value_with_a_tag_is_refused_at_start() -> None:
     result = CliRunner().invoke(main, ["manager", "--agent-image-allow", "registry.example.com/team/agent:1"])
     assert result.exit_code == 2
     assert "--agent-image-allow" in result.output and "tag or digest" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        # host:port also matches http://: the agent's token must never travel in clear text
+        ("--agent-token-destination-allow", "thanos.example.com:9091", "must start with https://"),
+        ("--agent-token-destination-allow", "http://thanos.example.com:9091", "must start with https://"),
+        ("--agent-token-destination-allow", "https://thanos:99999", "cannot be read"),
+        ("--agent-token-destination-allow", "https://*.0.0.1", "cannot be read"),
+        ("--agent-token-audience-allow", "a" * 254, "253"),
+        # the flag narrows the closed list of roles an ADC may bind; it cannot extend it
+        ("--agent-monitoring-role-allow", "cluster-admin", "cluster-monitoring-view"),
+    ],
+)
+def test_a_bad_token_allow_value_is_refused_at_start(flag: str, value: str, says: str) -> None:
+    result = CliRunner().invoke(main, ["manager", flag, value])
+    assert result.exit_code == 2
+    assert flag in result.output and says in result.output
 
 
 def options_from(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> ManagerOptions:
@@ -63,3 +87,35 @@ def test_the_multikueue_order_env_the_installs_set_is_read_as_a_boolean(
 def test_a_missing_kueue_crd_says_to_install_kueue_or_turn_the_option_off() -> None:
     remedy = crd_remedy(MULTIKUEUE_CONFIGS)
     assert "Kueue v0.19" in remedy and "--multikueue-order" in remedy
+
+
+def test_the_token_allow_flags_and_env_lists_reach_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = options_from(
+        monkeypatch,
+        [
+            "--agent-token-destination-allow",
+            "https://thanos.example.com:9091",
+            "--agent-token-audience-allow",
+            "prometheus,thanos",
+        ],
+        {
+            AGENT_TOKEN_DESTINATION_ALLOW_ENV: "https://ignored.example.com",  # the flag wins
+            AGENT_MONITORING_ROLE_ALLOW_ENV: "cluster-monitoring-view",
+        },
+    )
+    assert options.agent_token_allow == AgentTokenAllow(
+        destinations=("https://thanos.example.com:9091",),
+        audiences=("prometheus", "thanos"),
+        monitoring_roles=("cluster-monitoring-view",),
+    )
+    env_only = options_from(
+        monkeypatch,
+        [],
+        {AGENT_TOKEN_DESTINATION_ALLOW_ENV: "https://*.mon.example.com/t, https://[::1]:9091"},
+    )
+    assert env_only.agent_token_allow.destinations == ("https://*.mon.example.com/t", "https://[::1]:9091")
+
+
+def test_by_default_the_manager_allows_no_token_destination(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert options_from(monkeypatch, [], {}).agent_token_allow == AgentTokenAllow()
+    assert ManagerOptions().agent_token_allow == AgentTokenAllow()

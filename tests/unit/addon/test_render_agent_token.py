@@ -6,16 +6,26 @@ import pytest
 
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import AGENT_TOKEN_DIR, render_agent
+from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
 from dynamic_scoring.jsontypes import JSON
 from tests.restricted_v2 import violations
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
 THANOS = "https://thanos-querier.openshift-monitoring.svc:9091"
+# What the hub admin allows here (the manager's --agent-token-*-allow flags; test_token_allow.py
+# covers the bound itself): every value these tests render.
+ALLOW = AgentTokenAllow(
+    destinations=(THANOS, "https://prom.example.com/tenant-a"),
+    audiences=("prometheus",),
+    monitoring_roles=("cluster-monitoring-view",),
+)
 
 
 def render(**values: str) -> list[JSON]:
     return render_agent(
-        mca=mca(install_namespace="scoring"), adc=adc(customizedVariables=variables(**values))
+        mca=mca(install_namespace="scoring"),
+        adc=adc(customizedVariables=variables(**values)),
+        agent_token_allow=ALLOW,
     ).manifests
 
 

@@ -15,6 +15,13 @@ import pytest
 import yaml
 
 from dynamic_scoring.addon.render.agent import render_agent
+from dynamic_scoring.addon.render.token_allow import (
+    AgentTokenAllow,
+    AgentTokenNotAllowedError,
+    parse_audience_allow,
+    parse_destination_allow,
+    parse_monitoring_role_allow,
+)
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.samples.scorers import cpu, predict
 from dynamic_scoring.secret_binding import listed_destination
@@ -42,7 +49,12 @@ def test_every_sample_manifest_parses_and_has_kind_and_name() -> None:
     assert len(files) >= 15
     for path in files:
         for d in yaml.safe_load_all(path.read_text()):
-            if path.name in ("remote-write-values.yaml", "alert-rules.yaml", "alert-rules.test.yaml"):
+            if path.name in (
+                "remote-write-values.yaml",
+                "hub-values.yaml",
+                "alert-rules.yaml",
+                "alert-rules.test.yaml",
+            ):
                 continue
             assert d["apiVersion"] and d["kind"], path
             if path.name == "kueue-config.yaml":  # Kueue's Configuration (a config file, not an object)
@@ -290,7 +302,16 @@ def test_remote_write_keeps_the_agent_series_and_nothing_else() -> None:
 def test_the_openshift_samples_render_the_token_and_the_binding_and_use_them() -> None:
     config = one("openshift/addondeploymentconfig.yaml", "AddOnDeploymentConfig")
     scorer = one("openshift/cpu-headroom-scorer.yaml", "DynamicScorer")
-    manifests = render_agent(mca=mca(), adc=config).manifests
+    # The hub admin's step first: without it the manager refuses the ADC's token.
+    with pytest.raises(AgentTokenNotAllowedError):
+        render_agent(mca=mca(), adc=config)
+    hub = yaml.safe_load((SAMPLES / "openshift" / "hub-values.yaml").read_text())["agentToken"]
+    allow = AgentTokenAllow(
+        destinations=parse_destination_allow(hub["destinationAllow"]),
+        audiences=parse_audience_allow(hub["audienceAllow"]),
+        monitoring_roles=parse_monitoring_role_allow(hub["monitoringRoleAllow"]),
+    )
+    manifests = render_agent(mca=mca(), adc=config, agent_token_allow=allow).manifests
     binding = next(m for m in manifests if m["kind"] == "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "cluster-monitoring-view"
     pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]

@@ -84,13 +84,15 @@ from dynamic_scoring.kube.resources import (
     resource_version,
 )
 from dynamic_scoring.kube.workqueue import WorkQueue
-from dynamic_scoring.kube.writes import Writer, merge_patch
+from dynamic_scoring.kube.writes import Writer, labelled, merge_patch
 from dynamic_scoring.naming import aps_name
 
 log = logging.getLogger(__name__)
 
 NAME = "distribution"
 WORK_NAME = f"addon-{ADDON_NAME}-config"
+OURS = labelled({ADDON_NAME_LABEL: ADDON_NAME})
+"""A config work we may patch or delete: labelled as the works informer selects."""
 PLAN_KEY = "@plan"
 STATUS_KEY = "@status"
 WORK_KEY_PREFIX = "work/"
@@ -386,11 +388,13 @@ class Distribution:
         if want is None:
             with self._lock:
                 self._written.pop(cluster, None)
-            if have is not None and self.writer.delete(MANIFEST_WORKS, cluster, WORK_NAME):
+            if have is not None and self.writer.delete(
+                MANIFEST_WORKS, cluster, WORK_NAME, current=have, owns=OURS
+            ):
                 log.info("withdrew the config work of cluster %s", cluster, extra={"key": cluster})
             return
         want = dropping_stale_hash(want, have)  # the MCA lost its config references
-        result = self.writer.ensure(MANIFEST_WORKS, want, have)
+        result = self.writer.ensure(MANIFEST_WORKS, want, have, owns=OURS)
         if have is None or resource_version(result) != resource_version(have):
             cached = self.caches.works.get(f"{cluster}/{WORK_NAME}")
             with self._lock:

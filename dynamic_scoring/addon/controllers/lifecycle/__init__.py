@@ -59,6 +59,7 @@ def lifecycle_controllers(ctx: HubContext) -> list[Controller]:
                 adopt_unlabelled_scores=ctx.adopt_unlabelled_scores,
                 agent_image_allow=ctx.agent_image_allow,
                 trust_proxy_ca_for_destinations=ctx.trust_proxy_ca_for_destinations,
+                agent_token_allow=ctx.agent_token_allow,
             ),
             resync_seconds=resync,
             workers=workers,

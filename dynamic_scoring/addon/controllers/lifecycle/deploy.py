@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 
 from dynamic_scoring.addon.config.install_namespace import InstallNamespaceRefusedError
-from dynamic_scoring.addon.constants import ADDON_NAME, DEFAULT_IMAGE
+from dynamic_scoring.addon.constants import ADDON_NAME, ADDON_NAME_LABEL, DEFAULT_IMAGE
 from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
@@ -37,6 +37,11 @@ from dynamic_scoring.addon.registration.status import REGISTRATION_APPLIED, mani
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.image_allow import AgentImageNotAllowedError
 from dynamic_scoring.addon.render.platform import detected_platform
+from dynamic_scoring.addon.render.token_allow import (
+    NOTHING_ALLOWED,
+    AgentTokenAllow,
+    AgentTokenNotAllowedError,
+)
 from dynamic_scoring.addon.work.builder import build_deploy_works, manifest_applied, work_index
 from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
@@ -48,15 +53,18 @@ from dynamic_scoring.kube.resources import (
     object_key,
     resource_version,
 )
-from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.kube.writes import Writer, labelled
 
 log = logging.getLogger(__name__)
 
 NAME = "deploy"
+OURS = labelled({ADDON_NAME_LABEL: ADDON_NAME})
+"""A deploy work we may patch or delete: labelled as `build_deploy_works` labels it."""
 APPLY_FAILED = "ManifestWorkApplyFailed"
 INSTALL_NAMESPACE_REFUSED = "InstallNamespaceNotAllowed"
 TEMPLATES_UNAVAILABLE = "AgentTemplatesUnavailable"
 AGENT_IMAGE_NOT_ALLOWED = "AgentImageNotAllowed"
+AGENT_TOKEN_NOT_ALLOWED = "AgentTokenNotAllowed"
 
 
 def _deleting(obj: JSON | None) -> bool:
@@ -71,6 +79,8 @@ def _reason(exc: Exception) -> str:
         return TEMPLATES_UNAVAILABLE
     if isinstance(exc, AgentImageNotAllowedError):
         return AGENT_IMAGE_NOT_ALLOWED
+    if isinstance(exc, AgentTokenNotAllowedError):
+        return AGENT_TOKEN_NOT_ALLOWED
     return "InvalidAddOnDeploymentConfig" if isinstance(exc, AddonConfigError) else "WorkTooLarge"
 
 
@@ -92,14 +102,15 @@ def render_fingerprint(
     adopt: bool = False,
     image_allow: tuple[str, ...] = (),
     trust_proxy_ca: bool = False,
+    token_allow: AgentTokenAllow = NOTHING_ALLOWED,
 ) -> bytes:
     """A digest of everything the agent's works are built from (`render_agent`, `build_deploy_works`).
 
     The MCA's identity, spec, annotations and config references; the ADC's identity and version;
     the cluster's annotations (image mirrors) and detected platform; the manager's agent image,
-    adoption opt-in, image allow-list and proxy-CA opt-in (a changed allow-list may admit or refuse
-    the image).  Its conditions, which OCM, the klusterlet and we rewrite all the time, are not
-    among them.
+    adoption opt-in, image allow-list, proxy-CA opt-in and agent-token bound (a changed allow-list
+    or bound may admit or refuse the image or the token).  Its conditions, which OCM, the klusterlet
+    and we rewrite all the time, are not among them.
     """
     meta = mca.get("metadata") or {}
     adc_meta = (adc or {}).get("metadata") or {}
@@ -119,6 +130,7 @@ def render_fingerprint(
         *([True] if adopt else []),  # absent when off, so existing fingerprints are unchanged
         *([{"imageAllow": list(image_allow)}] if image_allow else []),  # likewise
         *([{"trustProxyCA": True}] if trust_proxy_ca else []),  # likewise
+        *([bound] if (bound := token_allow.fingerprint()) is not None else []),  # likewise
     ]
     return digest(inputs)
 
@@ -141,6 +153,7 @@ class AgentRenderOptions:
     adopt_unlabelled_scores: bool = False
     agent_image_allow: tuple[str, ...] = ()
     trust_proxy_ca_for_destinations: bool = False
+    agent_token_allow: AgentTokenAllow = NOTHING_ALLOWED
 
 
 class Deploy:
@@ -214,6 +227,7 @@ class Deploy:
             o.adopt_unlabelled_scores,
             o.agent_image_allow,
             o.trust_proxy_ca_for_destinations,
+            o.agent_token_allow,
         )
         # every deploy work in the namespace, so that an extra one appearing is noticed too
         if self.verified.holds(key, fingerprint, lambda _known: _versions(existing)):
@@ -229,6 +243,7 @@ class Deploy:
                 adopt_unlabelled_scores=o.adopt_unlabelled_scores,
                 agent_image_allow=o.agent_image_allow,
                 trust_proxy_ca_for_destinations=o.trust_proxy_ca_for_destinations,
+                agent_token_allow=o.agent_token_allow,
             )
             plan = build_deploy_works(mca, rendered.manifests, existing)
         except (AddonConfigError, WorkTooLargeError, TemplatesUnavailableError) as exc:
@@ -243,10 +258,15 @@ class Deploy:
         try:
             for desired in plan.works:
                 works.append(
-                    self.writer.ensure(MANIFEST_WORKS, desired, caches.works.get(object_key(desired)))
+                    self.writer.ensure(
+                        MANIFEST_WORKS, desired, caches.works.get(object_key(desired)), owns=OURS
+                    )
                 )
             for name in plan.obsolete:
-                if work_index(name) is not None and self.writer.delete(MANIFEST_WORKS, cluster_name, name):
+                old = caches.works.get(f"{cluster_name}/{name}")
+                if work_index(name) is not None and self.writer.delete(
+                    MANIFEST_WORKS, cluster_name, name, current=old, owns=OURS
+                ):
                     log.info("deleted obsolete work %s", name, extra={"key": key})
         except KubeError as exc:
             self.set_applied(mca, ("False", APPLY_FAILED, f"failed to apply the deploy work: {exc}"))

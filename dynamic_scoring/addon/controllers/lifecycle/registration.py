@@ -27,7 +27,12 @@ from collections.abc import Callable
 from functools import partial
 
 from dynamic_scoring.addon.config.install_namespace import install_namespace_for
-from dynamic_scoring.addon.constants import ADDON_NAME, CONFIG_WORK_NAME, DEFAULT_INSTALL_NAMESPACE
+from dynamic_scoring.addon.constants import (
+    ADDON_NAME,
+    CONFIG_WORK_NAME,
+    DEFAULT_INSTALL_NAMESPACE,
+    MANAGED_BY_LABEL,
+)
 from dynamic_scoring.addon.controllers.lifecycle.inputs import (
     Caches,
     desired_config,
@@ -59,12 +64,14 @@ from dynamic_scoring.kube.resources import (
     object_key,
     resource_version,
 )
-from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.kube.writes import Writer, labelled
 from dynamic_scoring.score_labels import adoptable
 
 log = logging.getLogger(__name__)
 
 NAME = "registration"
+HUB_RBAC_OURS = labelled({MANAGED_BY_LABEL: ADDON_NAME})
+"""A hub Role or RoleBinding we may patch: labelled as the template labels it."""
 SUBJECT_REFUSED = "RegistrationSubjectRefused"
 
 
@@ -142,7 +149,7 @@ class Registration:
         try:
             for obj in render_hub_rbac(mca, subject, score_names=scores):
                 resource, cache = self._rbac_caches[obj["kind"]]
-                result = self.writer.ensure(resource, obj, cache.get(object_key(obj)))
+                result = self.writer.ensure(resource, obj, cache.get(object_key(obj)), owns=HUB_RBAC_OURS)
                 written.append((str(obj["kind"]), object_key(obj), resource_version(result)))
         except (KubeError, TemplatesUnavailableError) as exc:
             return str(exc)  # a missing template: the deploy controller reports it on ManifestApplied

@@ -110,8 +110,8 @@ class MultiKueueOrder:
         placement = self._placements.get(key)
         if placement is None:  # deleted, or its label removed: its config goes too
             self.notices.clear(key)
-            if ours and target:
-                self._delete(target, f"Placement {key} no longer asks for an ordered MultiKueueConfig")
+            if ours and target and current is not None:
+                self._delete(current, key, f"Placement {key} no longer asks for an ordered MultiKueueConfig")
             return None
         if target is None:
             self.notices.warn(
@@ -135,8 +135,7 @@ class MultiKueueOrder:
         clusters = decided_clusters(self._decisions.list(namespace), namespace, name)
         if not clusters:
             self.notices.clear(key)
-            if current is not None:
-                self._delete(target, f"Placement {key} decided no cluster")
+            if current is not None and self._delete(current, key, f"Placement {key} decided no cluster"):
                 self.writer.event(
                     placement,
                     "Normal",
@@ -175,9 +174,13 @@ class MultiKueueOrder:
             if current is None:
                 self.writer.create(MULTIKUEUE_CONFIGS, desired)
             else:
-                self.writer.ensure(MULTIKUEUE_CONFIGS, desired, current)
+                self.writer.ensure(
+                    MULTIKUEUE_CONFIGS, desired, current, owns=lambda c: placement_of(c) == key
+                )
         except Conflict:
-            return Result(requeue_after=1.0)  # created meanwhile (by whom, the next reconcile says)
+            # created, or replaced by another writer's (`NotOurs`), meanwhile: the next reconcile
+            # reads who holds it and warns on the Placement if it is not ours
+            return Result(requeue_after=1.0)
         except NotFound:
             return Result(requeue_after=1.0)  # deleted meanwhile: create it on the next pass
         message = f"MultiKueueConfig {target}: " + order_message(chosen, before, dropped)
@@ -196,9 +199,19 @@ class MultiKueueOrder:
             return None
         return live if placement_of(live) == key else None
 
-    def _delete(self, target: str, why: str) -> None:
-        if self.writer.delete(MULTIKUEUE_CONFIGS, None, target):
+    def _delete(self, current: JSON, key: str, why: str) -> bool:
+        """Delete `current`, our config for Placement `key`; False if it is gone or no longer ours.
+
+        The delete names `current`'s uid and resourceVersion, so a config that replaced it (another
+        writer's of the same name) is refused by the apiserver and left as it is.
+        """
+        target = current["metadata"]["name"]
+        if self.writer.delete(
+            MULTIKUEUE_CONFIGS, None, target, current=current, owns=lambda c: placement_of(c) == key
+        ):
             log.info("deleted MultiKueueConfig %s: %s", target, why, extra={"controller": NAME})
+            return True
+        return False
 
 
 def _placement_of_decision(pd: JSON) -> Iterable[str]:

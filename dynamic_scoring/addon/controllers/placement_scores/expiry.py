@@ -34,7 +34,7 @@ from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, object_key
-from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.kube.writes import NotOurs, Writer
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,11 @@ class ScoreExpiry:
             }
         }
         try:
-            self.writer.ensure(ADDON_PLACEMENT_SCORES, desired, obj)
+            self.writer.ensure(ADDON_PLACEMENT_SCORES, desired, obj, owns=is_ours)
         except NotFound:
             return None  # deleted meanwhile: nothing left to count
+        except NotOurs:
+            return None  # replaced meanwhile by another writer's score: not ours to mark
         self.expired.inc()
         cluster = meta["namespace"]
         score = (meta.get("annotations") or {}).get(SCORE_NAME_ANNOTATION) or meta["name"]

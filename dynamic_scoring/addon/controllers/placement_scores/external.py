@@ -45,11 +45,11 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import (
 from dynamic_scoring.addon.registry.reports import AGENT_CONDITION
 from dynamic_scoring.addon.render.hub_rbac import config_work_summaries
 from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.kube.api import MERGE_PATCH, NotFound
+from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS
-from dynamic_scoring.kube.writes import Writer
+from dynamic_scoring.kube.writes import NotOurs, Writer
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.score_labels import adoptable, score_labels, written_by_agent
 
@@ -143,7 +143,9 @@ class ExternalAgentScores:
             self._prepare(cluster, name, score, owner)
         for obj in self.scores.list(cluster):
             name = obj["metadata"]["name"]
-            if name not in wanted and self.writer.delete(ADDON_PLACEMENT_SCORES, cluster, name):
+            if name not in wanted and self.writer.delete(
+                ADDON_PLACEMENT_SCORES, cluster, name, current=obj, owns=_written_by_our_agents
+            ):
                 log.info(
                     "AddOnPlacementScore %s/%s deleted: cluster %s no longer receives its scorer",
                     cluster,
@@ -170,8 +172,7 @@ class ExternalAgentScores:
 
     def _prepare(self, cluster: str, name: str, score: str, owner: JSON) -> None:
         current = self._existing(cluster, name)
-        foreign = current is not None and not written_by_agent(current, ADDON_NAME)
-        if foreign and not (self.adopt_unlabelled and current is not None and adoptable(current)):
+        if current is not None and not self._may_write(current):
             log.debug(
                 "AddOnPlacementScore %s/%s is another owner's; left alone (ScoreNameTaken)",
                 cluster,
@@ -189,16 +190,30 @@ class ExternalAgentScores:
             }
         }
         try:
-            obj = self.writer.ensure(ADDON_PLACEMENT_SCORES, desired, current)
-            if obj.get("metadata", {}).get("managedFields"):
-                obj = self.writer.api.request(
-                    "PATCH",
-                    ADDON_PLACEMENT_SCORES.path(cluster, name),
-                    body={"metadata": {"managedFields": RESET_MANAGED_FIELDS}},
-                    content_type=MERGE_PATCH,
-                )
+            obj = self.writer.ensure(ADDON_PLACEMENT_SCORES, desired, current, owns=self._may_write)
+            meta = obj.get("metadata", {})
+            if meta.get("managedFields"):
+                # on the object just written or checked, by its uid and resourceVersion: a replacement
+                # (or a newer version, whose own event brings us back) answers 409 and is left alone
+                guard = {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
+                try:
+                    obj = self.writer.api.request(
+                        "PATCH",
+                        ADDON_PLACEMENT_SCORES.path(cluster, name),
+                        body={"metadata": {"managedFields": RESET_MANAGED_FIELDS, **guard}},
+                        content_type=MERGE_PATCH,
+                    )
+                except Conflict:
+                    return
             if stale_status(obj) is not None:
-                self.writer.patch_status(ADDON_PLACEMENT_SCORES, cluster, name, stale_status, current=obj)
+                self.writer.patch_status(
+                    ADDON_PLACEMENT_SCORES,
+                    cluster,
+                    name,
+                    stale_status,
+                    current=obj,
+                    owns=_written_by_our_agents,
+                )
                 log.info(
                     "AddOnPlacementScore %s/%s: removed validUntil and the agent condition left by this "
                     "addon's agent; cluster %s is scored by another agent (AgentReplicas 0)",
@@ -209,6 +224,17 @@ class ExternalAgentScores:
                 )
         except NotFound:
             return  # deleted meanwhile (the addon is going): its event brings us back if needed
+        except NotOurs:
+            return  # replaced meanwhile by another owner's score (logged by the writer): left alone
+
+    def _may_write(self, obj: JSON) -> bool:
+        """The test `_prepare` makes of an existing score: ours, or adoptable with the opt-in."""
+        return written_by_agent(obj, ADDON_NAME) or (self.adopt_unlabelled and adoptable(obj))
+
+
+def _written_by_our_agents(obj: JSON) -> bool:
+    """A score this addon's agents (or this controller for them) wrote: ours to delete or clean."""
+    return written_by_agent(obj, ADDON_NAME)
 
 
 def _addon_key(obj: JSON) -> Iterable[str]:

@@ -46,11 +46,11 @@ class _Writes:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def delete(self, resource: Any, namespace: str | None, name: str) -> bool:
+    def delete(self, resource: Any, namespace: str | None, name: str, **_: Any) -> bool:
         self.calls.append(("delete", f"{namespace}/{name}"))
         return True
 
-    def ensure(self, resource: Any, desired: JSON, current: JSON | None) -> JSON:
+    def ensure(self, resource: Any, desired: JSON, current: JSON | None, **_: Any) -> JSON:
         self.calls.append(("ensure", f"{desired['metadata']['namespace']}/{desired['metadata']['name']}"))
         return current or desired
 

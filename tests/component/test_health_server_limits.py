@@ -1,6 +1,7 @@
-"""The hub manager's health server against idle and slow clients, on loopback.
+"""The health servers of the hub manager and of the agent against idle and slow clients, on loopback.
 
-The server is the real one (``Manager.serve``) with small limits.  An idle client is a raw socket
+Each server is the real one (``Manager.serve``, the agent's ``HealthServer``) with small limits;
+every test runs against both.  An idle client is a raw socket
 that connects and sends nothing, or half a request head; a dripping client sends one header byte
 every 0.1 s, far inside any per-recv timeout, so only a deadline on the whole head can cut it.  A
 second client address is ``127.0.0.2`` (any 127/8 address reaches a loopback listener).
@@ -18,17 +19,21 @@ import http.client
 import select
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import cast
 
 import pytest
 
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
+from dynamic_scoring.agent.metrics import AgentMetrics
+from dynamic_scoring.agent.server import HealthServer
 from dynamic_scoring.kube.api import KubeAPI
 from e2e.procs import wait_until
 
 pytestmark = [pytest.mark.component]
+
+SERVERS = ("manager", "agent")
 
 PER_PEER = 3
 CAP = 2 * PER_PEER
@@ -52,18 +57,33 @@ def _handler_threads(before: set[threading.Thread]) -> list[threading.Thread]:
 
 
 class Served:
-    """A manager serving /healthz /readyz /metrics on 127.0.0.1 with the given limits."""
+    """The manager's or the agent's server on 127.0.0.1 with the given limits."""
 
-    def __init__(self, *, head_timeout_seconds: float) -> None:
+    def __init__(self, kind: str, *, head_timeout_seconds: float) -> None:
         self.before = set(threading.enumerate())
-        self.manager = Manager(
-            cast(KubeAPI, _NoAPI()),
-            ManagerOptions(bind_address="127.0.0.1:0", leader_elect=False),
-            factories=[],
-        )
-        self.port = self.manager.serve(
-            max_connections=CAP, max_connections_per_peer=PER_PEER, head_timeout_seconds=head_timeout_seconds
-        )
+        if kind == "manager":
+            manager = Manager(
+                cast(KubeAPI, _NoAPI()),
+                ManagerOptions(bind_address="127.0.0.1:0", leader_elect=False),
+                factories=[],
+            )
+            self.port = manager.serve(
+                max_connections=CAP,
+                max_connections_per_peer=PER_PEER,
+                head_timeout_seconds=head_timeout_seconds,
+            )
+            self.stop: Callable[[], None] = manager.stop_serving
+        else:
+            agent = HealthServer(
+                AgentMetrics(),
+                lambda: True,
+                port=0,
+                max_connections=CAP,
+                max_connections_per_peer=PER_PEER,
+                head_timeout_seconds=head_timeout_seconds,
+            )
+            agent.start()
+            self.port, self.stop = agent.port, agent.stop
         self.most_threads = 0
         """The most handler threads seen alive at once by any ``threads`` call."""
 
@@ -119,10 +139,11 @@ def _first_bytes(sock: socket.socket) -> bytes:
         return b""
 
 
+@pytest.mark.parametrize("kind", SERVERS)
 def test_idle_connections_are_held_to_the_caps_and_a_probe_from_another_address_still_answers(
-    sockets: list[socket.socket],
+    sockets: list[socket.socket], kind: str
 ) -> None:
-    served = Served(head_timeout_seconds=LONG_HEAD)
+    served = Served(kind, head_timeout_seconds=LONG_HEAD)
     try:
         # One peer opens more idle connections than the whole cap: it keeps PER_PEER of them.
         idle = [_connect(served.port, "127.0.0.1", sockets) for _ in range(CAP + 4)]
@@ -154,12 +175,15 @@ def test_idle_connections_are_held_to_the_caps_and_a_probe_from_another_address_
     finally:
         for sock in sockets:
             sock.close()
-        served.manager.stop_serving()
+        served.stop()
     assert not _handler_threads(served.before)
 
 
-def test_a_client_that_sends_no_complete_head_in_time_is_closed(sockets: list[socket.socket]) -> None:
-    served = Served(head_timeout_seconds=HEAD_TIMEOUT)
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_client_that_sends_no_complete_head_in_time_is_closed(
+    sockets: list[socket.socket], kind: str
+) -> None:
+    served = Served(kind, head_timeout_seconds=HEAD_TIMEOUT)
     stop_dripping = threading.Event()
     dripper: threading.Thread | None = None
     try:
@@ -197,5 +221,5 @@ def test_a_client_that_sends_no_complete_head_in_time_is_closed(sockets: list[so
             dripper.join(timeout=CUT_WITHIN)
         for sock in sockets:
             sock.close()
-        served.manager.stop_serving()
+        served.stop()
     assert not _handler_threads(served.before)
