@@ -135,7 +135,9 @@ def not_enabled(stage: Stage) -> SecretNotBound:
         )
     return SecretNotBound(
         "sourceAuth.agentServiceAccountToken is set, but this cluster's agent has no ServiceAccount token "
-        f"to send: a hub admin enables it with the AddOnDeploymentConfig variable {DESTINATIONS_VARIABLE}",
+        f"to send: a hub admin enables it with the AddOnDeploymentConfig variable {DESTINATIONS_VARIABLE}, "
+        "within what the manager's --agent-token-destination-allow (chart value agentToken.destinationAllow) "
+        "allows",
         stage=stage,
     )
 
