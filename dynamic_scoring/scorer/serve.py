@@ -15,7 +15,10 @@ client can make the process hold is bounded in three ways:
   a thread of its own.  The agent retries a 503 after ``Retry-After`` within its interval, so a
   refusal costs a retry, where waiting would have tied up a socket and, unbounded, memory.
 
-A silent client is dropped after ``CLIENT_TIMEOUT`` seconds of silence.
+A silent client is dropped after ``CLIENT_TIMEOUT`` seconds of silence, and the request line and
+headers must arrive within ``HEAD_TIMEOUT_SECONDS`` of the accept however slowly their bytes come:
+without that deadline, 16 clients sending a header byte every 29 s would hold every slot for as
+long as they liked, and the agents would get nothing but 503.
 """
 
 from __future__ import annotations
@@ -26,17 +29,21 @@ import signal
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from dynamic_scoring.scorer.app import Response, ScorerApp, _json
-from dynamic_scoring.threaded_server import ThreadedHTTPServer
+from dynamic_scoring.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
 from dynamic_scoring.wire import display_name
 
 log = logging.getLogger("dynamic_scoring.scorer")
 
 CLIENT_TIMEOUT = 30
 """Seconds a client may stay silent before its connection is dropped."""
+
+HEAD_TIMEOUT_SECONDS = 10.0
+"""Seconds from the accept for the request line and headers to arrive.  An agent sends its head at
+once, a few hundred bytes; 10 s frees a slot held by a silent or dripping client well before an
+agent's retries run out."""
 
 DEFAULT_MAX_CONCURRENT = 16
 """Requests handled at once by default.
@@ -68,9 +75,11 @@ class _BoundedServer(ThreadedHTTPServer):
 
     thread_name = "scorer-server"
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[HeadDeadlineHandler], limit: int, head_timeout: float
+    ) -> None:
         self._slots = threading.BoundedSemaphore(limit)
-        super().__init__(address, handler)
+        super().__init__(address, handler, head_timeout_seconds=head_timeout)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -110,11 +119,12 @@ class ScorerServer:
         port: int = 8000,
         *,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        head_timeout_seconds: float = HEAD_TIMEOUT_SECONDS,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError("max_concurrent must be at least 1")
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(HeadDeadlineHandler):
             server_version = "dynamic-scoring-scorer"
             # HTTP/1.0: one request per connection.  With keep-alive, a connection idle for as long as
             # the agent's interval races the server's idle timeout, and a request sent as the server
@@ -192,7 +202,7 @@ class ScorerServer:
 
         self.app = app
         self.max_concurrent = max_concurrent
-        self._httpd = _BoundedServer((host, port), Handler, max_concurrent)
+        self._httpd = _BoundedServer((host, port), Handler, max_concurrent, head_timeout_seconds)
         shown = "127.0.0.1" if host in ("", "0.0.0.0") else host
         self.base_url = f"http://{shown}:{self.port}"
 
@@ -283,6 +293,7 @@ __all__ = [
     "CLIENT_TIMEOUT",
     "CONTAINER_MARKERS",
     "DEFAULT_MAX_CONCURRENT",
+    "HEAD_TIMEOUT_SECONDS",
     "LINGER_BYTES",
     "LINGER_SECONDS",
     "RETRY_AFTER_SECONDS",

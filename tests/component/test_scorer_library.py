@@ -7,6 +7,7 @@ check, so the documented scorer cannot stop working without this failing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -371,5 +372,47 @@ def test_an_authenticated_request_is_scored_and_an_oversized_one_refused(tmp_pat
         assert over.status_code == 413 and "larger than" in over.json()["error"]
         assert head_only(server.port, {**auth, "Content-Length": str(len(BODY) + 1)})[0] == 413
     finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def test_slow_heads_cannot_hold_the_slots(tmp_path: Path) -> None:
+    """Two slots, two dripping clients: both are cut at the head deadline and an agent gets in.
+
+    A header byte every 0.1 s never trips the 30 s per-read timeout; only the deadline on the whole
+    head ends them.  Without it they would hold both slots and every call would get 503.
+    """
+    app = ScorerApp(score, name="x", query="up", range=60, step=15)
+    server = ScorerServer(app, "127.0.0.1", 0, max_concurrent=2, head_timeout_seconds=0.5)
+    thread = server.start_in_thread()
+    stop = threading.Event()
+    drippers: list[socket.socket] = []
+
+    def drip(sock: socket.socket) -> None:
+        while not stop.wait(0.1):
+            try:
+                sock.send(b"a")
+            except OSError:
+                return
+
+    try:
+        for _ in range(2):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            sock.sendall(b"POST /scoring HTTP/1.0\r\nX-Drip: ")
+            drippers.append(sock)
+            threading.Thread(target=drip, args=(sock,), daemon=True).start()
+        for sock in drippers:
+            sock.settimeout(20)  # a liveness bound: the server must close it long before
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1024) == b""  # closed, never answered
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+        try:
+            assert call(conn, "POST", "/scoring", BODY, {"Content-Type": "application/json"})[0] == 200
+        finally:
+            conn.close()
+    finally:
+        stop.set()
+        for sock in drippers:
+            sock.close()
         server.shutdown()
         thread.join(timeout=10)
