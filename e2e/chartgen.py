@@ -70,7 +70,7 @@ ADDON = ADDON_NAME  # the ClusterManagementAddOn
 FIXED_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of")
 # The manager's --multikueue-order, as an env value the chart's multikueueOrder.enabled sets.
 MULTIKUEUE_ORDER_ENV = "DYNAMIC_SCORING_MULTIKUEUE_ORDER"
-# The manager's agent-token bounds: env (a space-separated list, "" in manifests/) -> list value.
+# The manager's agent-token bounds: env (a space-separated list, empty in manifests/) -> list value.
 TOKEN_ALLOW_ENVS = (
     (AGENT_TOKEN_DESTINATION_ALLOW_ENV, AGENT_TOKEN_DESTINATION_ALLOW_VALUE),
     (AGENT_TOKEN_AUDIENCE_ALLOW_ENV, AGENT_TOKEN_AUDIENCE_ALLOW_VALUE),
@@ -80,6 +80,11 @@ TOKEN_ALLOW_ENVS = (
 
 class ChartGenError(RuntimeError):
     """The manifests cannot be turned into a chart as they are."""
+
+
+def _with_value(key: str) -> Callable[[int], list[str]]:
+    """Template lines that set an env entry's value from the list value `key`, only when non-empty."""
+    return lambda _indent: [f"{{{{- with .Values.{key} }}}}", 'value: {{ join " " . | quote }}', "{{- end }}"]
 
 
 def kustomize(kubectl: Path) -> list[dict[str, Any]]:
@@ -277,10 +282,13 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
     found[0]["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
     for env, key in TOKEN_ALLOW_ENVS:
         found = [e for e in container.get("env") or [] if e.get("name") == env]
-        if len(found) != 1 or found[0].get("value") != "":
-            raise ChartGenError(f'manifests/ must set the manager\'s env {env} once, to ""')
+        if len(found) != 1 or found[0].get("value", "") != "":
+            raise ChartGenError(f"manifests/ must list the manager's env {env} once, without a value")
         t.check(key, [])
-        found[0]["value"] = t.raw(f'{{{{ join " " .Values.{key} | quote }}}}')
+        found[0].pop("value", None)
+        # Only a non-empty list sets a value: the apiserver drops `value: ""`, and the Deployment
+        # would then differ from what was applied on every upgrade, as it would for kustomize.
+        found[0][t.block(_with_value(key))] = None
     t.check("manager.resources", container.get("resources", {}))
     replace_key(container, "resources", t.block(always("resources", "manager.resources")))
     security = pod["securityContext"]

@@ -42,11 +42,15 @@ class OwnToken:
         path: the token file the kubelet writes (the projected volume's ``token``).
         destinations: allowed-hosts entries (``dynamic_scoring.secret_binding``); never empty.
         scorers: the DynamicScorers that may use it (comma or space separated), or None for any.
+        clear_text: allow ``http://`` destinations.  Never on a cluster, where the token is the
+            agent's identity; ``dynamic-scoring explain`` sets it, because there the token is one
+            the operator made on their own machine for a source they name (a loopback Prometheus).
     """
 
     path: Path
     destinations: str
     scorers: str | None = None
+    clear_text: bool = False
 
     def __post_init__(self) -> None:
         entries, bad = parse_allowed_hosts(self.destinations)
@@ -54,26 +58,28 @@ class OwnToken:
             raise ValueError(f"unreadable destination entries: {', '.join(repr(b) for b in bad)}")
         if not entries:
             raise ValueError("no destination: name the Prometheus endpoints the token may be sent to")
-        if any(entry.scheme != "https" for entry in entries):
+        if not self.clear_text and any(entry.scheme != "https" for entry in entries):
             raise ValueError("every destination must be an https:// entry: the token never travels in clear")
 
     def refusal(self, url: str, scorer: str) -> str | None:
         """Why the token may not go to ``url`` for DynamicScorer ``scorer``, or None when it may."""
-        if not url.lower().startswith("https://"):
-            return (
-                "the agent's ServiceAccount token is sent only over https, never in clear text: "
-                "the source's URL must start with https://"
-            )
         if not listed_destination(self.destinations, url):
             try:
                 where = destination(url).entry
             except ValueError:
                 where = "a destination that is not an http(s) URL with a host"
+            clear = (
+                ""
+                if self.clear_text or url.lower().startswith("https://")
+                else " (and never over plain http)"
+            )
             return (
-                f"the agent's ServiceAccount token is not sent to {where}: the AddOnDeploymentConfig "
+                f"the agent's ServiceAccount token is not sent to {where}{clear}: the AddOnDeploymentConfig "
                 f"variable {DESTINATIONS_VARIABLE} lists {self.destinations.strip()!r}; if that endpoint "
                 "is meant to receive the agent's identity, a hub admin adds it there"
             )
+        if not self.clear_text and not url.lower().startswith("https://"):  # entries are https only
+            return "the agent's ServiceAccount token is sent only over https, never in clear text"
         if self.scorers is not None and (not scorer or scorer not in listed_names(self.scorers)):
             who = f"DynamicScorer {scorer}" if scorer else "a summary without a DynamicScorer name"
             return (

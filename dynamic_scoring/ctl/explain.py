@@ -423,7 +423,8 @@ def explain(
     own_token = None
     if agent_token_file is not None:
         try:
-            own_token = OwnToken(agent_token_file, token_allowed_hosts)
+            # the operator's own token on their machine: an http source they list is theirs to allow
+            own_token = OwnToken(agent_token_file, token_allowed_hosts, clear_text=True)
         except ValueError as exc:
             fail(
                 f"--agent-token-file needs --token-allowed-hosts: {exc}",

@@ -166,11 +166,14 @@ def test_our_own_object_changed_between_read_and_write_is_still_patched_then_del
     path = resource.path(namespace, NAME)
     current = api.request("POST", resource.path(namespace), body=body(resource, namespace, "us"))
 
+    changes = iter(("label", "label-again"))
+
     def relabel() -> None:
+        # each call a different value: a patch that changes nothing keeps the resourceVersion
         other.request(
             "PATCH",
             path,
-            body={"metadata": {"labels": {"another": "label"}}},
+            body={"metadata": {"labels": {"another": next(changes)}}},
             content_type="application/merge-patch+json",
         )
 

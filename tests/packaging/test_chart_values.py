@@ -221,7 +221,7 @@ def test_non_default_values_reach_the_objects_they_configure(tmp_path: Path) -> 
         e["name"]: e.get("value")
         for e in one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
     }
-    assert default_env["DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW"] == ""  # none: the default
+    assert default_env["DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW"] is None  # the default: no value
     # Helm merges maps with the defaults; null removes a default (the cpu limit here)
     assert container["resources"] == {
         "requests": {"cpu": "250m", "memory": "256Mi"},

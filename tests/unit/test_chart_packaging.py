@@ -209,9 +209,10 @@ def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_
         "priorityClassName: {{ . | quote }}",
         '{{- if include "dynamic-scoring.pinUser" . }}',
         "value: {{ .Values.multikueueOrder.enabled | toString | quote }}",
-        'value: {{ join " " .Values.agentToken.destinationAllow | quote }}',
-        'value: {{ join " " .Values.agentToken.audienceAllow | quote }}',
-        'value: {{ join " " .Values.agentToken.monitoringRoleAllow | quote }}',
+        "{{- with .Values.agentToken.destinationAllow }}",
+        "{{- with .Values.agentToken.audienceAllow }}",
+        "{{- with .Values.agentToken.monitoringRoleAllow }}",
+        'value: {{ join " " . | quote }}',
     ):
         assert template in text, template
     assert "HELMTOKEN" not in text
