@@ -133,7 +133,7 @@ def test_every_destination_must_be_https(tmp_path: Path, entry: str) -> None:
 async def test_a_source_over_plain_http_never_gets_it(token_file: Path) -> None:
     token = own(token_file, "https://thanos-querier.openshift-monitoring.svc:9091")
     url = "http://thanos-querier.openshift-monitoring.svc:9091/api/v1/query_range"
-    with pytest.raises(SecretNotBound, match="never over plain http.*AgentTokenDestinations") as refused:
+    with pytest.raises(SecretNotBound, match=r"never over plain http.*AgentTokenDestinations") as refused:
         await resolve_credentials(ASK, None, MemorySecrets(), url=url, stage="fetch", own_token=token)
     assert "eyJ" not in str(refused.value)
 
