@@ -31,9 +31,11 @@ def token_file(tmp_path: Path) -> Path:
 
 
 def own(
-    path: Path, destinations: str = "https://thanos-querier.openshift-monitoring.svc:9091", **kw: str
+    path: Path,
+    destinations: str = "https://thanos-querier.openshift-monitoring.svc:9091",
+    scorers: str | None = None,
 ) -> OwnToken:
-    return OwnToken(path, destinations, **kw)
+    return OwnToken(path, destinations, scorers)
 
 
 async def test_the_token_goes_to_a_bound_source_and_is_read_every_time(token_file: Path) -> None:
