@@ -143,11 +143,12 @@ class HostEntry:
             return False
         if self.wildcard:
             # A name below the suffix; never an IP address (``*.2.3.4`` is not ``1.2.3.4``).
-            return dest.host.endswith(self.host) and not _is_ip(dest.host)
+            return dest.host.endswith(self.host) and not is_ip(dest.host)
         return dest.host == self.host
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
+    """True when `host` is an IP address literal (the wildcard rules never match one)."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -246,14 +247,14 @@ def _entry(text: str) -> HostEntry | None:
         if path is None:
             return None
         path = path or None  # "/" is every path, as before
-        if path is not None and ":" in rest and not rest.startswith("[") and _is_ip(rest):
+        if path is not None and ":" in rest and not rest.startswith("[") and is_ip(rest):
             return None  # "fd00::/8" is a network, not a host and a path: a path needs "[fd00::]/8"
     if not rest or any(ch in rest for ch in "/?#@\\"):
         return None
     wildcard = rest.startswith("*.")
     if wildcard:
         rest = rest[2:]
-    if not wildcard and ":" in rest and not rest.startswith("[") and _is_ip(rest):
+    if not wildcard and ":" in rest and not rest.startswith("[") and is_ip(rest):
         rest = f"[{rest}]"  # a bare IPv6 address: its colons are not a port
     try:
         split = urlsplit("//" + rest)
@@ -384,6 +385,7 @@ __all__ = [
     "HostEntry",
     "binding_refusal",
     "destination",
+    "is_ip",
     "listed_destination",
     "listed_names",
     "parse_allowed_hosts",

@@ -78,8 +78,6 @@ class OwnToken:
                 f"variable {DESTINATIONS_VARIABLE} lists {self.destinations.strip()!r}; if that endpoint "
                 "is meant to receive the agent's identity, a hub admin adds it there"
             )
-        if not self.clear_text and not url.lower().startswith("https://"):  # entries are https only
-            return "the agent's ServiceAccount token is sent only over https, never in clear text"
         if self.scorers is not None and (not scorer or scorer not in listed_names(self.scorers)):
             who = f"DynamicScorer {scorer}" if scorer else "a summary without a DynamicScorer name"
             return (

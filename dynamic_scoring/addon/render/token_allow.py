@@ -29,7 +29,6 @@ and a Warning Event (reason `AgentTokenNotAllowed`) name the variable and what t
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES, Variables
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.secret_binding import HostEntry, parse_allowed_hosts
+from dynamic_scoring.secret_binding import HostEntry, is_ip, parse_allowed_hosts
 from dynamic_scoring.urls import path_within
 
 AGENT_TOKEN_DESTINATION_ALLOW_FLAG = "--agent-token-destination-allow"
@@ -155,14 +154,6 @@ def parse_monitoring_role_allow(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(roles)
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def covers(allowed: HostEntry, requested: HostEntry) -> bool:
     """True when every request `requested` allows is also allowed by `allowed`.
 
@@ -178,7 +169,7 @@ def covers(allowed: HostEntry, requested: HostEntry) -> bool:
     if allowed.wildcard:
         # `.example.com` covers `a.example.com` and `*.a.example.com` (host `.a.example.com`), and
         # `*.example.com` itself; never `example.com` or an IP address.
-        if not requested.host.endswith(allowed.host) or (not requested.wildcard and _is_ip(requested.host)):
+        if not requested.host.endswith(allowed.host) or (not requested.wildcard and is_ip(requested.host)):
             return False
     elif requested.wildcard or requested.host != allowed.host:
         return False
