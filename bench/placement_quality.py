@@ -3,10 +3,20 @@
 Every scored policy (``bench.quality.policies``) runs as a real scoring API on loopback, registered
 as a DynamicScorer; the agent's own scoring cycle queries a real Prometheus holding several days of
 12 trace clusters (``bench.quality.prometheus``) with its clock set to each past step, and OCM
-Placement's ranking (the project's placement model, ``bench.quality.ranking``) picks 1 and 3
-clusters at every step (``bench.quality.replay``).  The decisions are judged in hindsight by
-``bench.quality.metrics``: lifetime regret over a 1 h life, exposure to each cluster's own 90th
-percentile, lead times at overload crossings, decision changes and APS writes per day.
+Placement's ranking picks 1 and 3 clusters at every step.  The benchmark is built so that each of its
+comparative sentences can fail:
+
+* **Causal.**  A decision at judged step ``j`` uses the scores of the sample before it, and its workload
+  lives from ``j`` on (``bench.quality.replay.Timeline``); the same run with 1 and 2 steps of extra
+  staleness is reported too.  The warm-up covers the longest window at the largest lag, and a scorer
+  query that is not scoped to its own cluster is refused.
+* **Tie-neutral.**  Every combination is decided under 20 random cluster-name orders
+  (``bench.quality.experiment``); each measure is the median with the lowest and highest.
+* **Confident.**  Every comparison carries a paired block-bootstrap 95 % interval
+  (``bench.quality.confidence``); only those excluding 0 say which policy is better.
+* **Per life.**  Workloads live 15 min, 1 h, 4 h or 12 h; each forecast runs with its horizon matched
+  to the life, beside random, round-robin and static, and the churn-constrained hindsight oracle
+  (``bench.quality.oracle``) gives the best regret reachable at each number of changes a day.
 
 The model is checked against OCM itself: a 4-hour segment (the one where the reactive policy's
 decision moves most) of two score series is replayed through OCM's real placement controller on the
@@ -15,10 +25,11 @@ is compared with the model's.  ``BENCH_QUALITY_CONTROLLER=0`` leaves the segment
 control plane's tools, which a new machine builds first: about 35 minutes on 2 cores); the table
 then says it was not run.
 
-``--quick`` (or ``BENCH_QUICK=1``) replays 8 clusters x 2 days (1 judged) instead of 12 x 7 (6 judged).
-The raw per-combination results go to ``placement-quality.csv`` and ``.json`` in the work directory,
-the raw score of every policy, cluster and judged step to ``placement-quality-scores.npz``, and
-two plots (``bench.quality.plots``) to ``placement-quality-day.png`` and ``-churn.png``.
+``--quick`` (or ``BENCH_QUICK=1``) replays 8 clusters x 3 days (1 judged) instead of 12 x 7 (5 judged).
+Every combination's measures go to ``placement-quality.csv`` and ``.json`` in the work directory (the
+JSON also holds the setup, every comparison's interval and the oracle frontier), the raw score of every
+policy, cluster and scored sample to ``placement-quality-scores.npz``, and two plots
+(``bench.quality.plots``) to ``placement-quality-day.png`` and ``-churn.png``.
 """
 
 from __future__ import annotations
@@ -30,16 +41,21 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench import Row, benchmark, verdict
-from bench.quality import controller, replay
+from bench.quality import controller, metrics, replay
 from bench.quality import prometheus as prom
+from bench.quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
+from bench.quality.experiment import BASELINES, ORDERS, LifeTable, Result, evaluate
+from bench.quality.oracle import OraclePoint, frontier
 from bench.quality.plots import plot_all
-from bench.quality.policies import POLICIES, STABILIZATION, serving
+from bench.quality.policies import LIVES, POLICIES, STABILIZATION, judged_at, serving
 from bench.quality.ranking import FORMS
 from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY
 
@@ -47,133 +63,309 @@ NAME = "placement-quality"
 KS = (1, 3)
 QUICK_ENV = "BENCH_QUICK"
 CONTROLLER_ENV = "BENCH_QUALITY_CONTROLLER"
+BY_NAME = {p.name: p for p in POLICIES}
 
 
 def _say(msg: str) -> None:
     print(f"  [{NAME}] {msg}", file=sys.stderr, flush=True)
 
 
-def _fmt(value: float | None, spec: str = ".2f", scale: float = 1.0) -> str:
-    return "n/a" if value is None else format(value * scale, spec)
+def _band(band: Band | None, spec: str = ".2f", scale: float = 1.0) -> str:
+    """``median [low-high]`` of a band, or n/a."""
+    if band is None:
+        return "n/a"
+    median, low, high = (format(v * scale, spec) for v in (band.median, band.low, band.high))
+    return median if low == high else f"{median} [{low}-{high}]"
 
 
-def _rows(outcome: replay.Outcome) -> list[Row]:
-    """The printed rows of one combination, named ``<form> k=<k> <policy>/<variant>: <measure>``."""
-    o = outcome
-    label = f"{o.form} k={o.k} {o.policy}" + ("" if o.variant == "-" else f"/{o.variant}")
-    lead = o.leads
-    shares = "/".join(
-        _fmt(s, ".0f", 100) for s in (lead.before, lead.at, lead.after, lead.stayed, lead.not_held)
-    )
-    measures = [
-        ("regret mean / p95 (points)", f"{_fmt(o.regret_mean)} / {_fmt(o.regret_p95)}"),
-        ("overload exposure", f"{_fmt(o.exposure, '.1f', 100)} %"),
-        (
-            "crossings left before/at/after, stayed, not held (%)",
-            f"{shares} of {lead.crossings}, median lead {_fmt(lead.median_lead, '.0f')} steps",
-        ),
-        ("decision changes per day", _fmt(o.changes_per_day, ".1f")),
-        ("APS writes per cluster-day (score changes)", _fmt(o.writes_per_cluster_day, ".1f")),
-    ]
-    return [Row(NAME, f"{label}: {m}", v) for m, v in measures]
+def _interval(i: Interval) -> str:
+    return f"{i.difference:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
 
 
-def _record(workdir: Path, outcomes: list[replay.Outcome], setup: dict[str, Any]) -> None:
-    """The raw results, one CSV row and one JSON object per combination, plus the setup."""
-    flat = []
-    for o in outcomes:
-        row = dataclasses.asdict(o)
-        leads = row.pop("leads")
-        flat.append({**row, **{f"lead_{k}": v for k, v in leads.items()}})
+def _reported(result: Result, life: str) -> bool:
+    """Whether ``result`` appears at ``life``: a baseline, or a policy judged there (matched horizon)."""
+    policy = BY_NAME.get(result.policy)
+    return policy is None or judged_at(policy, life)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``a`` against ``b`` in one (life, form, k, lag): the paired bootstrap of their regret difference."""
+
+    life: str
+    form: str
+    k: int
+    lag: int
+    a: str
+    b: str
+    interval: Interval
+
+    @property
+    def verdict(self) -> str:
+        """What may be said: which one has lower regret, or that the interval includes 0."""
+        if not self.interval.excludes_zero:
+            return "no difference shown"
+        return f"{self.a} lower" if self.interval.difference < 0 else f"{self.b} lower"
+
+
+def compare(results: Sequence[Result]) -> list[Comparison]:
+    """Every pair worth a sentence, per (life, form, k) at lag 0, with its bootstrap interval.
+
+    At each life: every pair among random and the raw scored policies judged there, and each
+    policy's stabilized variant against its raw one.  Baselines are paired with each form.
+    """
+    index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
+    out: list[Comparison] = []
+    for life, steps in LIVES.items():
+        scored = [p.name for p in POLICIES if p.scored and judged_at(p, life)]
+        for form in ("exact", "margin"):
+            for k in KS:
+
+                def get(label: str, form: str = form, k: int = k, steps: int = steps) -> Result:
+                    return index[(label, "-" if label in BASELINES else form, k, 0, steps)]
+
+                labels = ["random", *(f"{p}/raw" for p in scored)]
+                pairs = [(a, b) for n, a in enumerate(labels) for b in labels[n + 1 :]]
+                pairs += [(f"{p}/stabilized", f"{p}/raw") for p in scored]
+                for a, b in pairs:
+                    interval = paired_block_bootstrap(get(a).per_step, get(b).per_step)
+                    out.append(Comparison(life, form, k, 0, a, b, interval))
+    return out
+
+
+def _record(
+    workdir: Path,
+    results: Sequence[Result],
+    comparisons: Sequence[Comparison],
+    oracle: Mapping[str, list[OraclePoint]],
+    setup: dict[str, Any],
+) -> None:
+    """Every combination as one CSV row and JSON object, with the setup, comparisons and frontier."""
+    flat = [r.row() for r in results]
     with (workdir / f"{NAME}.csv").open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(flat[0]))
         writer.writeheader()
         writer.writerows(flat)
-    (workdir / f"{NAME}.json").write_text(json.dumps({"setup": setup, "results": flat}, indent=2))
+    record = {
+        "setup": setup,
+        "results": flat,
+        "comparisons": [
+            {
+                **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+                **dataclasses.asdict(c.interval),
+            }
+            | {"verdict": c.verdict}
+            for c in comparisons
+        ],
+        "oracle": {life: [dataclasses.asdict(p) for p in points] for life, points in oracle.items()},
+    }
+    (workdir / f"{NAME}.json").write_text(json.dumps(record, indent=2))
 
 
 @benchmark(NAME)
 def placement_quality(workdir: Path) -> list[Row]:
-    """Replay, decide and judge every policy x variant x Placement form x k; see the module docstring."""
+    """Replay, decide and judge every policy x variant x form x k x lag x life; see the module docstring."""
     quick = os.environ.get(QUICK_ENV) == "1"
     days = prom.QUICK_DAYS if quick else prom.FULL_DAYS
     clusters = prom.build_clusters(prom.QUICK_CLUSTERS if quick else None, days)
     names = clusters.names
-    warmup = replay.WARMUP_DAYS * STEPS_PER_DAY
-    steps = clusters.loads.shape[1] - warmup
-    times = [float(prom.step_time(warmup + j)) for j in range(steps)]
+    scored_policies = [p for p in POLICIES if p.scored]
+    warmup = replay.warmup_steps([p.range for p in scored_policies], STEP_SECONDS)
+    timeline = replay.Timeline(warmup, clusters.loads.shape[1] - warmup)
+    # The guarantee the whole benchmark rests on, checked here and not only in the tests.
+    assert timeline.first_scored * STEP_SECONDS >= max(p.range for p in scored_policies), "warm-up too short"
+    times = [float(prom.step_time(s)) for s in timeline.scored]
     loads = clusters.loads[:, warmup:]
     began = time.monotonic()
     server = prom.serve_clusters(workdir / "prometheus", clusters)
     try:
         with serving(POLICIES, server.url) as plans:
             ready = time.monotonic()
+            _say(f"scoring {len(plans)} policies x {len(names)} clusters x {len(times)} samples")
             raw = asyncio.run(replay.score_steps(plans, names, times))
             scored = time.monotonic()
     finally:
         server.stop()
-    outcomes: list[replay.Outcome] = []
-    series: dict[str, replay.Scores] = {}
+    judged_days = timeline.judged * STEP_SECONDS / 86_400
+    published: dict[tuple[str, str, int], replay.Scores] = {}
+    writes: dict[str, float] = {}
     for policy, values in raw.items():
-        series[f"{policy}/raw"] = values
-        series[f"{policy}/stabilized"] = replay.stabilize(values, times, STABILIZATION)
-    decided: dict[tuple[str, str, int], list[tuple[int, ...]]] = {}
-    for form in FORMS:
-        for k in KS:
-            static = replay.decide_static(steps, names, k, form)
-            outcomes.append(replay.judge("static", "-", form, k, loads, static, clusters.step_seconds, None))
-            for policy in raw:
-                plan = plans[policy]
-                for variant in ("raw", "stabilized"):
-                    published = series[f"{policy}/{variant}"]
-                    decisions = replay.decide(published, names, k, form, plan.aps_name, plan.score_name)
-                    decided[(f"{policy}/{variant}", form, k)] = decisions
-                    outcomes.append(
-                        replay.judge(
-                            policy, variant, form, k, loads, decisions, clusters.step_seconds, published
-                        )
-                    )
+        for variant, series in (
+            ("raw", values),
+            ("stabilized", replay.stabilize(values, times, STABILIZATION)),
+        ):
+            for lag in replay.LAGS:
+                published[(policy, variant, lag)] = timeline.aligned(series, lag)
+            writes[f"{policy}/{variant}"] = replay.aps_writes(published[(policy, variant, 0)]) / (
+                len(names) * judged_days
+            )
+    _say(f"deciding and judging under {ORDERS} tie orders")
+    results = evaluate(
+        loads, published, writes, forms=FORMS, ks=KS, lives=list(LIVES.values()), step_seconds=STEP_SECONDS
+    )
+    comparisons = compare(results)
+    thresholds = metrics.percentile_thresholds(loads, replay.OVERLOAD_PERCENTILE)
+    oracle = {
+        life: frontier(LifeTable(loads, steps, thresholds).means, STEP_SECONDS)
+        for life, steps in LIVES.items()
+    }
     judged = time.monotonic()
-    segment = _segment(workdir, names, series, decided[("reactive/raw", "exact", 1)])
+    busiest = replay.decide(
+        published[("reactive", "raw", 0)],
+        names,
+        1,
+        "exact",
+        plans["reactive"].aps_name,
+        plans["reactive"].score_name,
+    )
+    series_at_lag0 = {f"{p}/{v}": s for (p, v, lag), s in published.items() if lag == 0}
+    segment = _segment(workdir, names, series_at_lag0, busiest)
     cycles = sum(v.size for v in raw.values())
+    effective = effective_clusters(loads)
     setup = {
         "quick": quick,
         "clusters": list(names),
         "days": days,
-        "judged_steps": steps,
+        "warmup_steps": warmup,
+        "first_scored_sample": timeline.first_scored,
+        "judged_steps": timeline.judged,
+        "lags": list(replay.LAGS),
+        "lives": LIVES,
+        "tie_orders": ORDERS,
+        "effective_clusters": effective,
         "stabilization": dataclasses.asdict(STABILIZATION),
-        "raw_score_mean": {p: float(np.mean(v)) for p, v in raw.items()},
         "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
         "controller_segment": None if segment is None else dataclasses.asdict(segment),
     }
-    _record(workdir, outcomes, setup)
-    # The cached raw scores, for re-judging (another Placement form, a later policy) without a replay.
-    arrays: dict[str, Any] = {"loads": clusters.loads, "warmup_steps": np.asarray(warmup), **raw}
+    _record(workdir, results, comparisons, oracle, setup)
+    # The raw scores of every scored sample, for re-judging (another form, a later policy) without a replay.
+    arrays: dict[str, Any] = {
+        "loads": clusters.loads,
+        "warmup_steps": np.asarray(warmup),
+        "first_scored_sample": np.asarray(timeline.first_scored),
+        **raw,
+    }
     np.savez_compressed(workdir / f"{NAME}-scores.npz", **arrays)
     pngs = plot_all(workdir)
     rows = [
         Row(
             NAME,
             "mode",
-            f"{'quick' if quick else 'full'}: {len(names)} clusters x {days} days, {steps} judged steps",
+            f"{'quick' if quick else 'full'}: {len(names)} clusters x {days} days, warm-up {warmup} steps,"
+            f" {timeline.judged} judged steps",
         ),
-        Row(NAME, "real cycles run (policy x cluster x step)", str(cycles)),
+        Row(
+            NAME,
+            "effective independent clusters (correlation eigenvalues)",
+            f"{effective:.1f} of {len(names)}",
+        ),
+        Row(NAME, "real cycles run (policy x cluster x sample)", str(cycles)),
         Row(
             NAME,
             "seconds: Prometheus + scorers up / replay / decide+judge",
             f"{ready - began:.1f} / {scored - ready:.1f} / {judged - scored:.1f}",
         ),
         Row(NAME, "cycles per second", f"{cycles / max(scored - ready, 1e-9):.0f}"),
-        Row(
-            NAME, "note", "additive: Steady's 100 outweighs any AddOn lead at weight 1: the first pick stays"
-        ),
-        Row(NAME, "note", "crossing shares are of all upward crossings of each cluster's own p90 (sum 100)"),
+        Row(NAME, "note", f"each measure: median [lowest-highest] over {ORDERS} random cluster-name orders"),
+        Row(NAME, "note", "a decision at step j uses the score of sample j-1-lag; its workload lives from j"),
+        Row(NAME, "plots", ", ".join(str(p) for p in pngs)),
     ]
-    rows.append(Row(NAME, "plots", ", ".join(str(p) for p in pngs)))
     rows.extend(_segment_rows(segment))
-    for outcome in outcomes:
-        rows.extend(_rows(outcome))
+    rows.extend(_result_rows(results))
+    rows.extend(_lag_rows(results))
+    rows.extend(_oracle_rows(oracle))
+    rows.extend(_comparison_rows(comparisons))
     return rows
+
+
+def _result_rows(results: Sequence[Result]) -> list[Row]:
+    """One row per reported combination at lag 0: regret, p95, exposure, changes and writes."""
+    rows = []
+    order = {p.name: n for n, p in enumerate(POLICIES)} | {
+        b: -len(BASELINES) + n for n, b in enumerate(BASELINES)
+    }
+    for life, steps in LIVES.items():
+        for form in FORMS:
+            for k in KS:
+                here = [
+                    r
+                    for r in results
+                    if r.life_steps == steps
+                    and r.k == k
+                    and r.lag == 0
+                    and r.form in (form, "-")
+                    and _reported(r, life)
+                ]
+                if form == "additive":
+                    scored = [r for r in here if r.form == "additive"]
+                    low = min(r.regret.median for r in scored)
+                    high = max(r.regret.median for r in scored)
+                    moves = max(r.changes_per_day.median for r in scored)
+                    rows.append(
+                        Row(
+                            NAME,
+                            f"life {life} additive k={k}: every scored policy",
+                            f"regret {low:.2f}-{high:.2f}, at most {moves:.1f} changes/day"
+                            " (Steady keeps the first pick)",
+                        )
+                    )
+                    continue
+                for r in sorted(here, key=lambda r: (order.get(r.policy, 99), r.variant)):
+                    writes = (
+                        ""
+                        if r.writes_per_cluster_day is None
+                        else f", writes {r.writes_per_cluster_day:.1f}/cluster-day"
+                    )
+                    rows.append(
+                        Row(
+                            NAME,
+                            f"life {life} {form} k={k} {r.label}",
+                            f"regret {_band(r.regret)} p95 {_band(r.regret_p95)},"
+                            f" exposure {_band(r.exposure, '.1f', 100)} %,"
+                            f" changes/day {_band(r.changes_per_day, '.1f')}{writes}",
+                        )
+                    )
+    return rows
+
+
+def _lag_rows(results: Sequence[Result]) -> list[Row]:
+    """Regret at 0, 1 and 2 steps of extra staleness, 1 h life, pick 1, Exact and margin."""
+    steps = LIVES["1h"]
+    index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
+    rows = []
+    for form in ("exact", "margin"):
+        for r in results:
+            if r.lag != 0 or r.life_steps != steps or r.k != 1 or r.form != form or not _reported(r, "1h"):
+                continue
+            values = " / ".join(
+                f"{index[(r.label, form, 1, lag, steps)].regret.median:.2f}" for lag in replay.LAGS
+            )
+            rows.append(Row(NAME, f"lag 0/1/2 life 1h {form} k=1 {r.label}: regret", values))
+    return rows
+
+
+def _oracle_rows(oracle: Mapping[str, list[OraclePoint]]) -> list[Row]:
+    """The churn-constrained oracle's frontier per life: regret at each number of changes a day."""
+    return [
+        Row(
+            NAME,
+            f"oracle frontier life {life} k=1: changes/day -> regret",
+            ", ".join(f"{p.changes_per_day:.1f}->{p.regret:.2f}" for p in points),
+        )
+        for life, points in oracle.items()
+    ]
+
+
+def _comparison_rows(comparisons: Sequence[Comparison]) -> list[Row]:
+    """Each comparison: the regret difference a - b with its 95 % interval and what may be said."""
+    return [
+        Row(
+            NAME,
+            f"life {c.life} {c.form} k={c.k}: {c.a} - {c.b} regret",
+            f"{_interval(c.interval)}: {c.verdict}",
+        )
+        for c in comparisons
+    ]
 
 
 def _segment(

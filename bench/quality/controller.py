@@ -66,7 +66,7 @@ TOLERATE = [
 ]
 SEGMENT_STEPS = 48
 """Four hours of trace time at 300 s."""
-SERIES: tuple[tuple[str, str], ...] = (("reactive", "raw"), ("seasonal", "stabilized"))
+SERIES: tuple[tuple[str, str], ...] = (("reactive", "raw"), ("seasonal-1h", "stabilized"))
 """The published scores replayed: the policy that changes its mind most, and the forecast held by the
 stabilizer."""
 KS = (1, 3)

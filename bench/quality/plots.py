@@ -8,12 +8,14 @@ and pays some regret for it; it does not show *why*.  The two figures show it:
   CPU load; the bottom one is, per policy, the cluster its Placement picked at each step, in that
   cluster's colour, under a strip "hindsight best" (the cluster a workload placed at that step would
   have been best on over its whole life).  A reader sees the reactive policy flicker between clusters
-  whose loads cross and recross, the stabilized variants hold a cluster through the noise, the
-  forecasting ones move before a peak, and static sit on OCM's first cluster whatever happens.
+  whose loads cross and recross, the stabilized variants and the window and forecast scorers hold a
+  cluster through the noise, and static sit on OCM's first cluster whatever happens.  Clusters of one
+  trace share a hue (shades of it), so the strips also show which trace the decisions follow.
 * ``placement-quality-churn.png`` (:func:`plot_churn_regret`): the trade-off itself, every policy and
   variant as one point of decision changes per day against mean regret, per Placement form and k.
   Down is better placements, left is fewer moves; the line from a policy's raw point to its
-  stabilized one is what the agent's ``Stabilizer`` buys and costs.
+  stabilized one is what the agent's ``Stabilizer`` buys and costs, and the dashed line is the
+  hindsight oracle that pays for its moves (``bench.quality.oracle``): nothing can sit below it.
 
 Nothing is recomputed differently from the benchmark: the day plot re-derives decisions from the
 cached raw scores with the replay's own :func:`~bench.quality.replay.stabilize`,
@@ -36,9 +38,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from bench.quality import metrics
-from bench.quality.policies import POLICIES, STABILIZATION
+from bench.quality.policies import POLICIES, SHIPPED_SEASONAL, STABILIZATION
 from bench.quality.prometheus import step_time
-from bench.quality.replay import LIFE_STEPS, Scores, decide, decide_static, stabilize
+from bench.quality.replay import LIFE_STEPS, Scores, Timeline, decide, decide_static, stabilize
 from bench.quality.traces import STEPS_PER_DAY
 from dynamic_scoring.agent.items.stabilization import Stabilization
 
@@ -56,16 +58,26 @@ points at x = 0 that says nothing about the trade-off; the table reports it."""
 
 POLICY_COLOURS = {
     "static": "black",
+    "random": "tab:gray",
+    "round-robin": "tab:brown",
     "reactive": "tab:red",
     "cpu": "tab:blue",
     "predict": "tab:green",
     "seasonal": "tab:purple",
 }
-"""One colour per policy in the churn plot (an unknown policy gets grey)."""
+"""One colour per policy family in the churn plot (an unknown one gets grey)."""
 
 VARIANT_MARKERS = {"-": "s", "raw": "o", "stabilized": "^"}
 
-LABEL_OFFSETS = {"cpu": (-6, -11), "predict": (6, 5), "seasonal": (6, -11)}
+ONE_HOUR_POLICIES = frozenset(p.name for p in POLICIES if p.life in (None, "1h"))
+"""The policies the churn plot draws: those reported at the 1 h life (matched horizon or none)."""
+
+
+def _at_one_hour(policy: str) -> bool:
+    return policy in ONE_HOUR_POLICIES or policy not in {p.name for p in POLICIES}
+
+
+LABEL_OFFSETS = {"cpu": (-6, -11), "predict": (6, 5), "seasonal": (6, -11), "random": (-6, -11)}
 """Where each policy's name sits from its raw point (points): the three windowed policies land close
 together, so their names go to different sides; the others sit up and to the right."""
 
@@ -82,19 +94,28 @@ def _pyplot() -> Any:
     return plt
 
 
-def cluster_colours(count: int) -> list[tuple[float, float, float, float]]:
-    """A fixed RGBA colour per cluster index, the same in the load lines and the decision strips.
+FAMILY_MAPS = ("Reds", "Blues", "Greens", "Purples", "Oranges", "Greys")
+"""One sequential colour map per trace family, in order of first appearance; shades tell clusters apart."""
 
-    tab10 up to 10 clusters; beyond, tab20's saturated colours first and its light ones after, so the
-    first ten clusters keep the colours they would have alone and neighbours never share a hue pair.
+
+def cluster_colours(names: Sequence[str]) -> list[tuple[float, float, float, float]]:
+    """A fixed RGBA colour per cluster, the same in the load lines and the decision strips.
+
+    The family is the name up to its first ``-`` (``google-w2`` is ``google``); each family gets its own
+    hue and its clusters shades of it from dark to light, so a reader sees at once which trace a strip
+    came from, and no two families share a hue.
     """
     plt = _pyplot()
-    if count <= 10:
-        cmap = plt.get_cmap("tab10")
-        return [tuple(cmap(i)) for i in range(count)]
-    cmap = plt.get_cmap("tab20")
-    order = [*range(0, 20, 2), *range(1, 20, 2)]
-    return [tuple(cmap(order[i % 20])) for i in range(count)]
+    families: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        families.setdefault(name.split("-", 1)[0], []).append(i)
+    colours: list[tuple[float, float, float, float]] = [(0.0, 0.0, 0.0, 1.0)] * len(names)
+    for f, members in enumerate(families.values()):
+        cmap = plt.get_cmap(FAMILY_MAPS[f % len(FAMILY_MAPS)])
+        shades = np.linspace(0.9, 0.45, len(members)) if len(members) > 1 else [0.75]
+        for member, shade in zip(members, shades, strict=True):
+            colours[member] = tuple(float(c) for c in cmap(float(shade)))  # type: ignore[assignment]
+    return colours
 
 
 def hindsight_best(loads: NDArray[np.float64], life_steps: int = LIFE_STEPS) -> NDArray[np.int64]:
@@ -131,28 +152,44 @@ def representative_day(decisions: Sequence[metrics.Decision], steps_per_day: int
     return min(range(days), key=lambda d: (abs(counts[d] - median), d))
 
 
-def decision_rows(
-    scores: Mapping[str, Scores], names: Sequence[str], times: Sequence[float], settings: Stabilization
-) -> dict[str, NDArray[np.int64]]:
+DAY_POLICIES = ("reactive", "cpu", SHIPPED_SEASONAL)
+"""The scored policies the day plot draws (raw and stabilized each), beside static."""
+
+
+def decision_rows(published: Mapping[str, Scores], names: Sequence[str]) -> dict[str, NDArray[np.int64]]:
     """The cluster the ``exact`` k=1 Placement picks at every judged step, per row of the day plot.
 
-    Rows are ``static`` then ``<policy> raw`` and ``<policy> stabilized`` for every policy in
-    ``scores`` (in that order), each from the whole judged series so that a day's first step sees the
-    decision before it, as in the benchmark.
+    ``published`` maps a row label (``"cpu raw"``) to its published scores aligned to the judged steps
+    (:meth:`bench.quality.replay.Timeline.aligned`); rows are ``static`` then those, in order, each
+    decided over the whole judged series so that a day's first step sees the decision before it.
+    Ties go to the cluster names as given (one order of the benchmark's many).
     """
-    steps = len(times)
+    steps = next(iter(published.values())).shape[1] if published else 0
     rows = {"static": np.array([d[0] for d in decide_static(steps, names, 1, "exact")], dtype=np.int64)}
-    for policy, raw in scores.items():
-        variants = {"raw": raw, "stabilized": stabilize(raw, times, settings)}
-        for variant, published in variants.items():
-            decided = decide(published, names, 1, "exact", "quality", "score")
-            rows[f"{policy} {variant}"] = np.array([d[0] for d in decided], dtype=np.int64)
+    for label, scores in published.items():
+        decided = decide(scores, names, 1, "exact", "quality", "score")
+        rows[label] = np.array([d[0] for d in decided], dtype=np.int64)
     return rows
+
+
+def day_series(
+    scores: Mapping[str, Scores], timeline: Timeline, settings: Stabilization = STABILIZATION
+) -> dict[str, Scores]:
+    """Each of :data:`DAY_POLICIES` in ``scores``, raw and stabilized, aligned at lag 0, by row label."""
+    times = [float(step_time(s)) for s in timeline.scored]
+    out: dict[str, Scores] = {}
+    for policy in DAY_POLICIES:
+        if policy not in scores:
+            continue
+        raw = scores[policy]
+        out[f"{policy} raw"] = timeline.aligned(raw)
+        out[f"{policy} stabilized"] = timeline.aligned(stabilize(raw, times, settings))
+    return out
 
 
 def plot_day(
     loads: NDArray[np.float64],
-    warmup: int,
+    timeline: Timeline,
     scores: Mapping[str, Scores],
     names: Sequence[str],
     out: Path,
@@ -164,22 +201,23 @@ def plot_day(
 
     Args:
         loads: clusters x all steps (warm-up included), CPU percent, as in the scores file.
-        warmup: the number of leading warm-up steps in ``loads``.
-        scores: raw scores per policy, clusters x judged steps (judged step j is loads column warmup + j).
+        timeline: the run's warm-up, judged steps and scored samples.
+        scores: raw scores per policy, clusters x ``timeline.scored`` samples.
         names: the clusters, in the order of the arrays' rows.
         out: where to write.
         day: the judged day to draw (0-based); None picks :func:`representative_day` of the reactive
             raw decisions (the policy that moves most, so its typical day is the most telling), or of
-            the first policy's if there is no reactive one.
+            the first row's if there is no reactive one.
         settings: the stabilization the stabilized rows use (the benchmark's by default).
     """
     plt = _pyplot()
-    judged = loads[:, warmup:]
+    warmup = timeline.warmup
+    judged = loads[:, warmup : warmup + timeline.judged]
     steps = judged.shape[1]
-    if len(names) != loads.shape[0] or any(s.shape != judged.shape for s in scores.values()):
-        raise ValueError(f"{len(names)} names, loads {loads.shape}, warm-up {warmup}: scores do not match")
-    times = [float(step_time(warmup + j)) for j in range(steps)]
-    rows = decision_rows(scores, names, times, settings)
+    expected = (loads.shape[0], len(timeline.scored))
+    if len(names) != loads.shape[0] or any(s.shape != expected for s in scores.values()):
+        raise ValueError(f"{len(names)} names, loads {loads.shape}, {timeline}: scores do not match")
+    rows = decision_rows(day_series(scores, timeline, settings), names)
     if day is None:
         basis = "reactive raw" if "reactive raw" in rows else next(iter(rows.keys() - {"static"}), "static")
         day = representative_day([int(c) for c in rows[basis]])
@@ -189,7 +227,7 @@ def plot_day(
     cut = slice(day * STEPS_PER_DAY, (day + 1) * STEPS_PER_DAY)
     strips = {HINDSIGHT: hindsight_best(judged)[cut], **{r: v[cut] for r, v in rows.items()}}
 
-    colours = cluster_colours(len(names))
+    colours = cluster_colours(names)
     start = step_time(warmup + cut.start)
     first_hour = (start % 86_400) / 3600
     hours = first_hour + np.arange(STEPS_PER_DAY) * (24 / STEPS_PER_DAY)
@@ -216,8 +254,8 @@ def plot_day(
     bottom.set_xlim(first_hour, end)
     bottom.set_xticks(np.arange(first_hour, end + 0.01, 3))
     date = np.datetime64(int(start), "s").astype("datetime64[D]")
-    bottom.set_xlabel(f"hour of day (UTC), {date}")
-    bottom.set_ylabel(f"cluster picked\n(exact, k=1; best over the next {LIFE_STEPS} steps on top)")
+    bottom.set_xlabel(f"hour of the series' day (the traces carry no time zone), {date}")
+    bottom.set_ylabel(f"cluster picked\n(exact, k=1, lag 0; best over the next {LIFE_STEPS} steps on top)")
     fig.suptitle(f"placement-quality: loads and decisions, judged day {day + 1} of {days}")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=90)
@@ -225,23 +263,39 @@ def plot_day(
     return out
 
 
-def plot_churn_regret(results: Sequence[Mapping[str, Any]], out: Path) -> Path:
+def plot_churn_regret(
+    results: Sequence[Mapping[str, Any]], out: Path, frontier: Sequence[Mapping[str, Any]] = ()
+) -> Path:
     """Write the churn plot to ``out`` (PNG): decision changes per day against mean regret.
 
     One subplot per (form, k) present in ``results`` among :data:`CHURN_FORMS` (rows: forms, columns:
     k), sharing the y axis so forms and k compare at a glance; it is log-scaled because static's regret
     is several times the scored policies' and would squash their differences on a linear axis.  One
-    point per policy and variant, colour by policy, marker by variant, a thin line from each policy's
-    raw point to its stabilized one.  The x axis is symlog (linear below 1) so static's 0 changes stay
-    on the plot next to hundreds.  A regret of exactly 0 has no place on a log axis, so then y is linear.
+    point per policy and variant, colour by policy family, marker by variant, a thin line from each
+    policy's raw point to its stabilized one.  The x axis is symlog (linear below 1) so static's 0
+    changes stay on the plot next to hundreds.  A regret of exactly 0 has no place on a log axis, so
+    then y is linear.  Results recorded with a lag and a life are drawn at lag 0 and the 1 h life, for
+    the policies reported there.  ``frontier`` (the oracle's points: ``changes_per_day``, ``regret``)
+    is drawn as a dashed line in the k=1 panels: the best regret any policy could reach at that churn.
     """
     plt = _pyplot()
-    chosen = [r for r in results if r["form"] in CHURN_FORMS and r.get("regret_mean") is not None]
+    chosen = [
+        r
+        for r in results
+        if r["form"] in (*CHURN_FORMS, "-")
+        and r.get("regret_mean") is not None
+        and r.get("lag", 0) == 0
+        and r.get("life_steps", LIFE_STEPS) == LIFE_STEPS
+        and _at_one_hour(str(r["policy"]))
+    ]
+    # A baseline has no Placement form: it is drawn in every form's panel.
+    chosen = [{**r, "form": f} for r in chosen for f in (CHURN_FORMS if r["form"] == "-" else (r["form"],))]
     forms = [f for f in CHURN_FORMS if any(r["form"] == f for r in chosen)]
     ks = sorted({int(r["k"]) for r in chosen})
     log_y = all(float(r["regret_mean"]) > 0 for r in chosen)
     if not forms or not ks:
         raise ValueError(f"no result of form {' or '.join(CHURN_FORMS)} with a mean regret to plot")
+    floor = min(float(r["regret_mean"]) for r in chosen) / 4 if log_y else 0.0
     fig, axes = plt.subplots(
         len(forms),
         len(ks),
@@ -256,8 +310,22 @@ def plot_churn_regret(results: Sequence[Mapping[str, Any]], out: Path) -> Path:
             ax = axes[row][col]
             here = [r for r in chosen if r["form"] == form and int(r["k"]) == k]
             points = {(r["policy"], r["variant"]): (r["changes_per_day"], r["regret_mean"]) for r in here}
+            if k == 1 and frontier:
+                ordered = sorted(frontier, key=lambda p: float(p["changes_per_day"]))
+                ax.plot(
+                    [max(float(p["changes_per_day"]), 0.0) for p in ordered],
+                    # On a log axis the oracle's 0 is drawn at the floor (the axis bottom below).
+                    [max(float(p["regret"]), floor) if log_y else float(p["regret"]) for p in ordered],
+                    color="grey",
+                    linestyle="--",
+                    linewidth=1,
+                    zorder=1,
+                    label="_oracle",
+                )
             for (policy, variant), (x, y) in points.items():
-                colour = POLICY_COLOURS.get(policy, "grey")
+                colour = POLICY_COLOURS.get(
+                    policy.split("-", 1)[0] if policy != "round-robin" else policy, "grey"
+                )
                 ax.scatter(
                     x,
                     y,
@@ -269,12 +337,13 @@ def plot_churn_regret(results: Sequence[Mapping[str, Any]], out: Path) -> Path:
                     zorder=3,
                 )
                 if variant in ("raw", "-"):
+                    family = policy.split("-", 1)[0]
                     ax.annotate(
                         policy,
                         (x, y),
-                        xytext=LABEL_OFFSETS.get(policy, (6, 4)),
+                        xytext=LABEL_OFFSETS.get(family, (6, 4)),
                         textcoords="offset points",
-                        ha="right" if LABEL_OFFSETS.get(policy, (1, 0))[0] < 0 else "left",
+                        ha="right" if LABEL_OFFSETS.get(family, (1, 0))[0] < 0 else "left",
                         fontsize="x-small",
                         color=colour,
                     )
@@ -291,6 +360,7 @@ def plot_churn_regret(results: Sequence[Mapping[str, Any]], out: Path) -> Path:
             if col == 0:
                 ax.set_ylabel("mean regret (load points)")
     if log_y:
+        axes[0][0].set_ylim(bottom=floor)
         ticker = plt.matplotlib.ticker
         axes[0][0].yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         axes[0][0].yaxis.set_major_formatter(ticker.StrMethodFormatter("{x:g}"))
@@ -308,11 +378,16 @@ def plot_churn_regret(results: Sequence[Mapping[str, Any]], out: Path) -> Path:
             markeredgecolor="grey",
             label="stabilized",
         ),
-        plt.Line2D([], [], linestyle="", marker="s", color="black", label="static (no scores)"),
+        plt.Line2D([], [], linestyle="", marker="s", color="grey", label="baseline (no scores)"),
         *(
             plt.Line2D([], [], linestyle="-", color=c, label=p)
             for p, c in POLICY_COLOURS.items()
-            if p != "static" and any(r["policy"] == p for r in chosen)
+            if any(str(r["policy"]).split("-", 1)[0] == p or r["policy"] == p for r in chosen)
+        ),
+        *(
+            [plt.Line2D([], [], linestyle="--", color="grey", label="hindsight oracle (k=1)")]
+            if frontier
+            else []
         ),
     ]
     fig.legend(handles=handles, loc="outside right center", fontsize="small")
@@ -330,17 +405,21 @@ def plot_all(workdir: Path) -> list[Path]:
     their paths, in that order.
     """
     record = json.loads((workdir / f"{NAME}.json").read_text())
-    names: list[str] = list(record["setup"]["clusters"])
+    setup = record["setup"]
+    names: list[str] = list(setup["clusters"])
     with np.load(workdir / f"{NAME}-scores.npz") as data:
         loads = np.asarray(data["loads"], dtype=np.float64)
         warmup = int(data["warmup_steps"])
-        stored = [k for k in data.files if k not in ("loads", "warmup_steps")]
+        first = int(data["first_scored_sample"])
+        stored = [k for k in data.files if k not in ("loads", "warmup_steps", "first_scored_sample")]
         known = [p.name for p in POLICIES if p.name in stored]
         order = known + sorted(set(stored) - set(known))
         scores = {p: np.asarray(data[p], dtype=np.int64) for p in order}
+    timeline = Timeline(warmup, int(setup["judged_steps"]), max_lag=warmup - 1 - first)
+    frontier = (record.get("oracle") or {}).get("1h") or []
     return [
-        plot_day(loads, warmup, scores, names, workdir / DAY_PNG),
-        plot_churn_regret(record["results"], workdir / CHURN_PNG),
+        plot_day(loads, timeline, scores, names, workdir / DAY_PNG),
+        plot_churn_regret(record["results"], workdir / CHURN_PNG, frontier),
     ]
 
 
@@ -348,8 +427,10 @@ __all__ = [
     "CHURN_FORMS",
     "CHURN_PNG",
     "DAY_PNG",
+    "DAY_POLICIES",
     "HINDSIGHT",
     "cluster_colours",
+    "day_series",
     "decision_rows",
     "hindsight_best",
     "plot_all",

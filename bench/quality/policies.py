@@ -13,22 +13,29 @@ Windows.  The samples ship for a 30 s interval (``cpu``: range 300 s, step 15 s;
 600 s, step 15 s, horizon one interval).  The traces have one point per 300 s, so every duration is
 multiplied by 10 (300 s / 30 s): the interval becomes 300 s, the step 300 s (the series' own), and
 the windows keep their length in intervals: ``cpu`` averages 3000 s (11 points, the last 50
-minutes), ``predict`` fits a line to 6000 s (21 points) and forecasts 300 s ahead.  ``seasonal``
-ships for a 300 s step already (a day and an hour of history, a one-hour horizon) and runs as shipped.
+minutes), ``predict`` fits a line to 6000 s (21 points).  ``seasonal`` ships for a 300 s step already
+(a day and an hour of history).
 
-===========  ===============================================  ======  ======  =========
-policy       score of a cluster                               range   step    interval
-===========  ===============================================  ======  ======  =========
-static       none: no AddOnPlacementScore, OCM's own order     -       -       -
-reactive     headroom of the latest point only                300 s   300 s   300 s
-cpu          ``samples.scorers.cpu.score``: headroom of the   3000 s  300 s   300 s
-             window's mean
-predict      ``samples.scorers.predict.score``: headroom of   6000 s  300 s   300 s
-             the least-squares forecast 300 s ahead
-seasonal     ``samples.scorers.seasonal.score`` as shipped:    90000 s 300 s   300 s
-             headroom of the next hour's mean load from the
-             same hour of the day before, at today's level
-===========  ===============================================  ======  ======  =========
+Horizons.  A forecast is only fair to judge against the workload life it forecasts, so ``predict`` and
+``seasonal`` run once per life of :data:`LIVES` (15 min, 1 h, 4 h, 12 h), named ``predict-4h`` and so
+on: ``seasonal-<life>`` forecasts the mean load over the next ``<life>`` (``seasonal-1h`` is the sample
+as shipped), ``predict-<life>`` forecasts the line at the middle of the life, which for a line is the
+life's mean.  At each life the benchmark reports the policies matched to it, the ones without a
+horizon, and ``seasonal-1h`` as shipped (:func:`judged_at`).
+
+===============  ===========================================  =======  ======  =========
+policy           score of a cluster                           range    step    interval
+===============  ===========================================  =======  ======  =========
+static           none: no AddOnPlacementScore, OCM's order     -        -       -
+reactive         headroom of the latest point only            300 s    300 s   300 s
+cpu              ``samples.scorers.cpu.score``: headroom of   3000 s   300 s   300 s
+                 the window's mean
+predict-<life>   ``samples.scorers.predict.score``: headroom  6000 s   300 s   300 s
+                 of the least-squares line at mid-life
+seasonal-<life>  ``samples.scorers.seasonal.score``: headroom 90000 s  300 s   300 s
+                 of the life's mean load from the same hours
+                 of the day before, at today's level
+===============  ===========================================  =======  ======  =========
 
 Stabilized variants use the agent's ``Stabilizer`` with :data:`STABILIZATION`: tolerance 3 points,
 a rise must hold 900 s (3 steps), falls are published at once (window 0), the HPA-like default
@@ -39,8 +46,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import multiprocessing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from bench.quality.prometheus import METRIC
@@ -74,15 +83,24 @@ def reactive_score(request: ScoringRequest, capacity: float) -> list[ScoreResult
     return [result(headroom_score(s.last(), capacity), s.labels) for s in request.with_points()]
 
 
+LIVES: dict[str, int] = {"15m": 3, "1h": 12, "4h": 48, "12h": 144}
+"""Workload lives judged, in steps of 300 s, by label; every forecast runs once per life (its horizon)."""
+
+
 @dataclass(frozen=True)
 class Policy:
-    """One placement policy: a score function and its window, or none (``static``)."""
+    """One placement policy: a score function and its window, or none (``static``).
+
+    ``life`` names the workload life a forecasting policy's horizon is matched to (a key of
+    :data:`LIVES`); None for a policy without a horizon, which is judged at every life as it is.
+    """
 
     name: str
     description: str
     score: ScoreFn | None = None
     range: int = 0
     step: int = STEP_SECONDS
+    life: str | None = None
 
     @property
     def scored(self) -> bool:
@@ -90,9 +108,51 @@ class Policy:
         return self.score is not None
 
     @property
+    def family(self) -> str:
+        """The policy without its life: ``seasonal`` for ``seasonal-4h`` (plots colour by family)."""
+        return self.name.split("-", 1)[0]
+
+    @property
     def score_name(self) -> str:
         """The score (and item) name its DynamicScorer publishes, e.g. ``quality_cpu``."""
-        return f"quality_{self.name}"
+        return "quality_" + self.name.replace("-", "_")
+
+
+def predict_policy(life: str) -> Policy:
+    """The predict sample with its horizon matched to ``life``: the forecast at the life's middle.
+
+    A least-squares line's mean over the next ``n`` steps is its value ``(n + 1) / 2`` steps ahead, so
+    that horizon makes the point forecast the forecast of the workload's mean load.
+    """
+    steps = LIVES[life]
+    horizon = (steps + 1) * STEP_SECONDS / 2
+    return Policy(
+        f"predict-{life}",
+        f"predict sample: least-squares forecast {horizon:g} s ahead (mid-life of {life}) over 21 points",
+        functools.partial(predict.score, capacity=CAPACITY, horizon=horizon),
+        range=predict.DEFAULTS.range * SCALE,
+        life=life,
+    )
+
+
+def seasonal_policy(life: str) -> Policy:
+    """The seasonal sample with its horizon set to ``life`` (the shipped one is ``1h``)."""
+    horizon = LIVES[life] * STEP_SECONDS
+    shipped = " (as shipped)" if horizon == seasonal.HOUR else ""
+    return Policy(
+        f"seasonal-{life}",
+        f"seasonal sample{shipped}: mean load over the next {life} from the same hours a day earlier,"
+        " at today's level",
+        functools.partial(
+            seasonal.score,
+            capacity=CAPACITY,
+            horizon=float(horizon),
+            season=float(seasonal.DAY),
+            level=float(seasonal.HOUR),
+        ),
+        range=seasonal.DEFAULTS.range,
+        life=life,
+    )
 
 
 POLICIES: list[Policy] = [
@@ -109,26 +169,23 @@ POLICIES: list[Policy] = [
         functools.partial(cpu.score, capacity=CAPACITY),
         range=cpu.DEFAULTS.range * SCALE,
     ),
-    Policy(
-        "predict",
-        "predict sample: least-squares forecast 300 s ahead over 21 points (6000 s)",
-        functools.partial(predict.score, capacity=CAPACITY, horizon=float(STEP_SECONDS)),
-        range=predict.DEFAULTS.range * SCALE,
-    ),
-    Policy(
-        "seasonal",
-        "seasonal sample: the next hour's mean load from the same hour a day earlier, at today's level",
-        functools.partial(
-            seasonal.score,
-            capacity=CAPACITY,
-            horizon=float(seasonal.HOUR),
-            season=float(seasonal.DAY),
-            level=float(seasonal.HOUR),
-        ),
-        range=seasonal.DEFAULTS.range,
-    ),
+    *(predict_policy(life) for life in LIVES),
+    *(seasonal_policy(life) for life in LIVES),
 ]
 """Every policy, in report order."""
+
+BY_NAME = {p.name: p for p in POLICIES}
+
+SERVE_TIMEOUT = 30.0
+"""Seconds the scorer process may take to start its servers, and to stop them."""
+
+SHIPPED_SEASONAL = "seasonal-1h"
+"""The seasonal sample with its shipped horizon: judged at every life, to show what a mismatch costs."""
+
+
+def judged_at(policy: Policy, life: str) -> bool:
+    """Whether ``policy`` is reported at ``life``: no horizon, its own life, or the shipped seasonal."""
+    return policy.life is None or policy.life == life or policy.name == SHIPPED_SEASONAL
 
 
 def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict[str, Any]:
@@ -161,11 +218,40 @@ def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict
     }
 
 
+SCOPED = f'{METRIC}{{cluster="${{cluster}}"'
+"""How every selector of the trace metric must begin: matched on the agent's own cluster only."""
+
+
+def require_cluster_scoped(plan: ScorerPlan) -> None:
+    """Refuse a plan whose queries could read another cluster's series.
+
+    The fleet's clusters are cut from the same traces, so another cluster's past can hold this one's
+    future; a scorer reading the whole fleet (no ``cluster`` matcher, or a matcher that is not the
+    agent's own placeholder) would see through the replay.  Every selector of the metric must start
+    with the ``cluster="${cluster}"`` matcher, and nothing else may be queried.
+
+    Raises:
+        ValueError: a query reads the metric without that matcher, or reads nothing of it.
+    """
+    for query in plan.queries:
+        selectors = query.count(METRIC)
+        if selectors == 0 or query.count(SCOPED) != selectors:
+            raise ValueError(
+                f"{plan.score_name}: query {query!r} is not scoped to the agent's cluster; every"
+                f" selector must begin {SCOPED}"
+            )
+    if not plan.queries:
+        raise ValueError(f"{plan.score_name}: no query; the benchmark replays Prometheus sources only")
+
+
 def plan_for(obj: dict[str, Any]) -> ScorerPlan:
     """The agent's plan for a DynamicScorer object, by the path ``dynamic-scoring explain`` takes.
 
+    The plan must be cluster-scoped (:func:`require_cluster_scoped`).
+
     Raises:
-        ValueError: the object is not a valid DynamicScorer or resolves to no summary.
+        ValueError: the object is not a valid DynamicScorer, resolves to no summary, or is not
+            cluster-scoped.
     """
     parsed = parse_scorer(obj)
     if isinstance(parsed, SpecProblem):
@@ -173,7 +259,9 @@ def plan_for(obj: dict[str, Any]) -> ScorerPlan:
     resolution = resolve(parsed)
     if resolution.summary is None:
         raise ValueError(f"DynamicScorer resolves to no summary: {resolution.message or resolution.pending}")
-    return plan_summary(resolution.summary)
+    plan = plan_summary(resolution.summary)
+    require_cluster_scoped(plan)
+    return plan
 
 
 def scorer_app(policy: Policy) -> ScorerApp:
@@ -191,34 +279,71 @@ def scorer_app(policy: Policy) -> ScorerApp:
     )
 
 
-@contextlib.contextmanager
-def serving(policies: Sequence[Policy], prometheus_url: str) -> Iterator[dict[str, ScorerPlan]]:
-    """Serve every scored policy on 127.0.0.1 (a free port each) and yield its plan by policy name."""
+def _serve_child(policies: Sequence[Policy], conn: Connection) -> None:
+    """The scorer process: serve every scored policy, send their base URLs, stop when told (or orphaned)."""
     servers: list[ScorerServer] = []
     try:
-        plans: dict[str, ScorerPlan] = {}
+        urls: dict[str, str] = {}
         for policy in policies:
-            if not policy.scored:
-                continue
-            server = ScorerServer(scorer_app(policy), "127.0.0.1", 0, max_concurrent=64)
-            server.start_in_thread()
-            servers.append(server)
-            plans[policy.name] = plan_for(dynamic_scorer(policy, server.base_url, prometheus_url))
-        yield plans
+            if policy.scored:
+                server = ScorerServer(scorer_app(policy), "127.0.0.1", 0, max_concurrent=64)
+                server.start_in_thread()
+                servers.append(server)
+                urls[policy.name] = server.base_url
+        conn.send(urls)
+        with contextlib.suppress(EOFError):
+            conn.recv()  # "stop", or EOF when the parent is gone
     finally:
         for server in servers:
             server.shutdown()
+        conn.close()
+
+
+@contextlib.contextmanager
+def serving(policies: Sequence[Policy], prometheus_url: str) -> Iterator[dict[str, ScorerPlan]]:
+    """Serve every scored policy on 127.0.0.1 (a free port each) and yield its plan by policy name.
+
+    The scoring APIs run in a child process of their own, as a scorer runs beside, not inside, the
+    agent: the replay's agent cycles and the scorers' HTTP handlers then use both cores instead of
+    sharing one interpreter lock (about 1.6 times the cycles a second on 2 cores).
+    """
+    context = multiprocessing.get_context("fork")
+    mine, theirs = context.Pipe()
+    child = context.Process(target=_serve_child, args=(policies, theirs), name="quality-scorers", daemon=True)
+    child.start()
+    theirs.close()
+    try:
+        if not mine.poll(SERVE_TIMEOUT):
+            raise RuntimeError(f"the scorer process did not start within {SERVE_TIMEOUT:.0f} s")
+        urls: dict[str, str] = mine.recv()
+        yield {
+            name: plan_for(dynamic_scorer(BY_NAME[name], url, prometheus_url)) for name, url in urls.items()
+        }
+    finally:
+        with contextlib.suppress(OSError):
+            mine.send("stop")
+        mine.close()
+        child.join(SERVE_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
 
 
 __all__ = [
     "CAPACITY",
+    "LIVES",
     "POLICIES",
     "QUERY",
+    "SHIPPED_SEASONAL",
     "STABILIZATION",
     "Policy",
     "dynamic_scorer",
+    "judged_at",
     "plan_for",
+    "predict_policy",
     "reactive_score",
+    "require_cluster_scoped",
     "scorer_app",
+    "seasonal_policy",
     "serving",
 ]

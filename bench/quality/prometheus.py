@@ -20,7 +20,7 @@ cluster                trace           rows of the trace's 300 s CPU column (ste
 ``azure-w0`` .. w3     azure_v2        the same 7-day blocks of its 30 days (the last 2 unused)
 =====================  ==============  ==========================================================
 
-``days`` is 7 in the full run (12 clusters, 2016 steps each) and 2 in the quick run, which keeps 8 of
+``days`` is 7 in the full run (12 clusters, 2016 steps each) and 3 in the quick run, which keeps 8 of
 them (:data:`QUICK_CLUSTERS`).  The shifted Alibaba copies are correlated by construction (the same
 diurnal shape, out of phase), which is what regions in other time zones look like; the Google and
 Azure blocks are different weeks of one data center each.
@@ -70,7 +70,7 @@ TARGET_MEAN = 50.0
 """The mean, in percent, each cluster is rescaled to."""
 
 FULL_DAYS = 7
-QUICK_DAYS = 2
+QUICK_DAYS = 3
 
 
 @dataclass(frozen=True)

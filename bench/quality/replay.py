@@ -8,10 +8,17 @@ agent's worker runs) against a real Prometheus and a real scoring API, with the 
 then.  Only the clock differs from a live agent; the HTTP clients, the address policy (loopback
 allowed, as ``--allow-cidr 127.0.0.1/32`` would) and the items pipeline are the agent's.
 
-Steps.  Step ``j`` of a cluster is its sample at ``SERIES_START + 300 j``; a decision at step ``j``
-sees the samples up to and including ``j`` (the window ends at that sample) and a workload placed
-then lives over ``[j, j + life)``.  The first :data:`WARMUP_DAYS` day is skipped so every scorer has
-its whole window; decisions and judging cover the remaining steps only.
+Steps, and why a decision never sees its own life.  Step ``j`` of a cluster is its sample at
+``SERIES_START + 300 j``.  A decision at judged step ``j`` uses the scores the agent computed at the
+sample *before* it, ``j - 1 - lag`` (the query window ends there), and a workload placed then lives over
+``[j, j + life)``: the last sample any policy saw is never one of the samples its placement is judged
+on.  (A sample is a 5-minute mean; letting the decision see sample ``j`` and judging it over ``[j, ...)``
+would hand every policy a 5-minute look into its workload's life, most of all the reactive scorer,
+whose score *is* that sample.)  ``lag`` is extra staleness on top of that minimum: the benchmark
+reports 0, 1 and 2 steps, because a live agent's score is up to one interval old and the metrics
+behind it lag their scrape.  :class:`Timeline` holds this arithmetic, and the warm-up is derived from
+the longest window of any policy and asserted (:func:`warmup_steps`), so no judged decision sees a
+truncated window.
 
 Order of work.  Raw scores are computed once per (policy, cluster, step), concurrently, and kept in
 an array; the stabilized variant replays the same raw values through the agent's ``Stabilizer``
@@ -27,7 +34,7 @@ per cluster and day) and is not included.
 from __future__ import annotations
 
 import asyncio
-import statistics
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +42,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from bench.quality import metrics
 from bench.quality.ranking import Form, placement, rank
 from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.cycle import CycleEnv, ScoringCycle
@@ -45,18 +51,91 @@ from dynamic_scoring.agent.plan import ScorerPlan
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.ctl.explain_cycle import FileTokens
 
-WARMUP_DAYS = 1
 LIFE_STEPS = 12
 """A workload lives one hour (12 steps of 300 s)."""
-LEAD_WINDOW = 12
 OVERLOAD_PERCENTILE = 90.0
 CYCLE_TIMEOUT = 60.0
 """Seconds one replayed cycle may take; far above what loopback needs, so only a hang trips it."""
 
 LOOPBACK = AddressPolicy.parse(["127.0.0.1/32"])
 
+# httpcore asks ``import sniffio`` on every request; without the package installed each ask is a failed
+# import that searches sys.path again (a fifth of a replayed cycle's CPU).  A None entry makes the
+# import fail at once, with the same outcome (asyncio), so the cycles run as before, only faster.
+sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
+
 Scores = NDArray[np.int64]
 """``scores[cluster][step]``: one integer score per cluster and replayed step."""
+
+LAGS = (0, 1, 2)
+"""Extra staleness, in steps, beyond the causal minimum (the sample before the decision)."""
+
+
+def warmup_steps(
+    ranges: Sequence[int], step_seconds: int, *, max_lag: int = max(LAGS), whole_days: bool = True
+) -> int:
+    """The first judged step: after the longest window of any policy, at the largest lag, has filled.
+
+    A score computed at sample ``s`` queries ``[s - range, s]``, which needs sample ``s - range / step``
+    to exist; the first judged decision uses the score of sample ``warmup - 1 - max_lag``.  With
+    ``whole_days`` the warm-up is rounded up to whole days, so judged days start at midnight of the
+    series and the day plot's hours are the series' own.
+    """
+    if step_seconds <= 0:
+        raise ValueError(f"step_seconds must be positive, got {step_seconds}")
+    longest = max((-(-int(r) // step_seconds) for r in ranges), default=0)
+    needed = longest + 1 + max_lag
+    if whole_days:
+        per_day = 86_400 // step_seconds
+        needed = -(-needed // per_day) * per_day
+    return needed
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Which samples are scored and which score each judged decision uses (see the module docstring).
+
+    ``loads[:, warmup : warmup + judged]`` are the judged steps.  Scores are computed at the samples
+    :attr:`scored` (from ``warmup - 1 - max_lag``), and :meth:`aligned` cuts out, for a lag, the score
+    each judged step's decision uses: judged step ``j`` gets the score of sample ``warmup + j - 1 - lag``.
+    """
+
+    warmup: int
+    judged: int
+    max_lag: int = max(LAGS)
+
+    def __post_init__(self) -> None:
+        if self.max_lag < 0 or self.judged < 1 or self.warmup < 1 + self.max_lag:
+            raise ValueError(
+                f"no causal timeline: warm-up {self.warmup}, {self.judged} judged steps, lag {self.max_lag}"
+            )
+
+    @property
+    def first_scored(self) -> int:
+        """The first sample a score is computed at."""
+        return self.warmup - 1 - self.max_lag
+
+    @property
+    def scored(self) -> range:
+        """Every sample a score is computed at, in order (the last judged sample is never scored)."""
+        return range(self.first_scored, self.warmup + self.judged - 1)
+
+    def score_sample(self, j: int, lag: int = 0) -> int:
+        """The sample whose score judged step ``j``'s decision uses: always before sample ``warmup + j``."""
+        self._check_lag(lag)
+        return self.warmup + j - 1 - lag
+
+    def aligned(self, scores: Scores, lag: int = 0) -> Scores:
+        """``scores`` (clusters x :attr:`scored`) cut to clusters x judged steps for ``lag``."""
+        self._check_lag(lag)
+        if scores.shape[1] != len(self.scored):
+            raise ValueError(f"{scores.shape[1]} scored samples, the timeline has {len(self.scored)}")
+        start = self.max_lag - lag
+        return scores[:, start : start + self.judged]
+
+    def _check_lag(self, lag: int) -> None:
+        if not 0 <= lag <= self.max_lag:
+            raise ValueError(f"lag {lag} is outside [0, {self.max_lag}]")
 
 
 class ReplayError(RuntimeError):
@@ -151,97 +230,16 @@ def aps_writes(published: Scores) -> int:
     return int(np.count_nonzero(np.diff(published, axis=1)))
 
 
-@dataclass(frozen=True)
-class LeadSummary:
-    """Upward threshold crossings by how the decisions treated the cluster (shares of all crossings)."""
-
-    crossings: int
-    before: float | None  # left lead > 0 steps before the crossing
-    at: float | None  # left exactly at the crossing step
-    after: float | None  # left only after the crossing
-    stayed: float | None  # held and never left
-    not_held: float | None  # not picked in the hour before
-    median_lead: float | None  # over the crossings left (steps; negative: after)
-
-
-def summarize_leads(crossings: Sequence[metrics.Crossing]) -> LeadSummary:
-    """Shares of :func:`metrics.lead_times` outcomes and the median lead of those that left."""
-    n = len(crossings)
-    leads = [c.lead for c in crossings if c.status == "left" and c.lead is not None]
-
-    def share(count: int) -> float | None:
-        return count / n if n else None
-
-    return LeadSummary(
-        crossings=n,
-        before=share(sum(1 for x in leads if x > 0)),
-        at=share(sum(1 for x in leads if x == 0)),
-        after=share(sum(1 for x in leads if x < 0)),
-        stayed=share(sum(1 for c in crossings if c.status == "stayed")),
-        not_held=share(sum(1 for c in crossings if c.status == "not_held")),
-        median_lead=float(statistics.median(leads)) if leads else None,
-    )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Every measure of one policy x variant x Placement form x k over the replayed steps."""
-
-    policy: str
-    variant: str  # "raw", "stabilized", or "-" for static
-    form: str
-    k: int
-    regret_mean: float | None
-    regret_p95: float | None
-    exposure: float | None
-    leads: LeadSummary
-    changes_per_day: float
-    writes_per_cluster_day: float | None  # None for static (it writes nothing)
-
-
-def judge(
-    policy: str,
-    variant: str,
-    form: str,
-    k: int,
-    loads: NDArray[np.float64],
-    decisions: Sequence[metrics.Decision],
-    step_seconds: int,
-    published: Scores | None,
-) -> Outcome:
-    """The measures of ``decisions`` against ``loads`` (the replayed steps only, clusters x steps)."""
-    thresholds = metrics.percentile_thresholds(loads, OVERLOAD_PERCENTILE)
-    regret = metrics.lifetime_regret(loads, decisions, LIFE_STEPS)
-    exposure = metrics.overload_exposure(loads, decisions, LIFE_STEPS, thresholds)
-    crossings = metrics.lead_times(loads, decisions, thresholds, window=LEAD_WINDOW)
-    days = loads.shape[1] * step_seconds / metrics.SECONDS_PER_DAY
-    writes = None if published is None else aps_writes(published) / (published.shape[0] * days)
-    return Outcome(
-        policy=policy,
-        variant=variant,
-        form=form,
-        k=k,
-        regret_mean=regret.mean,
-        regret_p95=regret.p95,
-        exposure=exposure.share,
-        leads=summarize_leads(crossings),
-        changes_per_day=metrics.changes_per_day(decisions, step_seconds),
-        writes_per_cluster_day=writes,
-    )
-
-
 __all__ = [
+    "LAGS",
     "LIFE_STEPS",
     "LOOPBACK",
-    "WARMUP_DAYS",
-    "LeadSummary",
-    "Outcome",
     "ReplayError",
+    "Timeline",
     "aps_writes",
     "decide",
     "decide_static",
-    "judge",
     "score_steps",
     "stabilize",
-    "summarize_leads",
+    "warmup_steps",
 ]

@@ -39,11 +39,11 @@ def test_every_name_is_a_valid_object_name() -> None:
 
 
 def test_a_steps_placement_points_at_its_scores_and_names_its_group() -> None:
-    case = qc.Case("seasonal", "stabilized", "margin", 3)
+    case = qc.Case("seasonal-1h", "stabilized", "margin", 3)
     obj = qc.placement_object(case, 17)
     spec = obj["spec"]
     addon = spec["prioritizerPolicy"]["configurations"][0]["scoreCoordinate"]["addOn"]
-    assert addon == {"resourceName": "q-seasonal-stabilized-017", "scoreName": qc.SCORE}
+    assert addon == {"resourceName": "q-seasonal-1h-stabilized-017", "scoreName": qc.SCORE}
     groups = spec["decisionStrategy"]["groupStrategy"]["decisionGroups"]
     assert [g["groupName"] for g in groups] == ["step-17"]
     assert spec["clusterSets"] == ["quality-qm"]
@@ -65,7 +65,7 @@ def test_what_the_segment_adds_does_not_change_the_models_ranking() -> None:
 def test_the_model_starts_the_segment_from_no_decision_and_names_group_clusters() -> None:
     # reactive/raw: NAMES[1] leads at the first step, then NAMES[0] by 5 points (below the margin's 10)
     raw = np.array([[0, 50, 60], [0, 55, 10], [0, 20, 0]], dtype=np.int64)
-    published = {"reactive/raw": raw, "seasonal/stabilized": raw}
+    published = {"reactive/raw": raw, "seasonal-1h/stabilized": raw}
     model = qc.model_decisions(published, NAMES, start=1, length=2)
     exact = qc.Case("reactive", "raw", "exact", 1)
     margin = qc.Case("reactive", "raw", "margin", 1)

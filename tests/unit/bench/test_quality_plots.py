@@ -14,7 +14,7 @@ from bench.quality import plots
 from bench.quality.policies import STABILIZATION
 from bench.quality.prometheus import step_time
 from bench.quality.ranking import FORMS
-from bench.quality.replay import decide, decide_static, stabilize
+from bench.quality.replay import Timeline, decide, decide_static, stabilize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DAY = 288
@@ -33,29 +33,39 @@ def _png_size(path: Path) -> tuple[int, int]:
 def _workdir(tmp_path: Path) -> Path:
     """A run's two files for 3 clusters, a warm-up day and two judged days, deterministic values."""
     rng = np.random.default_rng(7)
-    warmup = DAY
-    judged = 2 * DAY
-    hours = np.arange(warmup + judged) / 12
+    timeline = Timeline(DAY, 2 * DAY)
+    judged = timeline.judged
+    hours = np.arange(DAY + judged) / 12
     loads = np.vstack([50 + 20 * np.sin(2 * np.pi * (hours - 8 * i) / 24) for i in range(3)])
     loads += rng.normal(0, 3, loads.shape)
+    scored = list(timeline.scored)
     scores = {
-        p: np.clip(100 - loads[:, warmup:] + rng.normal(0, 2, (3, judged)), 0, 100).astype(np.int64)
+        p: np.clip(100 - loads[:, scored] + rng.normal(0, 2, (3, len(scored))), 0, 100).astype(np.int64)
         for p in ("reactive", "cpu")
     }
-    arrays: dict[str, Any] = {"loads": loads, "warmup_steps": np.asarray(warmup), **scores}
+    arrays: dict[str, Any] = {
+        "loads": loads,
+        "warmup_steps": np.asarray(DAY),
+        "first_scored_sample": np.asarray(timeline.first_scored),
+        **scores,
+    }
     np.savez_compressed(tmp_path / "placement-quality-scores.npz", **arrays)
     results: list[dict[str, Any]] = []
     for form in FORMS:
         for k in (1, 3):
-            row = {"policy": "static", "variant": "-", "form": form, "k": k}
+            row = {"policy": "static", "variant": "-", "form": "-", "k": k, "lag": 0, "life_steps": 12}
             results.append(row | {"regret_mean": 8.0 + k, "changes_per_day": 0.0})
             for i, policy in enumerate(scores):
                 for variant, churn in (("raw", 40.0 + i), ("stabilized", 10.0 + i)):
                     regret = 1.0 + i / 4 + (0.5 if variant == "stabilized" else 0.0)
                     row = {"policy": policy, "variant": variant, "form": form, "k": k}
                     results.append(row | {"regret_mean": regret, "changes_per_day": churn})
+                    # Other lags and lives are recorded too; the churn plot draws lag 0 at 1 h only.
+                    results.append(row | {"regret_mean": 99.0, "changes_per_day": churn, "lag": 2})
     setup = {"quick": True, "clusters": NAMES, "days": 3, "judged_steps": judged}
-    (tmp_path / "placement-quality.json").write_text(json.dumps({"setup": setup, "results": results}))
+    oracle = {"1h": [{"changes_per_day": 20.0, "regret": 0.01}, {"changes_per_day": 0.0, "regret": 4.0}]}
+    record = {"setup": setup, "results": results, "oracle": oracle}
+    (tmp_path / "placement-quality.json").write_text(json.dumps(record))
     return tmp_path
 
 
@@ -71,11 +81,12 @@ def test_plot_all_writes_both_pngs(tmp_path: Path) -> None:
 
 def test_plot_day_refuses_a_day_that_is_not_judged(tmp_path: Path) -> None:
     loads = np.full((3, 2 * DAY), 50.0)
-    scores = {"reactive": np.full((3, DAY), 50, dtype=np.int64)}
+    timeline = Timeline(DAY, DAY)
+    scores = {"reactive": np.full((3, len(timeline.scored)), 50, dtype=np.int64)}
     with pytest.raises(ValueError, match="day 1 is not one of the 1"):
-        plots.plot_day(loads, DAY, scores, NAMES, tmp_path / "x.png", day=1)
+        plots.plot_day(loads, timeline, scores, NAMES, tmp_path / "x.png", day=1)
     with pytest.raises(ValueError, match="do not match"):
-        plots.plot_day(loads, DAY, scores, NAMES[:2], tmp_path / "x.png")
+        plots.plot_day(loads, timeline, scores, NAMES[:2], tmp_path / "x.png")
 
 
 def test_plot_churn_regret_draws_a_zero_regret(tmp_path: Path) -> None:
@@ -138,17 +149,32 @@ def test_representative_day_needs_a_whole_day() -> None:
 
 def test_decision_rows_are_the_replays_exact_k1_picks() -> None:
     raw = np.array([[10, 50, 50, 20], [30, 40, 60, 20], [20, 20, 55, 90]], dtype=np.int64)
-    times = [float(step_time(DAY + j)) for j in range(4)]
-    rows = plots.decision_rows({"cpu": raw}, NAMES, times, STABILIZATION)
-    assert list(rows) == ["static", "cpu raw", "cpu stabilized"]
+    rows = plots.decision_rows({"cpu raw": raw}, NAMES)
+    assert list(rows) == ["static", "cpu raw"]
     assert rows["static"].tolist() == [d[0] for d in decide_static(4, NAMES, 1, "exact")]
     assert rows["cpu raw"].tolist() == [1, 0, 1, 2]  # the highest score
-    stable = decide(stabilize(raw, times, STABILIZATION), NAMES, 1, "exact", "quality", "score")
-    assert rows["cpu stabilized"].tolist() == [d[0] for d in stable]
 
 
-def test_cluster_colours_are_distinct_and_stable() -> None:
-    twelve = plots.cluster_colours(12)
-    assert len(set(twelve)) == 12
-    assert twelve[:10] == plots.cluster_colours(10)  # tab20's saturated colours are tab10's
-    assert plots.cluster_colours(3) == plots.cluster_colours(10)[:3]
+def test_day_series_are_the_lag_0_scores_raw_and_stabilized() -> None:
+    timeline = Timeline(warmup=DAY, judged=4)
+    raw = np.arange(3 * len(timeline.scored), dtype=np.int64).reshape(3, -1) % 97
+    series = plots.day_series({"cpu": raw, "predict-1h": raw}, timeline)
+    assert list(series) == ["cpu raw", "cpu stabilized"]  # only the day plot's policies
+    assert series["cpu raw"].tolist() == timeline.aligned(raw).tolist()
+    times = [float(step_time(s)) for s in timeline.scored]
+    assert (
+        series["cpu stabilized"].tolist() == timeline.aligned(stabilize(raw, times, STABILIZATION)).tolist()
+    )
+    decided = decide(series["cpu raw"], NAMES, 1, "exact", "quality", "score")
+    assert plots.decision_rows(series, NAMES)["cpu raw"].tolist() == [d[0] for d in decided]
+
+
+def test_cluster_colours_share_a_hue_per_family_and_never_repeat() -> None:
+    names = [*(f"alibaba-b{i}" for i in range(2)), *(f"google-w{i}" for i in range(4)), "azure-w0"]
+    colours = plots.cluster_colours(names)
+    assert len(set(colours)) == len(names)
+    reds = [c for c in colours[:2]]
+    blues = [c for c in colours[2:6]]
+    assert all(r[0] > r[2] for r in reds)  # shades of red
+    assert all(b[2] > b[0] for b in blues)  # shades of blue
+    assert colours == plots.cluster_colours(names)

@@ -1,8 +1,9 @@
-"""The pure parts of the placement-quality replay: series, rescale, ranking vs the model, writes, leads."""
+"""The pure parts of the placement-quality replay: series, rescale, ranking vs the model, writes, timeline."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 import time
 
@@ -10,10 +11,18 @@ import numpy as np
 import pytest
 
 from bench.quality import prometheus as prom
-from bench.quality.metrics import Crossing
-from bench.quality.policies import POLICIES, QUERY, dynamic_scorer, plan_for, reactive_score
+from bench.quality.policies import (
+    LIVES,
+    POLICIES,
+    QUERY,
+    SHIPPED_SEASONAL,
+    dynamic_scorer,
+    judged_at,
+    plan_for,
+    reactive_score,
+)
 from bench.quality.ranking import FORMS, Form, placement, rank, score_object
-from bench.quality.replay import aps_writes, decide, decide_static, stabilize, summarize_leads
+from bench.quality.replay import LAGS, Timeline, aps_writes, decide, decide_static, stabilize, warmup_steps
 from bench.quality.traces import ClusterLoads
 from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.agent.cycle import CycleEnv
@@ -105,9 +114,23 @@ def test_policies_resolve_to_plans_with_the_cluster_placeholder_and_adapted_wind
     assert windows == {
         "reactive": (300, 300),
         "cpu": (3000, 300),
-        "predict": (6000, 300),
-        "seasonal": (90_000, 300),
+        **{f"predict-{life}": (6000, 300) for life in LIVES},
+        **{f"seasonal-{life}": (90_000, 300) for life in LIVES},
     }
+
+
+def test_forecast_horizons_match_the_life_they_are_judged_at() -> None:
+    by_name = {p.name: p for p in POLICIES}
+    for life, steps in LIVES.items():
+        seasonal, predict = by_name[f"seasonal-{life}"], by_name[f"predict-{life}"]
+        assert isinstance(seasonal.score, functools.partial) and isinstance(predict.score, functools.partial)
+        assert seasonal.score.keywords["horizon"] == steps * 300  # the mean over the whole life
+        assert predict.score.keywords["horizon"] == (steps + 1) * 150  # a line's value at mid-life
+        assert (seasonal.family, predict.family, seasonal.life) == ("seasonal", "predict", life)
+    assert by_name[SHIPPED_SEASONAL].score.keywords["horizon"] == 3600  # type: ignore[union-attr]
+    at_4h = [p.name for p in POLICIES if p.scored and judged_at(p, "4h")]
+    assert at_4h == ["reactive", "cpu", "predict-4h", "seasonal-1h", "seasonal-4h"]
+    assert {p.score_name for p in POLICIES} >= {"quality_seasonal_12h", "quality_cpu"}
 
 
 def test_reactive_scores_the_latest_point_only() -> None:
@@ -213,15 +236,52 @@ def test_aps_writes_count_changes_after_the_first_publication() -> None:
     assert aps_writes(np.array([[7]])) == 0
 
 
-def test_summarize_leads_shares_and_median() -> None:
-    crossings = [
-        Crossing(0, 5, "left", 3),
-        Crossing(0, 9, "left", 0),
-        Crossing(1, 9, "left", -2),
-        Crossing(1, 20, "stayed", None),
-        Crossing(0, 30, "not_held", None),
-    ]
-    summary = summarize_leads(crossings)
-    assert (summary.crossings, summary.before, summary.at, summary.after) == (5, 0.2, 0.2, 0.2)
-    assert (summary.stayed, summary.not_held, summary.median_lead) == (0.2, 0.2, 0.0)
-    assert summarize_leads([]).median_lead is None
+# --- causality ---------------------------------------------------------------------------------------
+
+
+def test_the_warm_up_covers_the_longest_window_at_the_largest_lag() -> None:
+    ranges = [p.range for p in POLICIES if p.scored]
+    warmup = warmup_steps(ranges, 300)
+    # The seasonal window is 25 h (300 steps): its first judged score needs 301 + 1 + lag 2 samples.
+    assert warmup == 2 * 288
+    assert warmup_steps(ranges, 300, whole_days=False) == 300 + 1 + max(LAGS)
+    timeline = Timeline(warmup, 100)
+    assert timeline.first_scored - max(ranges) // 300 >= 0
+
+
+@pytest.mark.parametrize("lag", LAGS)
+def test_a_decision_uses_a_score_from_before_its_life(lag: int) -> None:
+    timeline = Timeline(warmup=10, judged=6)
+    assert list(timeline.scored) == list(range(10 - 1 - max(LAGS), 10 + 6 - 1))
+    scores = np.array([list(timeline.scored)])  # each score holds the sample it was computed at
+    aligned = timeline.aligned(scores, lag)
+    for j in range(6):
+        # Judged step j is sample 10 + j, the first of its workload's life; its score is older.
+        assert aligned[0, j] == timeline.score_sample(j, lag) == 10 + j - 1 - lag
+
+
+def test_timeline_refuses_what_is_not_causal() -> None:
+    with pytest.raises(ValueError, match="no causal timeline"):
+        Timeline(warmup=2, judged=5, max_lag=2)
+    timeline = Timeline(warmup=10, judged=6)
+    with pytest.raises(ValueError, match="outside"):
+        timeline.aligned(np.zeros((1, len(timeline.scored)), dtype=np.int64), max(LAGS) + 1)
+    with pytest.raises(ValueError, match="scored samples"):
+        timeline.aligned(np.zeros((1, 3), dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "avg(trace_cpu_utilization_percent)",
+        'trace_cpu_utilization_percent{cluster=~".+"}',
+        'trace_cpu_utilization_percent{cluster="${cluster}"} - trace_cpu_utilization_percent',
+        "up",
+    ],
+)
+def test_a_query_not_scoped_to_the_agents_cluster_is_refused(query: str) -> None:
+    policy = next(p for p in POLICIES if p.name == "cpu")
+    obj = dynamic_scorer(policy, "http://127.0.0.1:1", "http://127.0.0.1:2")
+    obj["spec"]["source"]["params"]["query"] = query
+    with pytest.raises(ValueError, match="not scoped to the agent's cluster"):
+        plan_for(obj)
