@@ -47,23 +47,29 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from bench import Row, benchmark, verdict
 from bench.quality import controller, metrics, replay
+from bench.quality import fleet as fleet_module
 from bench.quality import prometheus as prom
 from bench.quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
 from bench.quality.experiment import BASELINES, ORDERS, LifeTable, Result, evaluate
+from bench.quality.fleet import Fleet
 from bench.quality.oracle import OraclePoint, frontier
 from bench.quality.plots import plot_all
 from bench.quality.policies import LIVES, POLICIES, STABILIZATION, judged_at, serving
 from bench.quality.ranking import FORMS
-from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY
+from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY, ClusterLoads
 
 NAME = "placement-quality"
 KS = (1, 3)
 QUICK_ENV = "BENCH_QUICK"
 CONTROLLER_ENV = "BENCH_QUALITY_CONTROLLER"
 BY_NAME = {p.name: p for p in POLICIES}
+FLEET_DAYS = 3
+"""Each real cluster is a 3-day block of one trace (``bench.quality.fleet``): Alibaba in both halves."""
+QUICK_PER_FAMILY = 2
 
 
 def _say(msg: str) -> None:
@@ -133,49 +139,131 @@ def compare(results: Sequence[Result]) -> list[Comparison]:
     return out
 
 
-def _record(
-    workdir: Path,
-    results: Sequence[Result],
-    comparisons: Sequence[Comparison],
-    oracle: Mapping[str, list[OraclePoint]],
-    setup: dict[str, Any],
-) -> None:
-    """Every combination as one CSV row and JSON object, with the setup, comparisons and frontier."""
-    flat = [r.row() for r in results]
+@dataclass(frozen=True)
+class Half:
+    """One half of the fleet's split, decided and judged on its own clusters."""
+
+    name: str  # "held-out" or "train"
+    names: tuple[str, ...]
+    families: tuple[str, ...]
+    effective: float
+    results: list[Result]
+    comparisons: list[Comparison]
+    oracle: dict[str, list[OraclePoint]]
+
+
+def judge_half(
+    name: str,
+    rows: Sequence[int],
+    fleet: Fleet,
+    loads: NDArray[np.float64],
+    published: Mapping[tuple[str, str, int], replay.Scores],
+    judged_days: float,
+) -> Half:
+    """Decide and judge the clusters ``rows`` of ``fleet`` as a fleet of their own (the others unseen).
+
+    ``loads`` are the judged steps of the whole fleet, ``published`` its aligned scores.
+    """
+    index = list(rows)
+    mine = loads[index]
+    scores = {key: series[index] for key, series in published.items()}
+    writes = {
+        f"{policy}/{variant}": replay.aps_writes(series) / (len(index) * judged_days)
+        for (policy, variant, lag), series in scores.items()
+        if lag == 0
+    }
+    _say(f"{name}: deciding and judging {len(index)} clusters under {ORDERS} tie orders")
+    results = evaluate(
+        mine, scores, writes, forms=FORMS, ks=KS, lives=list(LIVES.values()), step_seconds=STEP_SECONDS
+    )
+    thresholds = metrics.percentile_thresholds(mine, replay.OVERLOAD_PERCENTILE)
+    return Half(
+        name=name,
+        names=tuple(fleet.names[i] for i in index),
+        families=tuple(fleet.family[i] for i in index),
+        effective=effective_clusters(mine),
+        results=results,
+        comparisons=compare(results),
+        oracle={
+            life: frontier(LifeTable(mine, steps, thresholds).means, STEP_SECONDS)
+            for life, steps in LIVES.items()
+        },
+    )
+
+
+def _record(workdir: Path, halves: Sequence[Half], setup: dict[str, Any]) -> None:
+    """Every combination as one CSV row and JSON object (``fleet`` names the half), with the setup,
+    every comparison's interval and the oracle frontier; the held-out half's rows come first."""
+    flat = [{"fleet": h.name, **r.row()} for h in halves for r in h.results]
     with (workdir / f"{NAME}.csv").open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(flat[0]))
         writer.writeheader()
         writer.writerows(flat)
     record = {
         "setup": setup,
-        "results": flat,
-        "comparisons": [
-            {
-                **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
-                **dataclasses.asdict(c.interval),
+        # The plots read "results" and "oracle": the held-out half's.
+        "results": [r.row() for r in halves[0].results],
+        "oracle": {
+            life: [dataclasses.asdict(p) for p in points] for life, points in halves[0].oracle.items()
+        },
+        "halves": {
+            h.name: {
+                "clusters": list(h.names),
+                "effective_clusters": h.effective,
+                "results": [r.row() for r in h.results],
+                "comparisons": [
+                    {
+                        **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+                        **dataclasses.asdict(c.interval),
+                        "verdict": c.verdict,
+                    }
+                    for c in h.comparisons
+                ],
+                "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
             }
-            | {"verdict": c.verdict}
-            for c in comparisons
-        ],
-        "oracle": {life: [dataclasses.asdict(p) for p in points] for life, points in oracle.items()},
+            for h in halves
+        },
     }
     (workdir / f"{NAME}.json").write_text(json.dumps(record, indent=2))
+
+
+def _fleet(quick: bool) -> tuple[Fleet, dict[str, list[int]], int]:
+    """The fleet, its halves (rows of each, held-out first) and how many steps of it to use.
+
+    Full: every 3-day block of the three traces, both halves.  Quick: the held-out half's first
+    :data:`QUICK_PER_FAMILY` clusters of each trace, one judged day.
+    """
+    fleet = fleet_module.real_fleet(FLEET_DAYS)
+    held_out = [i for i, r in enumerate(fleet.roles) if r == "test"]
+    train = [i for i, r in enumerate(fleet.roles) if r == "train"]
+    if not quick:
+        return fleet, {"held-out": held_out, "train": train}, fleet.loads.shape[1]
+    kept: list[int] = []
+    for family in fleet_module.FAMILIES:
+        kept += [i for i in held_out if fleet.family[i] == family][:QUICK_PER_FAMILY]
+    return fleet, {"held-out": kept}, WARMUP + STEPS_PER_DAY
+
+
+WARMUP = replay.warmup_steps([p.range for p in POLICIES if p.scored], STEP_SECONDS, whole_days=False)
+"""The first judged step: the longest window (the seasonal day and an hour) at the largest lag."""
 
 
 @benchmark(NAME)
 def placement_quality(workdir: Path) -> list[Row]:
     """Replay, decide and judge every policy x variant x form x k x lag x life; see the module docstring."""
     quick = os.environ.get(QUICK_ENV) == "1"
-    days = prom.QUICK_DAYS if quick else prom.FULL_DAYS
-    clusters = prom.build_clusters(prom.QUICK_CLUSTERS if quick else None, days)
-    names = clusters.names
+    fleet, halves_rows, steps = _fleet(quick)
+    used = sorted({i for rows in halves_rows.values() for i in rows})
+    names = tuple(fleet.names[i] for i in used)
+    position = {i: n for n, i in enumerate(used)}
     scored_policies = [p for p in POLICIES if p.scored]
-    warmup = replay.warmup_steps([p.range for p in scored_policies], STEP_SECONDS)
-    timeline = replay.Timeline(warmup, clusters.loads.shape[1] - warmup)
+    timeline = replay.Timeline(WARMUP, steps - WARMUP)
     # The guarantee the whole benchmark rests on, checked here and not only in the tests.
     assert timeline.first_scored * STEP_SECONDS >= max(p.range for p in scored_policies), "warm-up too short"
+    all_loads = fleet.loads[used, :steps]
+    clusters = ClusterLoads(names, STEP_SECONDS, all_loads)
     times = [float(prom.step_time(s)) for s in timeline.scored]
-    loads = clusters.loads[:, warmup:]
+    loads = all_loads[:, WARMUP:]
     began = time.monotonic()
     server = prom.serve_clusters(workdir / "prometheus", clusters)
     try:
@@ -186,9 +274,7 @@ def placement_quality(workdir: Path) -> list[Row]:
             scored = time.monotonic()
     finally:
         server.stop()
-    judged_days = timeline.judged * STEP_SECONDS / 86_400
     published: dict[tuple[str, str, int], replay.Scores] = {}
-    writes: dict[str, float] = {}
     for policy, values in raw.items():
         for variant, series in (
             ("raw", values),
@@ -196,54 +282,51 @@ def placement_quality(workdir: Path) -> list[Row]:
         ):
             for lag in replay.LAGS:
                 published[(policy, variant, lag)] = timeline.aligned(series, lag)
-            writes[f"{policy}/{variant}"] = replay.aps_writes(published[(policy, variant, 0)]) / (
-                len(names) * judged_days
-            )
-    _say(f"deciding and judging under {ORDERS} tie orders")
-    results = evaluate(
-        loads, published, writes, forms=FORMS, ks=KS, lives=list(LIVES.values()), step_seconds=STEP_SECONDS
-    )
-    comparisons = compare(results)
-    thresholds = metrics.percentile_thresholds(loads, replay.OVERLOAD_PERCENTILE)
-    oracle = {
-        life: frontier(LifeTable(loads, steps, thresholds).means, STEP_SECONDS)
-        for life, steps in LIVES.items()
-    }
+    judged_days = timeline.judged * STEP_SECONDS / 86_400
+    halves = [
+        judge_half(half, [position[i] for i in rows], _sub_fleet(fleet, used), loads, published, judged_days)
+        for half, rows in halves_rows.items()
+    ]
     judged = time.monotonic()
+    held = halves[0]
+    held_rows = [names.index(n) for n in held.names]
+    reactive = plans["reactive"]
     busiest = replay.decide(
-        published[("reactive", "raw", 0)],
-        names,
+        published[("reactive", "raw", 0)][held_rows],
+        held.names,
         1,
         "exact",
-        plans["reactive"].aps_name,
-        plans["reactive"].score_name,
+        reactive.aps_name,
+        reactive.score_name,
     )
-    series_at_lag0 = {f"{p}/{v}": s for (p, v, lag), s in published.items() if lag == 0}
-    segment = _segment(workdir, names, series_at_lag0, busiest)
+    series_at_lag0 = {f"{p}/{v}": s[held_rows] for (p, v, lag), s in published.items() if lag == 0}
+    segment = _segment(workdir, held.names, series_at_lag0, busiest)
     cycles = sum(v.size for v in raw.values())
-    effective = effective_clusters(loads)
+    summary = fleet_module.fleet_summary(fleet)
     setup = {
         "quick": quick,
-        "clusters": list(names),
-        "days": days,
-        "warmup_steps": warmup,
+        "fleet_days": FLEET_DAYS,
+        "clusters": list(held.names),
+        "halves": {h.name: list(h.names) for h in halves},
+        "warmup_steps": WARMUP,
         "first_scored_sample": timeline.first_scored,
         "judged_steps": timeline.judged,
         "lags": list(replay.LAGS),
         "lives": LIVES,
         "tie_orders": ORDERS,
-        "effective_clusters": effective,
+        "effective_clusters": {h.name: h.effective for h in halves},
+        "fleet_summary": summary,
         "stabilization": dataclasses.asdict(STABILIZATION),
         "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
         "controller_segment": None if segment is None else dataclasses.asdict(segment),
     }
-    _record(workdir, results, comparisons, oracle, setup)
-    # The raw scores of every scored sample, for re-judging (another form, a later policy) without a replay.
+    _record(workdir, halves, setup)
+    # The raw scores of every scored sample (held-out clusters' rows), for re-judging without a replay.
     arrays: dict[str, Any] = {
-        "loads": clusters.loads,
-        "warmup_steps": np.asarray(warmup),
+        "loads": all_loads[held_rows],
+        "warmup_steps": np.asarray(WARMUP),
         "first_scored_sample": np.asarray(timeline.first_scored),
-        **raw,
+        **{p: v[held_rows] for p, v in raw.items()},
     }
     np.savez_compressed(workdir / f"{NAME}-scores.npz", **arrays)
     pngs = plot_all(workdir)
@@ -251,13 +334,17 @@ def placement_quality(workdir: Path) -> list[Row]:
         Row(
             NAME,
             "mode",
-            f"{'quick' if quick else 'full'}: {len(names)} clusters x {days} days, warm-up {warmup} steps,"
-            f" {timeline.judged} judged steps",
+            f"{'quick' if quick else 'full'}: {len(names)} clusters from {FLEET_DAYS}-day trace blocks,"
+            f" warm-up {WARMUP} steps, {timeline.judged} judged steps",
         ),
-        Row(
-            NAME,
-            "effective independent clusters (correlation eigenvalues)",
-            f"{effective:.1f} of {len(names)}",
+        *(
+            Row(
+                NAME,
+                f"{h.name} fleet",
+                f"{len(h.names)} clusters ({', '.join(h.names)}),"
+                f" {h.effective:.1f} effective (correlation eigenvalues)",
+            )
+            for h in halves
         ),
         Row(NAME, "real cycles run (policy x cluster x sample)", str(cycles)),
         Row(
@@ -271,15 +358,54 @@ def placement_quality(workdir: Path) -> list[Row]:
         Row(NAME, "plots", ", ".join(str(p) for p in pngs)),
     ]
     rows.extend(_segment_rows(segment))
-    rows.extend(_result_rows(results))
-    rows.extend(_lag_rows(results))
-    rows.extend(_oracle_rows(oracle))
-    rows.extend(_comparison_rows(comparisons))
+    for h in halves:
+        rows.extend(_result_rows(h))
+        rows.extend(_lag_rows(h))
+        rows.extend(_oracle_rows(h))
+        rows.extend(_comparison_rows(h))
+    rows.extend(_agreement_rows(halves))
     return rows
 
 
-def _result_rows(results: Sequence[Result]) -> list[Row]:
+def _sub_fleet(fleet: Fleet, used: Sequence[int]) -> Fleet:
+    """``fleet`` restricted to the clusters ``used``, in that order."""
+    return Fleet(
+        names=tuple(fleet.names[i] for i in used),
+        loads=fleet.loads[list(used)],
+        capacities=fleet.capacities[list(used)],
+        origins=tuple(fleet.origins[i] for i in used),
+        roles=tuple(fleet.roles[i] for i in used),
+        synthetic=fleet.synthetic,
+        step_seconds=fleet.step_seconds,
+    )
+
+
+def _agreement_rows(halves: Sequence[Half]) -> list[Row]:
+    """How many of the held-out half's clear comparisons the training half confirms (same sign, clear)."""
+    if len(halves) < 2:
+        return []
+    held, train = halves[0], halves[1]
+    other = {(c.life, c.form, c.k, c.a, c.b): c for c in train.comparisons}
+    clear = [c for c in held.comparisons if c.interval.excludes_zero]
+    same = [
+        c
+        for c in clear
+        if (t := other.get((c.life, c.form, c.k, c.a, c.b))) is not None
+        and t.interval.excludes_zero
+        and (t.interval.difference < 0) == (c.interval.difference < 0)
+    ]
+    return [
+        Row(
+            NAME,
+            "held-out comparisons with a clear winner, confirmed by the training half",
+            f"{len(same)} of {len(clear)} (of {len(held.comparisons)} comparisons)",
+        )
+    ]
+
+
+def _result_rows(half: Half) -> list[Row]:
     """One row per reported combination at lag 0: regret, p95, exposure, changes and writes."""
+    results, prefix = half.results, half.name
     rows = []
     order = {p.name: n for n, p in enumerate(POLICIES)} | {
         b: -len(BASELINES) + n for n, b in enumerate(BASELINES)
@@ -304,7 +430,7 @@ def _result_rows(results: Sequence[Result]) -> list[Row]:
                     rows.append(
                         Row(
                             NAME,
-                            f"life {life} additive k={k}: every scored policy",
+                            f"{prefix} life {life} additive k={k}: every scored policy",
                             f"regret {low:.2f}-{high:.2f}, at most {moves:.1f} changes/day"
                             " (Steady keeps the first pick)",
                         )
@@ -319,7 +445,7 @@ def _result_rows(results: Sequence[Result]) -> list[Row]:
                     rows.append(
                         Row(
                             NAME,
-                            f"life {life} {form} k={k} {r.label}",
+                            f"{prefix} life {life} {form} k={k} {r.label}",
                             f"regret {_band(r.regret)} p95 {_band(r.regret_p95)},"
                             f" exposure {_band(r.exposure, '.1f', 100)} %,"
                             f" changes/day {_band(r.changes_per_day, '.1f')}{writes}",
@@ -328,8 +454,9 @@ def _result_rows(results: Sequence[Result]) -> list[Row]:
     return rows
 
 
-def _lag_rows(results: Sequence[Result]) -> list[Row]:
+def _lag_rows(half: Half) -> list[Row]:
     """Regret at 0, 1 and 2 steps of extra staleness, 1 h life, pick 1, Exact and margin."""
+    results = half.results
     steps = LIVES["1h"]
     index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
     rows = []
@@ -340,31 +467,31 @@ def _lag_rows(results: Sequence[Result]) -> list[Row]:
             values = " / ".join(
                 f"{index[(r.label, form, 1, lag, steps)].regret.median:.2f}" for lag in replay.LAGS
             )
-            rows.append(Row(NAME, f"lag 0/1/2 life 1h {form} k=1 {r.label}: regret", values))
+            rows.append(Row(NAME, f"{half.name} lag 0/1/2 life 1h {form} k=1 {r.label}: regret", values))
     return rows
 
 
-def _oracle_rows(oracle: Mapping[str, list[OraclePoint]]) -> list[Row]:
+def _oracle_rows(half: Half) -> list[Row]:
     """The churn-constrained oracle's frontier per life: regret at each number of changes a day."""
     return [
         Row(
             NAME,
-            f"oracle frontier life {life} k=1: changes/day -> regret",
+            f"{half.name} oracle frontier life {life} k=1: changes/day -> regret",
             ", ".join(f"{p.changes_per_day:.1f}->{p.regret:.2f}" for p in points),
         )
-        for life, points in oracle.items()
+        for life, points in half.oracle.items()
     ]
 
 
-def _comparison_rows(comparisons: Sequence[Comparison]) -> list[Row]:
+def _comparison_rows(half: Half) -> list[Row]:
     """Each comparison: the regret difference a - b with its 95 % interval and what may be said."""
     return [
         Row(
             NAME,
-            f"life {c.life} {c.form} k={c.k}: {c.a} - {c.b} regret",
+            f"{half.name} life {c.life} {c.form} k={c.k}: {c.a} - {c.b} regret",
             f"{_interval(c.interval)}: {c.verdict}",
         )
-        for c in comparisons
+        for c in half.comparisons
     ]
 
 
@@ -390,9 +517,10 @@ def _segment_rows(segment: controller.SegmentResult | None) -> list[Row]:
     if segment is None:
         return [Row(NAME, metric, f"not run ({CONTROLLER_ENV}=0): the decisions below are the model's alone")]
     s = segment
-    day, step = divmod(s.start, STEPS_PER_DAY)
+    offset = WARMUP + s.start
+    day, step = divmod(offset, STEPS_PER_DAY)
     minutes = step * STEP_SECONDS // 60
-    at = f"judged day {day + 1} {minutes // 60:02d}:{minutes % 60:02d} UTC"
+    at = f"judged step {s.start} (day {day + 1} of the series, {minutes // 60:02d}:{minutes % 60:02d})"
     rows = [
         Row(
             NAME,

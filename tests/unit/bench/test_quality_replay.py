@@ -51,39 +51,6 @@ def test_rescale_refuses_what_it_cannot_scale(series: np.ndarray) -> None:
         prom.rescale(series)
 
 
-def test_cut_refuses_to_run_past_the_trace() -> None:
-    series = np.arange(10.0)
-    assert prom.cut(series, 7, 3, "x").tolist() == [7.0, 8.0, 9.0]
-    with pytest.raises(ValueError, match="exceed"):
-        prom.cut(series, 8, 3, "x")
-
-
-def test_clusters_are_multi_day_equal_mean_and_shifted_copies_line_up() -> None:
-    clusters = prom.build_clusters(prom.QUICK_CLUSTERS, days=3)
-    assert clusters.names == prom.QUICK_CLUSTERS
-    assert clusters.loads.shape == (8, 3 * 288)
-    # Only the clip moves a mean off the target (one step of alibaba-utc in these 3 days).
-    assert clusters.loads.mean(axis=1) == pytest.approx(np.full(8, prom.TARGET_MEAN), abs=0.01)
-    assert int(np.count_nonzero(clusters.loads >= 100.0)) == 1
-    assert np.all((clusters.loads >= 0) & (clusters.loads <= 100))
-    # A 6 h copy is the base series 72 steps later, up to its own rescale factor.
-    base, plus6 = clusters.loads[0], clusters.loads[1]
-    unclipped = base[72:] < 100.0
-    ratio = plus6[:-72][unclipped] / base[72:][unclipped]
-    assert ratio == pytest.approx(np.full_like(ratio, ratio[0]))
-    # Different weeks of one trace are different data.
-    assert not np.allclose(clusters.loads[4], clusters.loads[5])
-    with pytest.raises(KeyError):
-        prom.build_clusters(["nowhere"], days=1)
-
-
-def test_full_set_is_twelve_clusters_of_seven_days() -> None:
-    clusters = prom.build_clusters()
-    assert clusters.loads.shape == (12, 7 * 288)
-    assert clusters.loads.mean(axis=1) == pytest.approx(np.full(12, prom.TARGET_MEAN))
-    assert len(set(clusters.names)) == 12
-
-
 def test_openmetrics_writes_one_gauge_sample_per_step_on_the_grid() -> None:
     clusters = ClusterLoads(("a", "b"), 300, np.array([[1.5, 2.0], [3.0, 4.25]]))
     text = prom.openmetrics(clusters, start=1000)
