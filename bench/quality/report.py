@@ -1,0 +1,193 @@
+"""The placement-quality tables in Markdown, from a run's JSON: ``python -m bench.quality.report DIR``.
+
+Why a generator.  ``docs/placement-quality.md`` quotes dozens of numbers, each with its band over tie
+orders and many with a bootstrap interval; copied by hand, one of them will be wrong.  This module turns
+the ``placement-quality.json`` a run leaves in its work directory into the page's tables, so the page
+says exactly what the run measured and a rerun can refresh it.  It prints to stdout; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.quality.policies import LIVES, SHIPPED_SEASONAL
+
+ROWS: tuple[tuple[str, str], ...] = (
+    ("static", "static (OCM's first cluster by name)"),
+    ("random", "random"),
+    ("round-robin", "round-robin"),
+    ("reactive", "reactive (latest point)"),
+    ("cpu", "cpu (mean of the last 50 min)"),
+    ("predict", "predict, horizon = life"),
+    ("seasonal", "seasonal, horizon = life"),
+    (SHIPPED_SEASONAL, "seasonal as shipped (1 h horizon)"),
+)
+"""Table rows: a baseline, a policy without a horizon, or a family whose horizon matches each life."""
+
+Record = Mapping[str, Any]
+
+DASH = "\u2013"  # an en dash: ranges and empty cells, as the docs write them
+MINUS = "\u2212"  # a minus sign, in "a - b"
+
+
+def _policy_at(row: str, life: str) -> str:
+    """The policy a table row stands for at ``life``: ``seasonal`` at 4h is ``seasonal-4h``."""
+    return f"{row}-{life}" if row in ("predict", "seasonal") else row
+
+
+def _find(
+    results: Sequence[Record], policy: str, variant: str, form: str, k: int, lag: int, life: str
+) -> Record:
+    steps = LIVES[life]
+    baseline = policy in ("static", "random", "round-robin")
+    for r in results:
+        if (
+            r["policy"] == policy
+            and r["variant"] == ("-" if baseline else variant)
+            and r["form"] == ("-" if baseline else form)
+            and r["k"] == k
+            and r["lag"] == lag
+            and r["life_steps"] == steps
+        ):
+            return r
+    raise KeyError(f"no result for {policy}/{variant} {form} k={k} lag {lag} life {life}")
+
+
+def band(r: Record, key: str, spec: str = ".2f", scale: float = 1.0) -> str:
+    """``median [low-high]`` (an en dash) of a recorded band (just the median when the band is a point)."""
+    median, low, high = (format(float(r[k]) * scale, spec) for k in (key, f"{key}_low", f"{key}_high"))
+    return median if low == high else f"{median} [{low}{DASH}{high}]"
+
+
+def regret_by_life(results: Sequence[Record], form: str, k: int, variant: str = "raw") -> str:
+    """A table: one row per :data:`ROWS` entry, one column per life, the mean regret's band."""
+    head = "| policy | " + " | ".join(f"life {life}" for life in LIVES) + " |"
+    lines = [head, "|---" * (len(LIVES) + 1) + "|"]
+    for row, title in ROWS:
+        cells = []
+        for life in LIVES:
+            try:
+                cells.append(
+                    band(_find(results, _policy_at(row, life), variant, form, k, 0, life), "regret_mean")
+                )
+            except KeyError:
+                cells.append(DASH)
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def one_life(results: Sequence[Record], life: str, k: int) -> str:
+    """A table of every measure at ``life`` and pick ``k``: Exact and margin, raw and stabilized."""
+    lines = [
+        "| policy | variant | Exact: regret / p95 | Exact: exposure | Exact: changes/day"
+        " | margin: regret | margin: changes/day | writes per cluster-day |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row, title in ROWS:
+        policy = _policy_at(row, life)
+        variants = ("-",) if row in ("static", "random", "round-robin") else ("raw", "stabilized")
+        for variant in variants:
+            try:
+                exact = _find(results, policy, variant, "exact", k, 0, life)
+                margin = _find(results, policy, variant, "margin", k, 0, life)
+            except KeyError:
+                continue
+            writes = exact.get("writes_per_cluster_day")
+            lines.append(
+                f"| {title} | {'' if variant == '-' else variant} | {band(exact, 'regret_mean')} /"
+                f" {band(exact, 'regret_p95')} | {band(exact, 'exposure', '.1f', 100)} % |"
+                f" {band(exact, 'changes_per_day', '.1f')} | {band(margin, 'regret_mean')} |"
+                f" {band(margin, 'changes_per_day', '.1f')} | {DASH if writes is None else f'{writes:.1f}'} |"
+            )
+    return "\n".join(lines)
+
+
+def lags(results: Sequence[Record], life: str = "1h") -> str:
+    """Mean regret (median over tie orders) at 0, 1 and 2 steps of extra staleness, pick 1."""
+    lines = ["| policy | Exact: lag 0 / 1 / 2 | margin: lag 0 / 1 / 2 |", "|---|---|---|"]
+    for row, title in ROWS:
+        if row in ("static", "random", "round-robin"):
+            continue
+        policy = _policy_at(row, life)
+        cells = []
+        for form in ("exact", "margin"):
+            try:
+                values = [
+                    float(_find(results, policy, "raw", form, 1, lag, life)["regret_mean"])
+                    for lag in (0, 1, 2)
+                ]
+            except KeyError:
+                break
+            cells.append(" / ".join(f"{v:.2f}" for v in values))
+        if len(cells) == 2:
+            lines.append(f"| {title} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def clear_comparisons(held: Sequence[Record], train: Sequence[Record], *, skip_random: bool = True) -> str:
+    """Every held-out comparison whose interval excludes 0, with the training half's interval beside it."""
+    other = {(c["life"], c["form"], c["k"], c["a"], c["b"]): c for c in train}
+    lines = [
+        f"| life | form | k | a {MINUS} b (regret) | held-out: difference [95 % CI]"
+        " | training half [95 % CI] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in held:
+        if not (c["low"] > 0 or c["high"] < 0) or (skip_random and c["a"] == "random"):
+            continue
+        t = other.get((c["life"], c["form"], c["k"], c["a"], c["b"]))
+        seen = DASH if t is None else f"{t['difference']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}]"
+        lines.append(
+            f"| {c['life']} | {c['form']} | {c['k']} | {c['a']} {MINUS} {c['b']} |"
+            f" {c['difference']:+.2f} [{c['low']:+.2f}, {c['high']:+.2f}] | {seen} |"
+        )
+    return "\n".join(lines)
+
+
+def report(record: Record) -> str:
+    """Every table of the page, with a heading each, from one run's JSON."""
+    halves = record["halves"]
+    held = halves["held-out"]
+    train = halves.get("train", {"results": [], "comparisons": []})
+    parts = [
+        "### Mean regret by life, pick 1, Exact (held-out)",
+        regret_by_life(held["results"], "exact", 1),
+        "### Mean regret by life, pick 1, margin recipe (held-out)",
+        regret_by_life(held["results"], "margin", 1),
+        "### Mean regret by life, pick 3, Exact (held-out)",
+        regret_by_life(held["results"], "exact", 3),
+        "### Mean regret by life, pick 1, Exact (training half)",
+        regret_by_life(train["results"], "exact", 1) if train["results"] else "(not run)",
+        "### Every measure, 1 h life, pick 1 (held-out)",
+        one_life(held["results"], "1h", 1),
+        "### Extra staleness, 1 h life, pick 1 (held-out)",
+        lags(held["results"]),
+        "### Comparisons whose interval excludes 0 (held-out; every scored policy against random left out)",
+        clear_comparisons(held["comparisons"], train["comparisons"]),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.quality.report WORKDIR``: print the tables of the run in ``WORKDIR``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("usage: python -m bench.quality.report WORKDIR  (the directory holding placement-quality.json)")
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    path = Path(args[0]) / "placement-quality.json"
+    if not path.is_file():
+        print(f"no {path}: run `python -m bench placement-quality --workdir DIR` first", file=sys.stderr)
+        return 1
+    sys.stdout.write(report(json.loads(path.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["ROWS", "band", "clear_comparisons", "lags", "main", "one_life", "regret_by_life", "report"]

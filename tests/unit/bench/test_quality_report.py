@@ -1,0 +1,107 @@
+"""The docs' tables come from a run's JSON: every row and life is there, only clear comparisons listed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench.placement_quality import compare
+from bench.quality.experiment import evaluate
+from bench.quality.policies import LIVES, POLICIES
+from bench.quality.report import DASH, clear_comparisons, main, regret_by_life, report
+
+
+def _record() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    loads = rng.uniform(20, 80, size=(4, 200))
+    published = {
+        (p.name, variant, lag): rng.integers(0, 101, size=(4, 200)).astype(np.int64)
+        for p in POLICIES
+        if p.scored
+        for variant in ("raw", "stabilized")
+        for lag in (0, 1, 2)
+    }
+    results = evaluate(
+        loads,
+        published,
+        {},
+        forms=["exact", "margin"],
+        ks=[1, 3],
+        lives=list(LIVES.values()),
+        step_seconds=300,
+        orders=2,
+    )
+    comparisons = [
+        {
+            **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+            **dataclasses.asdict(c.interval),
+        }
+        for c in compare(results)
+    ]
+    half = {"results": [r.row() for r in results], "comparisons": comparisons}
+    return {"halves": {"held-out": half, "train": half}}
+
+
+def test_report_has_every_table_row_and_life() -> None:
+    text = report(_record())
+    for heading in (
+        "pick 1, Exact (held-out)",
+        "margin recipe",
+        "pick 3",
+        "training half",
+        "Extra staleness",
+    ):
+        assert heading in text
+    table = regret_by_life(_record()["halves"]["held-out"]["results"], "exact", 1)
+    lines = table.splitlines()
+    assert lines[0] == "| policy | life 15m | life 1h | life 4h | life 12h |"
+    assert len(lines) == 2 + 8
+    assert DASH + "]" not in table and all(line.count("|") == 6 for line in lines)
+
+
+def test_only_comparisons_whose_interval_excludes_zero_are_listed() -> None:
+    held = [
+        {
+            "life": "1h",
+            "form": "exact",
+            "k": 1,
+            "a": "x",
+            "b": "y",
+            "difference": -1.0,
+            "low": -1.5,
+            "high": -0.5,
+        },
+        {
+            "life": "1h",
+            "form": "exact",
+            "k": 1,
+            "a": "x",
+            "b": "z",
+            "difference": 0.1,
+            "low": -0.2,
+            "high": 0.4,
+        },
+        {
+            "life": "1h",
+            "form": "exact",
+            "k": 1,
+            "a": "random",
+            "b": "y",
+            "difference": 5.0,
+            "low": 4,
+            "high": 6,
+        },
+    ]
+    table = clear_comparisons(held, [])
+    assert len(table.splitlines()) == 3
+    assert "-1.00 [-1.50, -0.50]" in table
+
+
+def test_main_needs_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 1
+    assert "run `python -m bench placement-quality" in capsys.readouterr().err
+    assert main([]) == 2
