@@ -58,7 +58,7 @@ from bench.quality.experiment import BASELINES, ORDERS, LifeTable, Result, evalu
 from bench.quality.fleet import Fleet
 from bench.quality.oracle import OraclePoint, frontier
 from bench.quality.plots import plot_all
-from bench.quality.policies import LIVES, POLICIES, STABILIZATION, judged_at, serving
+from bench.quality.policies import BY_NAME, LIVES, POLICIES, STABILIZATION, judged_at, serving
 from bench.quality.ranking import FORMS
 from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY, ClusterLoads
 
@@ -66,7 +66,6 @@ NAME = "placement-quality"
 KS = (1, 3)
 QUICK_ENV = "BENCH_QUICK"
 CONTROLLER_ENV = "BENCH_QUALITY_CONTROLLER"
-BY_NAME = {p.name: p for p in POLICIES}
 FLEET_DAYS = 3
 """Each real cluster is a 3-day block of one trace (``bench.quality.fleet``): Alibaba in both halves."""
 QUICK_PER_FAMILY = 2
@@ -145,7 +144,6 @@ class Half:
 
     name: str  # "held-out" or "train"
     names: tuple[str, ...]
-    families: tuple[str, ...]
     effective: float
     results: list[Result]
     comparisons: list[Comparison]
@@ -155,14 +153,15 @@ class Half:
 def judge_half(
     name: str,
     rows: Sequence[int],
-    fleet: Fleet,
+    names: Sequence[str],
     loads: NDArray[np.float64],
     published: Mapping[tuple[str, str, int], replay.Scores],
     judged_days: float,
 ) -> Half:
-    """Decide and judge the clusters ``rows`` of ``fleet`` as a fleet of their own (the others unseen).
+    """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
 
-    ``loads`` are the judged steps of the whole fleet, ``published`` its aligned scores.
+    ``names``, ``loads`` (the judged steps) and ``published`` (the aligned scores) are the replayed
+    fleet's, one row per cluster; ``rows`` index into them.
     """
     index = list(rows)
     mine = loads[index]
@@ -179,8 +178,7 @@ def judge_half(
     thresholds = metrics.percentile_thresholds(mine, replay.OVERLOAD_PERCENTILE)
     return Half(
         name=name,
-        names=tuple(fleet.names[i] for i in index),
-        families=tuple(fleet.family[i] for i in index),
+        names=tuple(names[i] for i in index),
         effective=effective_clusters(mine),
         results=results,
         comparisons=compare(results),
@@ -283,13 +281,14 @@ def placement_quality(workdir: Path) -> list[Row]:
             for lag in replay.LAGS:
                 published[(policy, variant, lag)] = timeline.aligned(series, lag)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
+    rows_of = [[position[i] for i in rows] for rows in halves_rows.values()]
+    held_rows = rows_of[0]  # the held-out half comes first
     halves = [
-        judge_half(half, [position[i] for i in rows], _sub_fleet(fleet, used), loads, published, judged_days)
-        for half, rows in halves_rows.items()
+        judge_half(half, rows, names, loads, published, judged_days)
+        for half, rows in zip(halves_rows, rows_of, strict=True)
     ]
     judged = time.monotonic()
     held = halves[0]
-    held_rows = [names.index(n) for n in held.names]
     reactive = plans["reactive"]
     busiest = replay.decide(
         published[("reactive", "raw", 0)][held_rows],
@@ -365,19 +364,6 @@ def placement_quality(workdir: Path) -> list[Row]:
         rows.extend(_comparison_rows(h))
     rows.extend(_agreement_rows(halves))
     return rows
-
-
-def _sub_fleet(fleet: Fleet, used: Sequence[int]) -> Fleet:
-    """``fleet`` restricted to the clusters ``used``, in that order."""
-    return Fleet(
-        names=tuple(fleet.names[i] for i in used),
-        loads=fleet.loads[list(used)],
-        capacities=fleet.capacities[list(used)],
-        origins=tuple(fleet.origins[i] for i in used),
-        roles=tuple(fleet.roles[i] for i in used),
-        synthetic=fleet.synthetic,
-        step_seconds=fleet.step_seconds,
-    )
 
 
 def _agreement_rows(halves: Sequence[Half]) -> list[Row]:

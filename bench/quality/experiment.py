@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from bench.quality import metrics
 from bench.quality.confidence import Band
 from bench.quality.ranking import Form
-from bench.quality.replay import Scores
+from bench.quality.replay import OVERLOAD_PERCENTILE, Scores
 
 ORDERS = 20
 """Random cluster-name orders every combination is decided under."""
@@ -254,7 +254,7 @@ def evaluate(
     lives: Sequence[int],
     step_seconds: int,
     orders: int = ORDERS,
-    overload_percentile: float = 90.0,
+    overload_percentile: float = OVERLOAD_PERCENTILE,
 ) -> list[Result]:
     """Decide and judge every combination under ``orders`` random tie orders.
 
@@ -277,20 +277,23 @@ def evaluate(
     for seed in range(orders):
         order = tie_order(clusters, seed)
         for k in ks:
-            runs: list[tuple[tuple[str, str, str, int, int], Picks, float | None]] = []
+            # (policy, variant, form), the lags it stands for, its decisions and its writes.
+            runs: list[tuple[tuple[str, str, str], Sequence[int], Picks, float | None]] = []
             for baseline in BASELINES:
+                # A baseline reads no score, so every lag has the same decisions: judged once.
                 picks = decide_baseline(baseline, steps, clusters, k, order, seed)
-                # A baseline reads no score, so every lag sees the same decisions.
-                runs.extend(((baseline, "-", "-", k, lag), picks, None) for lag in lags)
+                runs.append(((baseline, "-", "-"), lags, picks, None))
             for (policy, variant, lag), scores in published.items():
                 for form in forms:
                     picks = decide_fast(scores, k, form, order)
-                    runs.append(((policy, variant, form, k, lag), picks, writes.get(f"{policy}/{variant}")))
-            for head, picks, w in runs:
+                    runs.append(((policy, variant, form), (lag,), picks, writes.get(f"{policy}/{variant}")))
+            for (policy, variant, shown), at_lags, picks, w in runs:
                 for life, table in tables.items():
-                    key = (*head, life)
-                    judged.setdefault(key, []).append(table.judge(picks, step_seconds))
-                    writes_of[key] = w
+                    outcome = table.judge(picks, step_seconds)
+                    for lag in at_lags:
+                        key = (policy, variant, shown, k, lag, life)
+                        judged.setdefault(key, []).append(outcome)
+                        writes_of[key] = w
     return [summarize(key, runs_, writes_of[key]) for key, runs_ in judged.items()]
 
 
