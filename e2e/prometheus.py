@@ -110,6 +110,8 @@ class PrometheusServer:
         scrape_interval: Prometheus duration, also used as the evaluation interval.
         retention: how long to keep data; long by default so backfilled history is never dropped.
         lookback_delta: ``--query.lookback-delta`` (Prometheus' default is 5m).
+        remote_write_receiver: accept samples pushed to ``/api/v1/write`` (Prometheus remote write),
+            for callers that produce a series as they go instead of backfilling it.
         binary: the ``prometheus`` executable.
         promtool: the ``promtool`` executable.
     """
@@ -122,6 +124,7 @@ class PrometheusServer:
         scrape_interval: str = "1s",
         retention: str = "3650d",
         lookback_delta: str | None = None,
+        remote_write_receiver: bool = False,
         binary: str = "prometheus",
         promtool: str = "promtool",
     ) -> None:
@@ -130,6 +133,7 @@ class PrometheusServer:
         self.scrape_interval = scrape_interval
         self.retention = retention
         self.lookback_delta = lookback_delta
+        self.remote_write_receiver = remote_write_receiver
         self.binary = shutil.which(binary) or binary
         self.promtool = shutil.which(promtool) or promtool
         self.port = 0
@@ -214,6 +218,8 @@ class PrometheusServer:
             ]
             if self.lookback_delta:
                 argv.append(f"--query.lookback-delta={self.lookback_delta}")
+            if self.remote_write_receiver:
+                argv.append("--web.enable-remote-write-receiver")
             proc = Proc("prometheus", argv, self.log_path, cwd=self.workdir).start()
             self._proc = proc
             try:

@@ -99,6 +99,22 @@ def decide_fast(published: Scores, k: int, form: Form, order: NDArray[np.int64])
     return picks
 
 
+def decide_next(
+    published: NDArray[np.int64], previous: Sequence[int], k: int, form: Form, order: NDArray[np.int64]
+) -> tuple[int, ...]:
+    """One step of :func:`decide_fast`: the decision for ``published`` (one score per cluster) when
+    ``previous`` was decided the step before (Steady's bonus; ignored by Exact).  For a loop whose next
+    scores depend on this decision, so the steps cannot be ranked all at once."""
+    clusters = published.shape[0]
+    if published.shape != (clusters,) or order.shape != (clusters,):
+        raise ValueError(f"need one score and one order per cluster, got {published.shape}, {order.shape}")
+    addon, steady, balance = _weights(form)
+    key = (addon * published.astype(np.int64) + balance * MAX_SCORE) * clusters + (clusters - 1 - order)
+    held = np.zeros(clusters, dtype=np.int64)
+    held[list(previous)] = steady * MAX_SCORE * clusters
+    return tuple(int(c) for c in np.argsort(-(key + held), kind="stable")[: min(k, clusters)])
+
+
 def decide_baseline(
     policy: str, steps: int, clusters: int, k: int, order: NDArray[np.int64], seed: int
 ) -> Picks:
@@ -307,6 +323,7 @@ __all__ = [
     "as_decisions",
     "decide_baseline",
     "decide_fast",
+    "decide_next",
     "evaluate",
     "summarize",
     "tie_names",

@@ -142,7 +142,7 @@ class ReplayError(RuntimeError):
     """A replayed cycle did not produce the one score item it should have."""
 
 
-async def _one_score(plan: ScorerPlan, cluster: str, at: float, clients: ClientPool) -> int:
+async def score_once(plan: ScorerPlan, cluster: str, at: float, clients: ClientPool) -> int:
     """One real cycle of ``plan`` for ``cluster`` with the window ending at ``at``; its item's value."""
     env = CycleEnv(cluster, FileTokens({}), clients, AgentSettings(address_policy=LOOPBACK), clock=lambda: at)
     outcome = await ScoringCycle(plan, env).run(time.monotonic() + CYCLE_TIMEOUT)
@@ -169,7 +169,7 @@ async def score_steps(
 
     async def one(policy: str, i: int, j: int) -> None:
         async with gate:
-            out[policy][i, j] = await _one_score(plans[policy], names[i], times[j], clients)
+            out[policy][i, j] = await score_once(plans[policy], names[i], times[j], clients)
 
     try:
         await asyncio.gather(
@@ -239,6 +239,7 @@ __all__ = [
     "aps_writes",
     "decide",
     "decide_static",
+    "score_once",
     "score_steps",
     "stabilize",
     "warmup_steps",

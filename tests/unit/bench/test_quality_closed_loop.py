@@ -1,0 +1,146 @@
+"""The closed loop's pure parts: arrivals, placing, the baselines, one-step ranking and the judge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.quality import closed_loop as cl
+from bench.quality.experiment import decide_fast, decide_next, tie_order
+from bench.quality.ranking import FORMS, Form
+from bench.quality.remote_write import _varint, encode
+
+
+@pytest.mark.parametrize("life", [3, 12, 48, 144])
+def test_arrivals_hold_the_same_number_of_workloads_alive_at_every_life(life: int) -> None:
+    counts = cl.arrivals(2000, life, placements=2)
+    alive = np.convolve(counts, np.ones(life, dtype=np.int64))[life:2000]
+    # Two streams of one workload per hour of life: 24 alive once the first life has passed.
+    assert alive.min() >= 23 and alive.max() <= 25
+    assert abs(alive.mean() - 24) < 0.1
+
+
+def test_arrivals_refuse_nonsense() -> None:
+    with pytest.raises(ValueError):
+        cl.arrivals(10, 0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("k", [1, 3])
+def test_one_step_ranking_is_the_fast_ranking_step_by_step(seed: int, form: Form, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(40, 46, size=(6, 60)).astype(np.int64)
+    order = tie_order(6, seed)
+    whole = decide_fast(scores, k, form, order)
+    previous: tuple[int, ...] = ()
+    for j in range(scores.shape[1]):
+        previous = decide_next(scores[:, j], previous, k, form, order)
+        assert previous == tuple(whole[j].tolist())
+
+
+def _loop(
+    policy: str, base: np.ndarray, *, variant: str = "-", form: str = "-", size: float = 5.0
+) -> cl.Loop:
+    setup = cl.Setup(policy, variant, form, size, "15m")
+    return cl.Loop(setup, base, warmup=2, order=np.arange(base.shape[0], dtype=np.int64), seed=1)
+
+
+def test_a_placed_workload_adds_its_size_over_its_life_only() -> None:
+    loop = _loop("random", np.zeros((2, 10)))
+    loop.place(4, 1, 2)
+    assert loop.added[1].tolist() == [0, 0, 0, 0, 10, 10, 10, 0, 0, 0]
+    assert loop.added[0].sum() == 0
+    loop.place(8, 0, 1)  # a life running past the series is cut at its end
+    assert loop.added[0].tolist()[8:] == [5, 5]
+
+
+def test_least_loaded_reads_the_sample_before_and_sends_the_whole_step_there() -> None:
+    base = np.array([[50.0, 10.0, 90.0], [30.0, 90.0, 10.0]])
+    loop = _loop("least-loaded", base)
+    loop.step(2, None)  # sample 1 says cluster 0 (10 %) is least loaded; sample 2 would say cluster 1
+    assert loop.placed == [(2, 0, int(loop.arrivals[2]))]
+
+
+def test_power_of_two_takes_the_less_loaded_of_two_and_random_spreads() -> None:
+    base = np.tile(np.array([[10.0], [20.0], [30.0], [40.0]]), (1, 400))
+    p2c = _loop("power-of-two", base, size=0.0)  # no added load: the loads stay as they are
+    for step in range(2, 400):
+        p2c.step(step, None)
+    where = np.bincount([c for _, c, _ in p2c.placed], minlength=4)
+    # Of two distinct random clusters the less loaded: cluster 0 wins 3/6 of pairs, 3 never.
+    assert where[3] == 0 and where[0] > where[1] > where[2] > 0
+    rnd = _loop("random", base, size=0.0)
+    for step in range(2, 400):
+        rnd.step(step, None)
+    spread = np.bincount([c for _, c, _ in rnd.placed], minlength=4)
+    assert spread.min() > 0.15 * spread.sum()
+
+
+def test_round_robin_walks_the_names_in_order() -> None:
+    setup = cl.Setup("round-robin", "-", "-", 1.0, "1h")
+    order = np.array([2, 0, 1], dtype=np.int64)  # cluster 1 sorts first, then 2, then 0
+    loop = cl.Loop(setup, np.zeros((3, 20)), warmup=0, order=order, seed=0)
+    for step in range(1, 4):
+        loop.step(step, None)
+    assert [c for _, c, _ in loop.placed] == [1, 2, 0, 1, 2, 0]  # two arrivals a step
+
+
+def test_a_scored_setup_sends_the_steps_arrivals_to_its_best_score_and_counts_ties() -> None:
+    loop = _loop("cpu", np.zeros((3, 10)), variant="raw", form="exact")
+    loop.step(2, np.array([40, 70, 70], dtype=np.int64))  # a tie: the first by name (cluster 1)
+    loop.step(3, np.array([90, 70, 10], dtype=np.int64))
+    assert [c for _, c, _ in loop.placed] == [1, 0]
+    assert (loop.ties, loop.decisions) == (1, 2)
+    with pytest.raises(ValueError, match="needs the step's scores"):
+        loop.step(4, None)
+
+
+def test_steady_keeps_the_previous_pick_within_its_margin() -> None:
+    loop = _loop("cpu", np.zeros((2, 10)), variant="raw", form="margin")
+    loop.step(2, np.array([60, 50], dtype=np.int64))
+    loop.step(3, np.array([55, 62], dtype=np.int64))  # 7 points ahead: inside the 10-point margin
+    loop.step(4, np.array([50, 62], dtype=np.int64))  # 12 ahead: it moves
+    assert [c for _, c, _ in loop.placed] == [0, 0, 1]
+
+
+def test_judge_weighs_every_workload_step_and_caps_the_cost() -> None:
+    base = np.array([[50.0] * 8, [95.0] * 8])
+    loop = _loop("random", base, size=10.0)  # life 3 steps
+    loop.place(2, 0, 1)  # experiences 60, 60, 60
+    loop.place(3, 1, 2)  # experiences 115, 115, 115 (two workloads)
+    loop.place(6, 0, 1)  # its life runs past the series: not judged
+    result = cl.judge(loop, first=2, step_seconds=300)
+    assert result.workloads == 3
+    assert result.load_mean == pytest.approx((60 + 2 * 115) / 3)
+    assert result.load_p95 == 115
+    assert result.hot_share == pytest.approx(2 / 3)
+    assert result.slowdown == pytest.approx((2.5 + 2 * 100) / 3)
+    both = (2.5 + 2 * 100) / 3
+    assert result.per_step_slowdown[:4].tolist() == pytest.approx([2.5, both, both, 100.0])
+    assert np.isnan(result.per_step_slowdown[4:]).all()  # no judged workload alive at steps 6 and 7
+    assert result.per_step_hot[:4].tolist() == pytest.approx([0, 2 / 3, 2 / 3, 1])
+
+
+def test_comparisons_pair_steps_and_skip_steps_without_arrivals() -> None:
+    base = np.tile(np.linspace(10, 90, 5)[:, None], (1, 300))
+    loops = cl.make_loops(
+        [cl.Setup("random", "-", "-", 3.0, "4h"), cl.Setup("least-loaded", "-", "-", 3.0, "4h")], base, 10
+    )
+    for loop in loops:
+        for step in range(10, 300):
+            loop.step(step, None)
+    results = [cl.judge(loop, 10, 300) for loop in loops]
+    (slow, hot) = cl.compare_loops(results)
+    assert (slow.measure, hot.measure) == ("slowdown", "hot_share")
+    assert slow.interval.steps == np.isfinite(results[0].per_step_slowdown).sum() < 300 - 10
+    assert np.isfinite(results[0].per_step_slowdown[4 : 300 - 10 - 48]).all()  # dense once work lives
+    assert slow.verdict == "least-loaded lower"  # it always finds the 10 % cluster
+
+
+def test_remote_write_encoding_is_protobuf_varints_and_snappy() -> None:
+    assert _varint(1) == b"\x01" and _varint(300) == b"\xac\x02"
+    with pytest.raises(ValueError):
+        _varint(-1)
+    with pytest.raises(ValueError, match="__name__"):
+        encode([({"cluster": "a"}, [(0, 1.0)])])
