@@ -18,6 +18,12 @@ comparative sentences can fail:
   to the life, beside random, round-robin and static, and the churn-constrained hindsight oracle
   (``bench.quality.oracle``) gives the best regret reachable at each number of changes a day.
 
+* **Closed loop.**  Placed work adds load and the scores see it only through the metrics, one sample
+  late (``bench.quality.closed_loop``): each step's samples are pushed into Prometheus after the step's
+  decisions, workloads of 1, 3 and 6 % of a cluster arrive at a steady rate from two Placements, and
+  the experienced load, time above 80 % and an M/M/1 slowdown are compared with random, round-robin,
+  power-of-two choices and least-loaded placement (:data:`CLOSED` says which policies at which life).
+
 The model is checked against OCM itself: a 4-hour segment (the one where the reactive policy's
 decision moves most) of two score series is replayed through OCM's real placement controller on the
 local control plane (``bench.quality.controller``), in every form and k, and each decision it writes
@@ -50,7 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench import Row, benchmark, verdict
-from bench.quality import controller, metrics, replay
+from bench.quality import closed_loop, controller, metrics, replay
 from bench.quality import fleet as fleet_module
 from bench.quality import prometheus as prom
 from bench.quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
@@ -69,6 +75,18 @@ CONTROLLER_ENV = "BENCH_QUALITY_CONTROLLER"
 FLEET_DAYS = 3
 """Each real cluster is a 3-day block of one trace (``bench.quality.fleet``): Alibaba in both halves."""
 QUICK_PER_FAMILY = 2
+
+CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
+    "1h": (("reactive", "cpu", "predict-1h", "seasonal-1h"), closed_loop.SIZES),
+    "4h": (("reactive", "seasonal-4h"), (3.0,)),
+    "12h": (("reactive", "seasonal-12h"), (3.0,)),
+}
+"""The closed loop's scored policies and workload sizes per life (every loop baseline runs beside them).
+Each scored setup is a whole simulation (a cycle per cluster and step), so the longer lives run the
+reactive scorer and the forecast matched to them at one size."""
+QUICK_CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
+    "1h": (("reactive", "cpu", "seasonal-1h"), (3.0,)),
+}
 
 
 def _say(msg: str) -> None:
@@ -189,9 +207,12 @@ def judge_half(
     )
 
 
-def _record(workdir: Path, halves: Sequence[Half], setup: dict[str, Any]) -> None:
+def _record(
+    workdir: Path, halves: Sequence[Half], setup: dict[str, Any], closed: closed_loop.Simulated
+) -> None:
     """Every combination as one CSV row and JSON object (``fleet`` names the half), with the setup,
-    every comparison's interval and the oracle frontier; the held-out half's rows come first."""
+    every comparison's interval and the oracle frontier; the held-out half's rows come first.  The
+    closed loop's results and comparisons go to the JSON's ``closed_loop``."""
     flat = [{"fleet": h.name, **r.row()} for h in halves for r in h.results]
     with (workdir / f"{NAME}.csv").open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(flat[0]))
@@ -220,6 +241,17 @@ def _record(workdir: Path, halves: Sequence[Half], setup: dict[str, Any]) -> Non
                 "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
             }
             for h in halves
+        },
+        "closed_loop": {
+            "results": [r.row() for r in closed.results],
+            "comparisons": [
+                {
+                    **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+                    **dataclasses.asdict(c.interval),
+                    "verdict": c.verdict,
+                }
+                for c in closed.comparisons
+            ],
         },
     }
     (workdir / f"{NAME}.json").write_text(json.dumps(record, indent=2))
@@ -289,6 +321,7 @@ def placement_quality(workdir: Path) -> list[Row]:
     ]
     judged = time.monotonic()
     held = halves[0]
+    closed = _closed_loop(workdir, held.names, all_loads[held_rows], quick)
     reactive = plans["reactive"]
     busiest = replay.decide(
         published[("reactive", "raw", 0)][held_rows],
@@ -318,8 +351,16 @@ def placement_quality(workdir: Path) -> list[Row]:
         "stabilization": dataclasses.asdict(STABILIZATION),
         "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
         "controller_segment": None if segment is None else dataclasses.asdict(segment),
+        "closed_loop": {
+            "clusters": list(held.names),
+            "placements": closed_loop.PLACEMENTS,
+            "hot_percent": closed_loop.HOT,
+            "cost_cap": closed_loop.COST_CAP,
+            "cycles": closed.cycles,
+            "seconds": closed.seconds,
+        },
     }
-    _record(workdir, halves, setup)
+    _record(workdir, halves, setup, closed)
     # The raw scores of every scored sample (held-out clusters' rows), for re-judging without a replay.
     arrays: dict[str, Any] = {
         "loads": all_loads[held_rows],
@@ -357,12 +398,69 @@ def placement_quality(workdir: Path) -> list[Row]:
         Row(NAME, "plots", ", ".join(str(p) for p in pngs)),
     ]
     rows.extend(_segment_rows(segment))
+    rows.extend(_closed_rows(closed))
     for h in halves:
         rows.extend(_result_rows(h))
         rows.extend(_lag_rows(h))
         rows.extend(_oracle_rows(h))
         rows.extend(_comparison_rows(h))
     rows.extend(_agreement_rows(halves))
+    return rows
+
+
+def _closed_loop(
+    workdir: Path, names: Sequence[str], base: NDArray[np.float64], quick: bool
+) -> closed_loop.Simulated:
+    """The closed loop (``bench.quality.closed_loop``) on the held-out clusters' whole series."""
+    lives = QUICK_CLOSED if quick else CLOSED
+    setups = [
+        setup
+        for life, (policies, sizes) in lives.items()
+        for setup in closed_loop.setups_for(policies, sizes, [life])
+    ]
+    return closed_loop.simulate(
+        workdir / "closed-loop", names, base, WARMUP, setups, step_seconds=STEP_SECONDS, progress=_say
+    )
+
+
+def _closed_rows(closed: closed_loop.Simulated) -> list[Row]:
+    """The closed loop: its cost, every setup's measures, and every slowdown comparison."""
+    rows = [
+        Row(
+            NAME,
+            "closed loop: simulations / real cycles / seconds",
+            f"{len(closed.results)} ({sum(r.setup.scored for r in closed.results)} scored)"
+            f" / {closed.cycles} / {closed.seconds:.1f}",
+        ),
+        Row(
+            NAME,
+            "closed loop: note",
+            f"{closed_loop.PLACEMENTS} Placements place work at a steady rate; each workload adds its size"
+            " to its cluster's load for its life; scores see it from the next sample",
+        ),
+    ]
+    for r in closed.results:
+        s = r.setup
+        extra = "" if r.tie_share is None else f", ties {100 * r.tie_share:.1f} %"
+        if r.changes_per_day is not None:
+            extra += f", changes/day {r.changes_per_day:.1f}"
+        rows.append(
+            Row(
+                NAME,
+                f"closed life {s.life} size {s.size:g} % {s.label}",
+                f"load mean {r.load_mean:.1f} p95 {r.load_p95:.1f}, above {closed_loop.HOT:g} %"
+                f" {100 * r.hot_share:.1f} % of workload-time, slowdown {r.slowdown:.2f}{extra}",
+            )
+        )
+    rows.extend(
+        Row(
+            NAME,
+            f"closed life {c.life} size {c.size:g} %: {c.a} - {c.b} slowdown",
+            f"{_interval(c.interval)}: {c.verdict}",
+        )
+        for c in closed.comparisons
+        if c.measure == "slowdown"
+    )
     return rows
 
 

@@ -64,16 +64,22 @@ class Interval:
 
 
 def block_starts(steps: int, block: int, resamples: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Start indices of a moving-block bootstrap: ``resamples`` rows of ``ceil(steps / block)`` starts.
+    """Start indices of a circular block bootstrap: ``resamples`` rows of ``ceil(steps / block)`` starts.
 
-    Starts are uniform over every block that fits (``[0, steps - block]``), so each step is as likely to
-    be drawn as any other away from the ends; with fewer steps than a block, the block is the series.
+    Starts are uniform over every step, and a block running past the end wraps to the beginning
+    (Politis and Romano's circular blocks), so every step is drawn equally often.  Blocks that had to
+    fit inside the series would draw the first and last steps less often than the middle ones, which
+    biases the resampled means against whatever happens at the ends (a burst in the last hours) and can
+    leave the measured difference outside its own interval.  With fewer steps than a block, the block
+    is the series.
     """
     if steps < 1 or block < 1 or resamples < 1:
         raise ValueError(f"need steps, block and resamples >= 1, got {steps}, {block}, {resamples}")
     block = min(block, steps)
     per_row = -(-steps // block)
-    return rng.integers(0, steps - block + 1, size=(resamples, per_row), dtype=np.int64)
+    if block == steps:
+        return np.zeros((resamples, per_row), dtype=np.int64)
+    return rng.integers(0, steps, size=(resamples, per_row), dtype=np.int64)
 
 
 def paired_block_bootstrap(
@@ -85,7 +91,7 @@ def paired_block_bootstrap(
     level: float = LEVEL,
     seed: int = 0,
 ) -> Interval:
-    """Mean of ``a - b`` (paired per step) and its moving-block bootstrap percentile interval.
+    """Mean of ``a - b`` (paired per step) and its circular block bootstrap percentile interval.
 
     ``a`` and ``b`` are per-step values of two policies judged at the same steps (for example each
     placement's lifetime regret, averaged over tie orders).  Each resample draws whole blocks of
@@ -109,7 +115,7 @@ def paired_block_bootstrap(
     steps = diff.size
     size = min(block, steps)
     starts = block_starts(steps, size, resamples, np.random.default_rng(seed))
-    index = (starts[:, :, None] + np.arange(size)[None, None, :]).reshape(resamples, -1)[:, :steps]
+    index = (starts[:, :, None] + np.arange(size)[None, None, :]).reshape(resamples, -1)[:, :steps] % steps
     means = diff[index].mean(axis=1)
     low, high = np.quantile(means, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
     return Interval(difference=float(diff.mean()), low=float(low), high=float(high), steps=steps)

@@ -14,11 +14,20 @@ def test_band_is_median_low_high() -> None:
         Band.of([])
 
 
-def test_block_starts_stay_inside_the_series() -> None:
+def test_block_starts_cover_every_step_and_a_short_series_is_one_block() -> None:
     starts = block_starts(100, 48, 500, np.random.default_rng(0))
     assert starts.shape == (500, 3)
-    assert starts.min() == 0 and starts.max() == 52
+    assert starts.min() == 0 and starts.max() == 99  # circular: a block may start anywhere and wrap
     assert block_starts(10, 48, 4, np.random.default_rng(0)).tolist() == [[0]] * 4
+
+
+def test_a_burst_at_the_end_is_drawn_as_often_as_the_middle() -> None:
+    # Blocks confined to the series would rarely draw the last steps: the interval would miss the mean.
+    burst = np.zeros(300)
+    burst[-10:] = 100.0
+    interval = paired_block_bootstrap(burst, np.zeros(300))
+    assert interval.difference == pytest.approx(100 / 30)
+    assert interval.low < interval.difference < interval.high
 
 
 def test_a_real_difference_excludes_zero_and_noise_does_not() -> None:
