@@ -375,7 +375,7 @@ class LoopComparison:
 
 
 def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:
-    """Every pair of setups at the same (life, size), on slowdown and hot share.
+    """Every pair of setups at the same (life, size), on slowdown and hot share; scored setups first.
 
     A step's value is the mean over the judged workloads alive then, so steps before the first and after
     the last judged life are left out of both series alike (the arrivals are the same for every setup).
@@ -385,7 +385,8 @@ def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:
     groups: dict[tuple[str, float], list[LoopResult]] = {}
     for r in results:
         groups.setdefault((r.setup.life, r.setup.size), []).append(r)
-    for (life, size), here in groups.items():
+    for (life, size), group in groups.items():
+        here = sorted(group, key=lambda r: not r.setup.scored)  # a scored setup is always ``a``
         for n, a in enumerate(here):
             for b in here[n + 1 :]:
                 for measure, x, y in (

@@ -155,6 +155,59 @@ def clear_comparisons(
     return "\n".join(lines)
 
 
+CLOSED_ORDER = (
+    "reactive",
+    "cpu",
+    "predict",
+    "seasonal",
+    "random",
+    "round-robin",
+    "power-of-two",
+    "least-loaded",
+)
+"""Closed-loop rows: the scored families first, then the baselines."""
+
+
+def _closed_key(r: Record) -> tuple[str, float, int]:
+    family = str(r["policy"]).split("-", 1)[0] if r["variant"] != "-" else str(r["policy"])
+    return (str(r["life"]), float(r["size"]), CLOSED_ORDER.index(family) if family in CLOSED_ORDER else 99)
+
+
+def closed_loop(results: Sequence[Record]) -> str:
+    """A table of every closed-loop setup: experienced load, time above 80 %, slowdown, ties, changes."""
+    lines = [
+        f"| life | size | placer | load mean / p95 | time above 80 % | slowdown 1/(1{MINUS}u) | ties"
+        " | changes/day |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lives = list(LIVES)
+    for r in sorted(results, key=lambda r: (lives.index(r["life"]), *_closed_key(r)[1:])):
+        label = r["policy"] if r["variant"] == "-" else f"{r['policy']}/{r['variant']}"
+        ties = DASH if r["tie_share"] is None else f"{100 * r['tie_share']:.1f} %"
+        changes = DASH if r["changes_per_day"] is None else f"{r['changes_per_day']:.0f}"
+        lines.append(
+            f"| {r['life']} | {r['size']:g} % | {label} | {r['load_mean']:.1f} / {r['load_p95']:.1f} |"
+            f" {100 * r['hot_share']:.1f} % | {r['slowdown']:.2f} | {ties} | {changes} |"
+        )
+    return "\n".join(lines)
+
+
+def closed_comparisons(comparisons: Sequence[Record], measure: str = "slowdown") -> str:
+    """Every closed-loop comparison of ``measure`` between a scored setup and another placer."""
+    lines = [
+        f"| life | size | a {MINUS} b ({measure.replace('_', ' ')}) | difference [95 % CI] | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for c in comparisons:
+        if c["measure"] != measure or "/" not in c["a"]:
+            continue
+        lines.append(
+            f"| {c['life']} | {c['size']:g} % | {c['a']} {MINUS} {c['b']} |"
+            f" {c['difference']:+.2f} [{c['low']:+.2f}, {c['high']:+.2f}] | {c['verdict']} |"
+        )
+    return "\n".join(lines)
+
+
 def report(record: Record) -> str:
     """Every table of the page, with a heading each, from one run's JSON."""
     halves = record["halves"]
@@ -176,6 +229,14 @@ def report(record: Record) -> str:
         "### Comparisons whose interval excludes 0, pick 1 (held-out; against random left out)",
         clear_comparisons(held["comparisons"], train["comparisons"], k=1),
     ]
+    closed = record.get("closed_loop")
+    if closed:
+        parts += [
+            "### Closed loop (held-out clusters)",
+            closed_loop(closed["results"]),
+            "### Closed loop: a scored placer against each other placer, slowdown",
+            closed_comparisons(closed["comparisons"]),
+        ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -197,4 +258,15 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["ROWS", "band", "clear_comparisons", "lags", "main", "one_life", "regret_by_life", "report"]
+__all__ = [
+    "ROWS",
+    "band",
+    "clear_comparisons",
+    "closed_comparisons",
+    "closed_loop",
+    "lags",
+    "main",
+    "one_life",
+    "regret_by_life",
+    "report",
+]

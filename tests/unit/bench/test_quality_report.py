@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from bench.placement_quality import compare
+from bench.quality import closed_loop as cl
 from bench.quality.experiment import evaluate
 from bench.quality.policies import LIVES, POLICIES
-from bench.quality.report import DASH, clear_comparisons, main, regret_by_life, report
+from bench.quality.report import DASH, clear_comparisons, closed_comparisons, main, regret_by_life, report
 
 
 def _record() -> dict[str, Any]:
@@ -105,3 +106,31 @@ def test_main_needs_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main([str(tmp_path)]) == 1
     assert "run `python -m bench placement-quality" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_the_closed_loop_tables_list_every_setup_and_only_scored_comparisons() -> None:
+    base = np.tile(np.linspace(20, 80, 4)[:, None], (1, 120))
+    setups = [*cl.setups_for([], [3.0], ["1h"]), cl.Setup("cpu", "raw", "exact", 3.0, "1h")]
+    loops = cl.make_loops(setups, base, 20)
+    for loop in loops:
+        for step in range(20, 120):
+            scores = np.rint(100 - loop.total(step - 1)).astype(np.int64) if loop.setup.scored else None
+            loop.step(step, scores)
+    results = [cl.judge(loop, 20, 300) for loop in loops]
+    comparisons = [
+        {
+            **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+            **dataclasses.asdict(c.interval),
+        }
+        | {"verdict": c.verdict}
+        for c in cl.compare_loops(results)
+    ]
+    record = _record() | {"closed_loop": {"results": [r.row() for r in results], "comparisons": comparisons}}
+    text = report(record)
+    assert "### Closed loop (held-out clusters)" in text
+    table = text.split("### Closed loop (held-out clusters)")[1]
+    for name in (*cl.LOOP_BASELINES, "cpu/raw"):
+        assert f"| {name} |" in table
+    listed = closed_comparisons(comparisons).splitlines()[2:]
+    assert len(listed) == len(cl.LOOP_BASELINES)  # cpu against each baseline; baseline pairs left out
+    assert all(line.startswith("| 1h | 3 % | cpu/raw") for line in listed)
