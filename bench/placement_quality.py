@@ -56,7 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench import Row, benchmark, verdict
-from bench.quality import closed_loop, controller, metrics, replay
+from bench.quality import closed_controller, closed_loop, controller, metrics, replay
 from bench.quality import fleet as fleet_module
 from bench.quality import prometheus as prom
 from bench.quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
@@ -333,6 +333,7 @@ def placement_quality(workdir: Path) -> list[Row]:
     )
     series_at_lag0 = {f"{p}/{v}": s[held_rows] for (p, v, lag), s in published.items() if lag == 0}
     segment = _segment(workdir, held.names, series_at_lag0, busiest)
+    closed_segment = _closed_segment(workdir, held.names, all_loads[held_rows])
     cycles = sum(v.size for v in raw.values())
     summary = fleet_module.fleet_summary(fleet)
     setup = {
@@ -358,6 +359,7 @@ def placement_quality(workdir: Path) -> list[Row]:
             "cost_cap": closed_loop.COST_CAP,
             "cycles": closed.cycles,
             "seconds": closed.seconds,
+            "controller_segment": None if closed_segment is None else dataclasses.asdict(closed_segment),
         },
     }
     _record(workdir, halves, setup, closed)
@@ -399,6 +401,7 @@ def placement_quality(workdir: Path) -> list[Row]:
     ]
     rows.extend(_segment_rows(segment))
     rows.extend(_closed_rows(closed))
+    rows.extend(_closed_segment_rows(closed_segment))
     for h in halves:
         rows.extend(_result_rows(h))
         rows.extend(_lag_rows(h))
@@ -593,6 +596,43 @@ def _segment(
     start = controller.busiest_window(busiest, length)
     _say(f"replaying steps {start}..{start + length - 1} through OCM's placement controller")
     return controller.run_segment(workdir / "ocm", names, series, start, length, _say)
+
+
+def _closed_segment(
+    workdir: Path, names: Sequence[str], base: NDArray[np.float64]
+) -> closed_controller.ClosedSegmentResult | None:
+    """The closed loop driven by OCM's placement controller (``bench.quality.closed_controller``)."""
+    if os.environ.get(CONTROLLER_ENV, "1") == "0":
+        return None
+    _say(f"closed loop: {closed_controller.SEGMENT_STEPS} steps decided by OCM's placement controller")
+    return closed_controller.run_closed_segment(workdir / "closed-segment", names, base, WARMUP, _say)
+
+
+def _closed_segment_rows(segment: closed_controller.ClosedSegmentResult | None) -> list[Row]:
+    """The closed segment's rows: how many of OCM's decisions the model made too."""
+    metric = "closed loop, real placement controller"
+    if segment is None:
+        return [Row(NAME, metric, f"not run ({CONTROLLER_ENV}=0)")]
+    s = segment
+    setups = ", ".join(f"{x.label} {x.form} at {x.size:g} %" for x in closed_controller.SETUPS)
+    rows = [
+        Row(
+            NAME,
+            f"{metric}: segment",
+            f"the first {s.steps} judged steps, {s.loops} loops ({setups}) placing on OCM's decisions,"
+            f" {s.changes} changes in all",
+        ),
+        Row(
+            NAME,
+            f"{metric}: model's pick equal to OCM's",
+            f"{s.matched} / {s.compared}",
+            "all",
+            verdict(s.compared > 0 and s.matched == s.compared),
+        ),
+        Row(NAME, f"{metric}: seconds setup / steps", f"{s.seconds_setup:.1f} / {s.seconds_steps:.1f}"),
+    ]
+    rows.extend(Row(NAME, f"{metric}: mismatch", m) for m in s.mismatches)
+    return rows
 
 
 def _segment_rows(segment: controller.SegmentResult | None) -> list[Row]:

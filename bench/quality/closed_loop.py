@@ -53,9 +53,10 @@ share of scored decisions whose best score was tied) is reported beside the resu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,6 +170,8 @@ class Loop:
         self.decisions = 0
         self.raw: list[NDArray[np.int64]] = []
         """Every judged step's raw scores (of the sample before it), in step order."""
+        self.picks: list[tuple[int, int]] = []
+        """Every judged step's (model's pick, pick placed on): equal unless a decider was given."""
 
     @property
     def clusters(self) -> int:
@@ -198,10 +201,18 @@ class Loop:
             for _ in range(int(self.arrivals[step])):
                 self.place(step, self._round_robin(), 1)
 
-    def step(self, step: int, scores: NDArray[np.int64] | None) -> None:
+    def step(
+        self,
+        step: int,
+        scores: NDArray[np.int64] | None,
+        decider: Callable[[NDArray[np.int64]], int] | None = None,
+    ) -> None:
         """Decide and place the arrivals of ``step`` (``scores``: each cluster's raw score of ``step - 1``).
 
-        The baselines read the load of ``step - 1``, as stale as the scores.
+        The baselines read the load of ``step - 1``, as stale as the scores.  ``decider``, given the
+        published scores, makes a scored setup's decision instead of the model (OCM's placement
+        controller in ``bench.quality.closed_controller``); the model's own pick is still made and both
+        are kept in :attr:`picks`, and Steady then follows the decider's pick, as a live Placement does.
         """
         count = int(self.arrivals[step])
         if self.setup.scored:
@@ -209,7 +220,10 @@ class Loop:
                 raise ValueError(f"{self.setup.label}: a scored setup needs the step's scores")
             self.raw.append(scores.copy())
             published = self._publish(step, scores)
-            picked = self._decide(published)
+            model = self._decide(published)
+            picked = model if decider is None else decider(published)
+            self._previous = (picked,)
+            self.picks.append((model, picked))
             self.decisions += 1
             top = published.max()
             self.ties += int(np.count_nonzero(published == top) > 1)
@@ -405,9 +419,7 @@ def loop_name(index: int, cluster: str) -> str:
     return f"loop{index:02d}-{cluster}"
 
 
-def _series_at(
-    loops: Sequence[Loop], names: Sequence[str], step: int
-) -> list[tuple[dict[str, str], Samples]]:
+def series_at(loops: Sequence[Loop], names: Sequence[str], step: int) -> list[tuple[dict[str, str], Samples]]:
     """Sample ``step`` of every simulation's clusters, as remote-write series."""
     millis = step_time(step) * 1000
     return [
@@ -443,6 +455,26 @@ def make_loops(
     return loops
 
 
+async def score_loops(
+    loops: Sequence[Loop],
+    names: Sequence[str],
+    plans: Mapping[str, ScorerPlan],
+    clients: ClientPool,
+    gate: asyncio.Semaphore,
+    step: int,
+) -> dict[int, NDArray[np.int64]]:
+    """Every scored loop's raw scores for ``step``: real cycles with the window ending at ``step - 1``."""
+    at = float(step_time(step - 1))
+    scores = {n: np.zeros(len(names), dtype=np.int64) for n, loop in enumerate(loops) if loop.setup.scored}
+
+    async def one(n: int, c: int) -> None:
+        async with gate:
+            scores[n][c] = await score_once(plans[loops[n].setup.policy], loop_name(n, names[c]), at, clients)
+
+    await asyncio.gather(*(one(n, c) for n in scores for c in range(len(names))))
+    return scores
+
+
 async def run(
     loops: Sequence[Loop],
     names: Sequence[str],
@@ -465,25 +497,13 @@ async def run(
     clients = ClientPool(policy=LOOPBACK)
     cycles = 0
     began = time.monotonic()
-
-    async def one(n: int, c: int, at: float, out: NDArray[np.int64]) -> None:
-        plan = plans[loops[n].setup.policy]
-        async with gate:
-            out[c] = await score_once(plan, loop_name(n, names[c]), at, clients)
-
     try:
         for step in range(first, end):
-            at = float(step_time(step - 1))
-            scores = {
-                n: np.zeros(len(names), dtype=np.int64) for n, loop in enumerate(loops) if loop.setup.scored
-            }
-            await asyncio.gather(
-                *(one(n, c, at, out) for n, out in scores.items() for c in range(len(names)))
-            )
+            scores = await score_loops(loops, names, plans, clients, gate, step)
             cycles += sum(out.size for out in scores.values())
             for n, loop in enumerate(loops):
                 loop.step(step, scores.get(n))
-            await asyncio.to_thread(writer.write, _series_at(loops, names, step))
+            await asyncio.to_thread(writer.write, series_at(loops, names, step))
             done = step - first + 1
             if done % 48 == 0 or step == end - 1:
                 rate = cycles / max(time.monotonic() - began, 1e-9)
@@ -517,6 +537,23 @@ def setups_for(
     ]
 
 
+@contextlib.contextmanager
+def backend(
+    workdir: Path, names: Sequence[str], loops: Sequence[Loop], warmup: int, setups: Sequence[Setup]
+) -> Iterator[tuple[dict[str, ScorerPlan], RemoteWriter]]:
+    """A real Prometheus holding every loop's warm-up (backfilled) and taking its later samples by
+    remote write, and the scored setups' scoring APIs; yields their plans by policy and the writer."""
+    server = PrometheusServer(workdir, remote_write_receiver=True)
+    server.backfill(history(loops, names, warmup))
+    server.start()
+    try:
+        wanted = [BY_NAME[p] for p in sorted({s.policy for s in setups if s.scored})]
+        with serving(wanted, server.url) as plans, RemoteWriter(server.url) as writer:
+            yield plans, writer
+    finally:
+        server.stop()
+
+
 def simulate(
     workdir: Path,
     names: Sequence[str],
@@ -533,19 +570,12 @@ def simulate(
     """
     began = time.monotonic()
     loops = make_loops(setups, base, warmup)
-    server = PrometheusServer(workdir, remote_write_receiver=True)
-    server.backfill(history(loops, names, warmup))
-    server.start()
-    try:
-        wanted = [BY_NAME[p] for p in sorted({s.policy for s in setups if s.scored})]
-        with serving(wanted, server.url) as plans, RemoteWriter(server.url) as writer:
-            progress(
-                f"closed loop: {len(loops)} simulations ({sum(s.scored for s in setups)} scored)"
-                f" x {len(names)} clusters x {base.shape[1] - warmup} steps"
-            )
-            cycles = asyncio.run(run(loops, names, plans, writer, base.shape[1], progress=progress))
-    finally:
-        server.stop()
+    with backend(workdir, names, loops, warmup, setups) as (plans, writer):
+        progress(
+            f"closed loop: {len(loops)} simulations ({sum(s.scored for s in setups)} scored)"
+            f" x {len(names)} clusters x {base.shape[1] - warmup} steps"
+        )
+        cycles = asyncio.run(run(loops, names, plans, writer, base.shape[1], progress=progress))
     results = [judge(loop, warmup, step_seconds) for loop in loops]
     return Simulated(results, compare_loops(results), cycles, time.monotonic() - began, loops)
 
@@ -562,12 +592,15 @@ __all__ = [
     "Setup",
     "Simulated",
     "arrivals",
+    "backend",
     "compare_loops",
     "history",
     "judge",
     "loop_name",
     "make_loops",
     "run",
+    "score_loops",
+    "series_at",
     "setups_for",
     "simulate",
     "slowdown",

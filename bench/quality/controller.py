@@ -135,7 +135,7 @@ def model_decisions(
     return out
 
 
-def _on_group(obj: JSON, group: str) -> JSON:
+def on_group(obj: JSON, group: str) -> JSON:
     """A model Placement (``ranking.placement``) as an object on the hub, choosing from ``group``."""
     spec = obj["spec"]
     spec["clusterSets"] = [f"quality-{group}"]
@@ -147,7 +147,7 @@ def _on_group(obj: JSON, group: str) -> JSON:
 def placement_object(case: Case, step: int) -> JSON:
     """The Placement of ``case`` at ``step``: the model's Placement, on its group's clusters, pointing
     at the step's scores, with its one decision group named after the step."""
-    obj = _on_group(placement(case.k, case.form, case.resource(step), SCORE, name=case.name), case.group)
+    obj = on_group(placement(case.k, case.form, case.resource(step), SCORE, name=case.name), case.group)
     obj["spec"]["decisionStrategy"] = {
         "groupStrategy": {
             "decisionGroups": [
@@ -171,10 +171,10 @@ def score_objects(case_resource: str, cluster: str, value: int) -> tuple[JSON, J
     return obj, {"scores": [{"name": SCORE, "value": value}]}
 
 
-def hub_objects(names: Sequence[str]) -> list[JSON]:
+def hub_objects(names: Sequence[str], groups: Sequence[str] = GROUPS) -> list[JSON]:
     """The namespaces, ManagedClusters, cluster sets and bindings of every group."""
     objs: list[JSON] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    for group in GROUPS:
+    for group in groups:
         for n in names:
             c = cluster_name(group, n)
             objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c}})
@@ -213,7 +213,7 @@ def hub_objects(names: Sequence[str]) -> list[JSON]:
 def probe_object() -> JSON:
     """An Exact Placement picking 1 of the ``qm`` clusters by :data:`READY_SCORES`, which only the
     last cluster publishes (so the probe's answer differs from the name order's)."""
-    return _on_group(placement(1, "exact", READY_SCORES, SCORE, name=PROBE), "qm")
+    return on_group(placement(1, "exact", READY_SCORES, SCORE, name=PROBE), "qm")
 
 
 def compare(step: int, want: Mapping[Case, tuple[str, ...]], got: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -244,7 +244,7 @@ Progress = Callable[[str], None]
 
 
 @contextmanager
-def _hub(run_dir: Path, progress: Progress) -> Iterator[Client]:
+def local_hub(run_dir: Path, progress: Progress) -> Iterator[Client]:
     """A local control plane without Prometheus or the image runner; stopped on the way out."""
     cp = ControlPlane(run_dir, with_prometheus=False, with_runner=False, progress=progress)
     try:
@@ -257,7 +257,7 @@ def _hub(run_dir: Path, progress: Progress) -> Iterator[Client]:
             progress("teardown left: " + "; ".join(left))
 
 
-def _decided(hub: Client) -> dict[str, tuple[str, ...]]:
+def decided(hub: Client) -> dict[str, tuple[str, ...]]:
     """Every Placement's decided clusters in :data:`NAMESPACE`, sorted."""
     out: dict[str, list[str]] = {}
     for pd in hub.items(CLUSTER_V1B1, "PlacementDecision", NAMESPACE):
@@ -295,7 +295,7 @@ def run_segment(
     result = SegmentResult(start=start, steps=length, placements=len(CASES))
     result.model_changes = sum(sum(a != b for a, b in itertools.pairwise(seq)) for seq in model.values())
     began = time.monotonic()
-    with _hub(run_dir, progress) as hub:
+    with local_hub(run_dir, progress) as hub:
         for obj in hub_objects(names):
             hub.apply(obj)
         writes: list[tuple[JSON, JSON]] = []
@@ -321,7 +321,7 @@ def run_segment(
         write(score_objects(READY_SCORES, last, 100))
         hub.apply(probe_object())
         wait_until(
-            lambda: _decided(hub).get(PROBE) == (last,),
+            lambda: decided(hub).get(PROBE) == (last,),
             timeout=STEP_TIMEOUT,
             what=f"the placement controller to see every score ({PROBE} picks {last})",
         )
@@ -337,7 +337,7 @@ def run_segment(
                 what=f"every Placement's status to name step-{j}",
                 interval=0.05,
             )
-            got = _decided(hub)
+            got = decided(hub)
             differ = compare(j, {c: model[c][j] for c in CASES}, got)
             result.compared += len(CASES)
             result.matched += len(CASES) - len(differ)
@@ -353,7 +353,12 @@ __all__ = [
     "SegmentResult",
     "busiest_window",
     "compare",
+    "decided",
+    "hub_objects",
+    "local_hub",
     "model_decisions",
+    "on_group",
     "placement_object",
     "run_segment",
+    "score_objects",
 ]
