@@ -47,6 +47,7 @@ from dynamic_scoring.agent.items.stabilization import Stabilization
 NAME = "placement-quality"
 DAY_PNG = f"{NAME}-day.png"
 CHURN_PNG = f"{NAME}-churn.png"
+CLOSED_PNG = f"{NAME}-closed.png"
 
 HINDSIGHT = "hindsight best"
 """The top strip of the day plot: the best a workload placed at the step could have done."""
@@ -60,6 +61,8 @@ POLICY_COLOURS = {
     "static": "black",
     "random": "tab:gray",
     "round-robin": "tab:brown",
+    "power-of-two": "tab:olive",
+    "least-loaded": "tab:cyan",
     "reactive": "tab:red",
     "cpu": "tab:blue",
     "predict": "tab:green",
@@ -398,11 +401,54 @@ def plot_churn_regret(
     return out
 
 
+def plot_closed_loop(results: Sequence[Mapping[str, Any]], out: Path, life: str = "1h") -> Path:
+    """Write the closed-loop plot to ``out`` (PNG): how each placer fares as the workloads grow.
+
+    Two panels over the workload size at ``life``: the share of workload-time above 80 % load, and
+    the mean slowdown 1/(1 - u) (log axis: the herding placers' cost is many times the others').  One
+    line per placer, scored policies solid and the placers without scores dashed, coloured by family
+    as in the churn plot.
+    """
+    plt = _pyplot()
+    here = [r for r in results if r["life"] == life]
+    if not here:
+        raise ValueError(f"no closed-loop result at the {life} life to plot")
+    fig, (hot, slow) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    labels = sorted({(str(r["policy"]), str(r["variant"])) for r in here}, key=lambda pv: (pv[1] == "-", pv))
+    for policy, variant in labels:
+        rows = sorted(
+            (r for r in here if (r["policy"], r["variant"]) == (policy, variant)), key=lambda r: r["size"]
+        )
+        sizes = [float(r["size"]) for r in rows]
+        family = policy if variant == "-" else policy.split("-", 1)[0]
+        style = {
+            "color": POLICY_COLOURS.get(family, "grey"),
+            "linestyle": "--" if variant == "-" else "-",
+            "marker": "s" if variant == "-" else "o",
+            "label": policy,
+        }
+        hot.plot(sizes, [100 * float(r["hot_share"]) for r in rows], **style)
+        slow.plot(sizes, [float(r["slowdown"]) for r in rows], **style)
+    hot.set_ylabel("workload-time above 80 % load (%)")
+    slow.set_ylabel("mean slowdown 1/(1 - u), capped at 100")
+    slow.set_yscale("log")
+    for ax in (hot, slow):
+        ax.set_xlabel("workload size (% of a cluster)")
+        ax.set_xticks(sorted({float(r["size"]) for r in here}))
+        ax.grid(True, alpha=0.3)
+    slow.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Closed loop, {life} life: placed work adds load (held-out clusters, pick 1, Exact)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
 def plot_all(workdir: Path) -> list[Path]:
     """Both plots from ``workdir``'s ``placement-quality-scores.npz`` and ``placement-quality.json``.
 
-    Writes :data:`DAY_PNG` (the representative day) and :data:`CHURN_PNG` into ``workdir`` and returns
-    their paths, in that order.
+    Writes :data:`DAY_PNG` (the representative day), :data:`CHURN_PNG` and, when the run has a closed
+    loop, :data:`CLOSED_PNG` into ``workdir`` and returns their paths, in that order.
     """
     record = json.loads((workdir / f"{NAME}.json").read_text())
     setup = record["setup"]
@@ -417,15 +463,20 @@ def plot_all(workdir: Path) -> list[Path]:
         scores = {p: np.asarray(data[p], dtype=np.int64) for p in order}
     timeline = Timeline(warmup, int(setup["judged_steps"]), max_lag=warmup - 1 - first)
     frontier = (record.get("oracle") or {}).get("1h") or []
-    return [
+    out = [
         plot_day(loads, timeline, scores, names, workdir / DAY_PNG),
         plot_churn_regret(record["results"], workdir / CHURN_PNG, frontier),
     ]
+    closed = (record.get("closed_loop") or {}).get("results") or []
+    if closed:
+        out.append(plot_closed_loop(closed, workdir / CLOSED_PNG))
+    return out
 
 
 __all__ = [
     "CHURN_FORMS",
     "CHURN_PNG",
+    "CLOSED_PNG",
     "DAY_PNG",
     "DAY_POLICIES",
     "HINDSIGHT",
@@ -435,6 +486,7 @@ __all__ = [
     "hindsight_best",
     "plot_all",
     "plot_churn_regret",
+    "plot_closed_loop",
     "plot_day",
     "representative_day",
 ]

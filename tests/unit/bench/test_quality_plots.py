@@ -112,6 +112,31 @@ def test_plot_churn_regret_draws_a_zero_regret(tmp_path: Path) -> None:
     assert _png_size(out)[0] > 300
 
 
+def test_a_run_with_a_closed_loop_gets_the_closed_loop_plot(tmp_path: Path) -> None:
+    workdir = _workdir(tmp_path)
+    record = json.loads((workdir / "placement-quality.json").read_text())
+    closed = [
+        {
+            "policy": p,
+            "variant": v,
+            "life": life,
+            "size": size,
+            "hot_share": share * size,
+            "slowdown": 2 + share * size,
+        }
+        for p, v, share in (("seasonal-1h", "raw", 0.05), ("power-of-two", "-", 0.001))
+        for size in (1.0, 3.0, 6.0)
+        for life in ("1h", "4h")
+    ]
+    record["closed_loop"] = {"results": closed, "comparisons": []}
+    (workdir / "placement-quality.json").write_text(json.dumps(record))
+    paths = plots.plot_all(workdir)
+    assert paths[-1] == workdir / "placement-quality-closed.png"
+    assert _png_size(paths[-1])[0] > 600
+    with pytest.raises(ValueError, match="12h"):
+        plots.plot_closed_loop(closed, tmp_path / "x.png", life="12h")
+
+
 def test_plot_churn_regret_needs_a_plotted_form(tmp_path: Path) -> None:
     additive = [{"policy": "static", "variant": "-", "form": "additive", "k": 1, "regret_mean": 1.0}]
     with pytest.raises(ValueError, match="exact or margin"):
