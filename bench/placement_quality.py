@@ -131,9 +131,7 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """What may be said: which one has lower regret, or that the interval includes 0."""
-        if not self.interval.excludes_zero:
-            return "no difference shown"
-        return f"{self.a} lower" if self.interval.difference < 0 else f"{self.b} lower"
+        return self.interval.verdict(self.a, self.b)
 
 
 def compare(results: Sequence[Result]) -> list[Comparison]:
@@ -613,6 +611,23 @@ def _closed_segment(
     return closed_controller.run_closed_segment(workdir / "closed-segment", names, base, WARMUP, _say)
 
 
+def _agreement(
+    metric: str, equal: str, s: controller.SegmentResult | closed_controller.ClosedSegmentResult
+) -> list[Row]:
+    """A controller segment's verdict row (every decision equal), its seconds and its first mismatches."""
+    return [
+        Row(
+            NAME,
+            f"{metric}: {equal}",
+            f"{s.matched} / {s.compared}",
+            "all",
+            verdict(0 < s.matched == s.compared),
+        ),
+        Row(NAME, f"{metric}: seconds setup / steps", f"{s.seconds_setup:.1f} / {s.seconds_steps:.1f}"),
+        *(Row(NAME, f"{metric}: mismatch", m) for m in s.mismatches),
+    ]
+
+
 def _closed_segment_rows(segment: closed_controller.ClosedSegmentResult | None) -> list[Row]:
     """The closed segment's rows: how many of OCM's decisions the model made too."""
     metric = "closed loop, real placement controller"
@@ -625,24 +640,15 @@ def _closed_segment_rows(segment: closed_controller.ClosedSegmentResult | None) 
         return [Row(NAME, metric, f"not run ({why})")]
     s = segment
     setups = ", ".join(f"{x.label} {x.form} at {x.size:g} %" for x in closed_controller.SETUPS)
-    rows = [
+    return [
         Row(
             NAME,
             f"{metric}: segment",
             f"the first {s.steps} judged steps, {s.loops} loops ({setups}) placing on OCM's decisions,"
             f" {s.changes} changes in all",
         ),
-        Row(
-            NAME,
-            f"{metric}: model's pick equal to OCM's",
-            f"{s.matched} / {s.compared}",
-            "all",
-            verdict(s.compared > 0 and s.matched == s.compared),
-        ),
-        Row(NAME, f"{metric}: seconds setup / steps", f"{s.seconds_setup:.1f} / {s.seconds_steps:.1f}"),
+        *_agreement(metric, "model's pick equal to OCM's", s),
     ]
-    rows.extend(Row(NAME, f"{metric}: mismatch", m) for m in s.mismatches)
-    return rows
 
 
 def _segment_rows(segment: controller.SegmentResult | None) -> list[Row]:
@@ -655,20 +661,11 @@ def _segment_rows(segment: controller.SegmentResult | None) -> list[Row]:
     day, step = divmod(offset, STEPS_PER_DAY)
     minutes = step * STEP_SECONDS // 60
     at = f"judged step {s.start} (day {day + 1} of the series, {minutes // 60:02d}:{minutes % 60:02d})"
-    rows = [
+    return [
         Row(
             NAME,
             f"{metric}: segment",
             f"{s.steps} steps from {at}, {s.placements} Placements, {s.model_changes} changes in all",
         ),
-        Row(
-            NAME,
-            f"{metric}: decisions equal to the model's",
-            f"{s.matched} / {s.compared}",
-            "all",
-            verdict(s.compared > 0 and s.matched == s.compared),
-        ),
-        Row(NAME, f"{metric}: seconds setup / steps", f"{s.seconds_setup:.1f} / {s.seconds_steps:.1f}"),
+        *_agreement(metric, "decisions equal to the model's", s),
     ]
-    rows.extend(Row(NAME, f"{metric}: mismatch", m) for m in s.mismatches)
-    return rows

@@ -42,8 +42,6 @@ from numpy.typing import NDArray
 from bench.quality import closed_loop
 from bench.quality.closed_loop import Loop, Setup
 from bench.quality.controller import (
-    CLUSTER_V1B1,
-    NAMESPACE,
     SCORE,
     STEP_TIMEOUT,
     cluster_name,
@@ -52,6 +50,8 @@ from bench.quality.controller import (
     local_hub,
     on_group,
     score_objects,
+    step_group,
+    step_seen,
 )
 from bench.quality.experiment import tie_names
 from bench.quality.ranking import Form, placement
@@ -101,42 +101,18 @@ def resource(index: int, step: int) -> str:
     return f"c{index:02d}-{step:04d}"
 
 
-def _grouped(obj: JSON, step: int) -> JSON:
-    obj["spec"]["decisionStrategy"] = {
-        "groupStrategy": {
-            "decisionGroups": [
-                {
-                    "groupName": f"step-{step}",
-                    "groupClusterSelector": {
-                        "labelSelector": {"matchLabels": {"quality.bench/group": GROUP}}
-                    },
-                }
-            ]
-        }
-    }
-    return obj
-
-
 def loop_placement(index: int, setup: Setup, step: int) -> JSON:
     """Loop ``index``'s Placement at ``step``: pick 1 in its form, by that step's scores."""
     form: Form = "exact" if setup.form == "exact" else "margin"
     obj = placement(1, form, resource(index, step), SCORE, name=placement_name(index, setup))
-    return _grouped(on_group(obj, GROUP), step)
+    return step_group(on_group(obj, GROUP), GROUP, step)
 
 
 def probe_placement(step: int) -> JSON:
     """The probe: Exact, pick 1 by ``step``'s probe score, which only the last cluster by name has."""
-    return _grouped(on_group(placement(1, "exact", f"q-ready-{step:04d}", SCORE, name=PROBE), GROUP), step)
-
-
-def _status_names(hub: Client, step: int, names: Sequence[str]) -> bool:
-    want = f"step-{step}"
-    seen = {
-        p["metadata"]["name"]
-        for p in hub.items(CLUSTER_V1B1, "Placement", NAMESPACE)
-        if [g.get("decisionGroupName") for g in (p.get("status") or {}).get("decisionGroups") or []] == [want]
-    }
-    return all(n in seen for n in names)
+    return step_group(
+        on_group(placement(1, "exact", f"q-ready-{step:04d}", SCORE, name=PROBE), GROUP), GROUP, step
+    )
 
 
 def _ask_ocm(
@@ -163,7 +139,7 @@ def _ask_ocm(
     write(score_objects(f"q-ready-{step:04d}", last, 100))
     hub.apply(probe_placement(step))
     wait_until(
-        lambda: _status_names(hub, step, [PROBE]) and decided(hub).get(PROBE) == (last,),
+        lambda: step_seen(hub, step, [PROBE]) and decided(hub).get(PROBE) == (last,),
         timeout=STEP_TIMEOUT,
         what=f"the placement controller to see step {step}'s scores ({PROBE} picks {last})",
         interval=0.05,
@@ -172,7 +148,7 @@ def _ask_ocm(
     for n in scores:
         hub.apply(loop_placement(n, loops[n].setup, step))
     wait_until(
-        partial(_status_names, hub, step, names),
+        partial(step_seen, hub, step, names),
         timeout=STEP_TIMEOUT,
         what=f"every loop Placement's status to name step-{step}",
         interval=0.05,

@@ -383,9 +383,7 @@ class LoopComparison:
     @property
     def verdict(self) -> str:
         """Which one is lower (better), or that the interval includes 0."""
-        if not self.interval.excludes_zero:
-            return "no difference shown"
-        return f"{self.a} lower" if self.interval.difference < 0 else f"{self.b} lower"
+        return self.interval.verdict(self.a, self.b)
 
 
 def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:

@@ -62,6 +62,12 @@ class Interval:
         """True when the interval lies wholly on one side of 0: the sign of the difference is shown."""
         return self.low > 0.0 or self.high < 0.0
 
+    def verdict(self, a: str, b: str) -> str:
+        """What may be said of ``a - b`` (lower is better): which is lower, or that no difference is shown."""
+        if not self.excludes_zero:
+            return "no difference shown"
+        return f"{a} lower" if self.difference < 0 else f"{b} lower"
+
 
 def block_starts(steps: int, block: int, resamples: int, rng: np.random.Generator) -> NDArray[np.int64]:
     """Start indices of a circular block bootstrap: ``resamples`` rows of ``ceil(steps / block)`` starts.

@@ -148,12 +148,18 @@ def placement_object(case: Case, step: int) -> JSON:
     """The Placement of ``case`` at ``step``: the model's Placement, on its group's clusters, pointing
     at the step's scores, with its one decision group named after the step."""
     obj = on_group(placement(case.k, case.form, case.resource(step), SCORE, name=case.name), case.group)
+    return step_group(obj, case.group, step)
+
+
+def step_group(obj: JSON, group: str, step: int) -> JSON:
+    """``obj`` (a Placement on ``group``) with its one decision group named ``step-<step>``: its status
+    then says which step's scores the controller last decided on."""
     obj["spec"]["decisionStrategy"] = {
         "groupStrategy": {
             "decisionGroups": [
                 {
                     "groupName": f"step-{step}",
-                    "groupClusterSelector": {"labelSelector": {"matchLabels": {GROUP_LABEL: case.group}}},
+                    "groupClusterSelector": {"labelSelector": {"matchLabels": {GROUP_LABEL: group}}},
                 }
             ]
         }
@@ -268,15 +274,16 @@ def decided(hub: Client) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
-def _step_seen(hub: Client, step: int) -> bool:
-    """Whether every case's Placement status names ``step``'s decision group (see the module docstring)."""
+def step_seen(hub: Client, step: int, placements: Sequence[str]) -> bool:
+    """Whether every Placement of ``placements`` has a status naming ``step``'s decision group (see the
+    module docstring)."""
     want = f"step-{step}"
     seen = {
         p["metadata"]["name"]
         for p in hub.items(CLUSTER_V1B1, "Placement", NAMESPACE)
         if [g.get("decisionGroupName") for g in (p.get("status") or {}).get("decisionGroups") or []] == [want]
     }
-    return all(c.name in seen for c in CASES)
+    return all(name in seen for name in placements)
 
 
 def run_segment(
@@ -332,7 +339,7 @@ def run_segment(
             for case in CASES:
                 hub.apply(placement_object(case, j))
             wait_until(
-                partial(_step_seen, hub, j),
+                partial(step_seen, hub, j, [c.name for c in CASES]),
                 timeout=STEP_TIMEOUT,
                 what=f"every Placement's status to name step-{j}",
                 interval=0.05,
@@ -361,4 +368,6 @@ __all__ = [
     "placement_object",
     "run_segment",
     "score_objects",
+    "step_group",
+    "step_seen",
 ]
