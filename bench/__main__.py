@@ -17,6 +17,7 @@ MODULES = [
     "bench.hub",
     "bench.hub_probe",
     "bench.placement_quality",
+    "bench.placement_quality_synthetic",
     "bench.placement_stability",
     "bench.registry",
     "bench.scorer_library",

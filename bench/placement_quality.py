@@ -66,7 +66,7 @@ from bench.quality.experiment import BASELINES, ORDERS, LifeTable, Result, evalu
 from bench.quality.fleet import Fleet
 from bench.quality.oracle import OraclePoint, frontier
 from bench.quality.plots import plot_all
-from bench.quality.policies import BY_NAME, LIVES, POLICIES, STABILIZATION, judged_at, serving
+from bench.quality.policies import BY_NAME, LIVES, POLICIES, STABILIZATION, Policy, judged_at, serving
 from bench.quality.ranking import FORMS
 from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY, ClusterLoads
 
@@ -134,16 +134,16 @@ class Comparison:
         return self.interval.verdict(self.a, self.b)
 
 
-def compare(results: Sequence[Result]) -> list[Comparison]:
+def compare(results: Sequence[Result], policies: Sequence[Policy] = POLICIES) -> list[Comparison]:
     """Every pair worth a sentence, per (life, form, k) at lag 0, with its bootstrap interval.
 
-    At each life: every pair among random and the raw scored policies judged there, and each
+    At each life: every pair among random and the raw scored ``policies`` judged there, and each
     policy's stabilized variant against its raw one.  Baselines are paired with each form.
     """
     index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
     out: list[Comparison] = []
     for life, steps in LIVES.items():
-        scored = [p.name for p in POLICIES if p.scored and judged_at(p, life)]
+        scored = [p.name for p in policies if p.scored and judged_at(p, life)]
         for form in ("exact", "margin"):
             for k in KS:
 
@@ -178,11 +178,12 @@ def judge_half(
     loads: NDArray[np.float64],
     published: Mapping[tuple[str, str, int], replay.Scores],
     judged_days: float,
+    policies: Sequence[Policy] = POLICIES,
 ) -> Half:
     """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
 
     ``names``, ``loads`` (the judged steps) and ``published`` (the aligned scores) are the replayed
-    fleet's, one row per cluster; ``rows`` index into them.
+    fleet's, one row per cluster; ``rows`` index into them; ``policies`` are the ones replayed.
     """
     index = list(rows)
     mine = loads[index]
@@ -202,7 +203,7 @@ def judge_half(
         names=tuple(names[i] for i in index),
         effective=effective_clusters(mine),
         results=results,
-        comparisons=compare(results),
+        comparisons=compare(results, policies),
         oracle={
             life: frontier(LifeTable(mine, steps, thresholds).means, STEP_SECONDS)
             for life, steps in LIVES.items()
@@ -303,7 +304,7 @@ def placement_quality(workdir: Path) -> list[Row]:
         with serving(POLICIES, server.url) as plans:
             ready = time.monotonic()
             _say(f"scoring {len(plans)} policies x {len(names)} clusters x {len(times)} samples")
-            raw = asyncio.run(replay.score_steps(plans, names, times))
+            raw = asyncio.run(replay.score_steps(plans, names, times, progress=_say))
             scored = time.monotonic()
     finally:
         server.stop()
@@ -406,10 +407,10 @@ def placement_quality(workdir: Path) -> list[Row]:
     rows.extend(_closed_rows(closed))
     rows.extend(_closed_segment_rows(closed_segment))
     for h in halves:
-        rows.extend(_result_rows(h))
+        rows.extend(result_rows(h))
         rows.extend(_lag_rows(h))
-        rows.extend(_oracle_rows(h))
-        rows.extend(_comparison_rows(h))
+        rows.extend(oracle_rows(h))
+        rows.extend(comparison_rows(h))
     rows.extend(_agreement_rows(halves))
     return rows
 
@@ -493,7 +494,7 @@ def _agreement_rows(halves: Sequence[Half]) -> list[Row]:
     ]
 
 
-def _result_rows(half: Half) -> list[Row]:
+def result_rows(half: Half) -> list[Row]:
     """One row per reported combination at lag 0: regret, p95, exposure, changes and writes."""
     results, prefix = half.results, half.name
     rows = []
@@ -561,7 +562,7 @@ def _lag_rows(half: Half) -> list[Row]:
     return rows
 
 
-def _oracle_rows(half: Half) -> list[Row]:
+def oracle_rows(half: Half) -> list[Row]:
     """The churn-constrained oracle's frontier per life: regret at each number of changes a day."""
     return [
         Row(
@@ -573,7 +574,7 @@ def _oracle_rows(half: Half) -> list[Row]:
     ]
 
 
-def _comparison_rows(half: Half) -> list[Row]:
+def comparison_rows(half: Half) -> list[Row]:
     """Each comparison: the regret difference a - b with its 95 % interval and what may be said."""
     return [
         Row(

@@ -55,7 +55,7 @@ from bench.quality.controller import (
 )
 from bench.quality.experiment import tie_names
 from bench.quality.ranking import Form, placement
-from bench.quality.replay import LOOPBACK
+from bench.quality.replay import CONCURRENCY, LOOPBACK
 from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.jsontypes import JSON
 from e2e.kube import Client
@@ -201,7 +201,7 @@ def run_closed_segment(
 
         async def drive() -> None:
             clients = ClientPool(policy=LOOPBACK)
-            gate = asyncio.Semaphore(16)
+            gate = asyncio.Semaphore(CONCURRENCY)
             try:
                 for step in range(warmup, warmup + steps):
                     scores = await closed_loop.score_loops(loops, names, plans, clients, gate, step)

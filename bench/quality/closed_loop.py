@@ -69,7 +69,7 @@ from bench.quality.policies import BY_NAME, LIVES, STABILIZATION, serving
 from bench.quality.prometheus import METRIC, step_time
 from bench.quality.ranking import Form
 from bench.quality.remote_write import RemoteWriter, Samples
-from bench.quality.replay import LOOPBACK, score_once
+from bench.quality.replay import CONCURRENCY, LOOPBACK, score_once
 from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.agent.items.stabilization import Stabilizer
 from dynamic_scoring.agent.plan import ScorerPlan
@@ -144,17 +144,24 @@ class Loop:
         warmup: the first judged step; placements before it are round-robin (the neutral history).
         order: the tie order (position of each cluster when the names are sorted).
         seed: the random baselines' seed.
+        placements: how many Placements place work (see :func:`arrivals`).
     """
 
     def __init__(
-        self, setup: Setup, base: NDArray[np.float64], warmup: int, order: NDArray[np.int64], seed: int
+        self,
+        setup: Setup,
+        base: NDArray[np.float64],
+        warmup: int,
+        order: NDArray[np.int64],
+        seed: int,
+        placements: int = PLACEMENTS,
     ) -> None:
         self.setup = setup
         self.base = base
         self.warmup = warmup
         self.order = order
         self.added = np.zeros_like(base)
-        self.arrivals = arrivals(base.shape[1], setup.life_steps)
+        self.arrivals = arrivals(base.shape[1], setup.life_steps, placements)
         self.placed: list[tuple[int, int, int]] = []
         """(step, cluster, workloads) of every placement, warm-up included."""
         self._rng = np.random.default_rng(seed)
@@ -440,14 +447,19 @@ def history(loops: Sequence[Loop], names: Sequence[str], upto: int) -> str:
 
 
 def make_loops(
-    setups: Sequence[Setup], base: NDArray[np.float64], warmup: int, *, seed: int = 0
+    setups: Sequence[Setup],
+    base: NDArray[np.float64],
+    warmup: int,
+    *,
+    seed: int = 0,
+    placements: int = PLACEMENTS,
 ) -> list[Loop]:
     """One :class:`Loop` per setup, warmed up; every size gets its own tie order, shared by its setups."""
     sizes = sorted({s.size for s in setups})
     orders = {size: tie_order(base.shape[0], seed + n) for n, size in enumerate(sizes)}
     loops = []
     for setup in setups:
-        loop = Loop(setup, base, warmup, orders[setup.size], seed + sizes.index(setup.size))
+        loop = Loop(setup, base, warmup, orders[setup.size], seed + sizes.index(setup.size), placements)
         loop.warm()
         loops.append(loop)
     return loops
@@ -480,7 +492,7 @@ async def run(
     writer: RemoteWriter,
     end: int,
     *,
-    concurrency: int = 16,
+    concurrency: int = CONCURRENCY,
     progress: Callable[[str], None] = lambda _: None,
 ) -> int:
     """Advance every loop from its warm-up to ``end`` in lockstep; returns the scoring cycles run.
@@ -560,14 +572,16 @@ def simulate(
     setups: Sequence[Setup],
     *,
     step_seconds: int,
+    placements: int = PLACEMENTS,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Simulated:
     """Run every setup's loop over ``base`` (clusters x steps) on a real Prometheus and real scorers.
 
     The warm-up of every simulation is backfilled; the judged steps are pushed one at a time.
+    ``placements`` Placements place work (a larger fleet takes more to carry the same load per cluster).
     """
     began = time.monotonic()
-    loops = make_loops(setups, base, warmup)
+    loops = make_loops(setups, base, warmup, placements=placements)
     with backend(workdir, names, loops, warmup, setups) as (plans, writer):
         progress(
             f"closed loop: {len(loops)} simulations ({sum(s.scored for s in setups)} scored)"

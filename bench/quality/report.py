@@ -76,7 +76,8 @@ def regret_by_life(results: Sequence[Record], form: str, k: int, variant: str = 
                 )
             except KeyError:
                 cells.append(DASH)
-        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+        if any(c != DASH for c in cells):  # a policy the run did not replay (seasonal, synthetic) is left out
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -240,17 +241,84 @@ def report(record: Record) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def agreement(pairs: Sequence[Record]) -> str:
+    """The comparisons a synthetic and a real run share, side by side, with how they line up."""
+    said = {
+        "same": "agree",
+        "opposite": "**opposite**",
+        "synthetic_only": "synthetic only",
+        "real_only": "real only",
+        "neither": "neither clear",
+    }
+    lines = [
+        f"| setting | a {MINUS} b | synthetic [95 % CI] | real, held-out [95 % CI] | clear in |",
+        "|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        where = " ".join(
+            f"{p[name]:g} %" if name == "size" else f"k={p[name]}" if name == "k" else str(p[name])
+            for name in ("life", "form", "k", "size", "measure")
+            if name in p
+        )
+        cells = [f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in (p["synthetic"], p["real"])]
+        lines.append(
+            f"| {where} | {p['a']} {MINUS} {p['b']} | {cells[0]} | {cells[1]} | {said[p['outcome']]} |"
+        )
+    return "\n".join(lines)
+
+
+def synthetic_report(record: Record) -> str:
+    """Every table of the synthetic fleet's run (``placement-quality-synthetic.json``)."""
+    fleet = record["halves"]["synthetic"]
+    parts = [
+        "### Synthetic fleet: mean regret by life, pick 1, Exact",
+        regret_by_life(fleet["results"], "exact", 1),
+        "### Synthetic fleet: mean regret by life, pick 1, margin recipe",
+        regret_by_life(fleet["results"], "margin", 1),
+        "### Synthetic fleet: mean regret by life, pick 3, Exact",
+        regret_by_life(fleet["results"], "exact", 3),
+        "### Synthetic fleet: every measure, 1 h life, pick 1",
+        one_life(fleet["results"], "1h", 1),
+        "### Synthetic fleet: closed loop",
+        closed_loop(record["closed_loop"]["results"]),
+        "### Synthetic fleet: closed loop, a scored placer against each other placer, slowdown",
+        closed_comparisons(record["closed_loop"]["comparisons"]),
+    ]
+    for loop in ("open_loop", "closed_loop"):
+        found = record.get("agreement", {}).get(loop)
+        title = loop.replace("_", " ")
+        parts += [
+            f"### Synthetic against real fleet, {title}: the comparisons both runs make, pick 1",
+            "(the real run was not in the same work directory)"
+            if found is None
+            else agreement([p for p in found["pairs"] if p.get("k", 1) == 1]),
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+RUNS = (("placement-quality.json", report), ("placement-quality-synthetic.json", synthetic_report))
+"""The JSON files a work directory may hold, each with the function that prints its tables."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.quality.report WORKDIR``: print the tables of the run in ``WORKDIR``."""
+    """``python -m bench.quality.report WORKDIR``: print the tables of every run found in ``WORKDIR``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("usage: python -m bench.quality.report WORKDIR  (the directory holding placement-quality.json)")
+        print(
+            "usage: python -m bench.quality.report WORKDIR  (the directory holding placement-quality.json"
+            " or placement-quality-synthetic.json)"
+        )
         return 0 if args and args[0] in ("-h", "--help") else 2
-    path = Path(args[0]) / "placement-quality.json"
-    if not path.is_file():
-        print(f"no {path}: run `python -m bench placement-quality --workdir DIR` first", file=sys.stderr)
+    found = [(Path(args[0]) / name, fn) for name, fn in RUNS if (Path(args[0]) / name).is_file()]
+    if not found:
+        print(
+            f"no run in {args[0]}: run `python -m bench placement-quality --workdir DIR` (or"
+            " placement-quality-synthetic) first and pass DIR/<benchmark>",
+            file=sys.stderr,
+        )
         return 1
-    sys.stdout.write(report(json.loads(path.read_text())))
+    for path, fn in found:
+        sys.stdout.write(fn(json.loads(path.read_text())))
     return 0
 
 
@@ -260,6 +328,8 @@ if __name__ == "__main__":
 
 __all__ = [
     "ROWS",
+    "RUNS",
+    "agreement",
     "band",
     "clear_comparisons",
     "closed_comparisons",
@@ -269,4 +339,5 @@ __all__ = [
     "one_life",
     "regret_by_life",
     "report",
+    "synthetic_report",
 ]

@@ -144,3 +144,16 @@ def test_remote_write_encoding_is_protobuf_varints_and_snappy() -> None:
         _varint(-1)
     with pytest.raises(ValueError, match="__name__"):
         encode([({"cluster": "a"}, [(0, 1.0)])])
+
+
+def test_more_placements_place_more_work_a_step_and_all_of_a_scored_step_goes_to_one_cluster() -> None:
+    setup = cl.Setup("cpu", "raw", "exact", 1.0, "1h")
+    loop = cl.Loop(
+        setup, np.zeros((4, 30)), warmup=2, order=np.arange(4, dtype=np.int64), seed=0, placements=10
+    )
+    assert loop.arrivals.tolist() == [10] * 30  # one workload a step per Placement at a 1 h life
+    loop.step(2, np.array([10, 90, 50, 50], dtype=np.int64))
+    assert loop.placed[-1] == (2, 1, 10)
+    assert loop.added[1, 2] == 10.0
+    loops = cl.make_loops([setup], np.zeros((4, 30)), 2, placements=3)
+    assert loops[0].arrivals[0] == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,19 @@ import pytest
 
 from bench.placement_quality import compare
 from bench.quality import closed_loop as cl
+from bench.quality.agreement import agree
 from bench.quality.experiment import evaluate
 from bench.quality.policies import LIVES, POLICIES
-from bench.quality.report import DASH, clear_comparisons, closed_comparisons, main, regret_by_life, report
+from bench.quality.report import (
+    DASH,
+    agreement,
+    clear_comparisons,
+    closed_comparisons,
+    main,
+    regret_by_life,
+    report,
+    synthetic_report,
+)
 
 
 def _record() -> dict[str, Any]:
@@ -134,3 +145,28 @@ def test_the_closed_loop_tables_list_every_setup_and_only_scored_comparisons() -
     listed = closed_comparisons(comparisons).splitlines()[2:]
     assert len(listed) == len(cl.LOOP_BASELINES)  # cpu against each baseline; baseline pairs left out
     assert all(line.startswith("| 1h | 3 % | cpu/raw") for line in listed)
+
+
+def test_the_synthetic_report_has_its_tables_and_sets_shared_comparisons_beside_the_real_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = _record()
+    ours = real["halves"]["held-out"]["comparisons"][:3]
+    theirs = [dict(c, difference=-1.5, low=-2.0, high=-1.0) for c in ours]  # clear, a better
+    pairs = agree([dict(c, difference=1.5, low=1.0, high=2.0) for c in ours], theirs).pairs  # a worse
+    record = {
+        "halves": {"synthetic": real["halves"]["held-out"]},
+        "closed_loop": {"results": [], "comparisons": []},
+        "agreement": {"open_loop": {"pairs": pairs}, "closed_loop": None},
+    }
+    text = synthetic_report(record)
+    assert "### Synthetic fleet: mean regret by life, pick 1, Exact" in text
+    assert "(the real run was not in the same work directory)" in text
+    table = agreement(pairs)
+    assert len(table.splitlines()) == 2 + len(pairs) == 5
+    assert "**opposite**" in table and "| 15m exact k=1 |" in table
+    (tmp_path / "placement-quality-synthetic.json").write_text(json.dumps(record))
+    (tmp_path / "placement-quality.json").write_text(json.dumps(real))
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("pick 1, Exact (held-out)") < out.index("### Synthetic fleet")
