@@ -127,6 +127,7 @@ class Comparison:
     a: str
     b: str
     interval: Interval
+    measure: str = "regret"  # or "core_regret": idle cores short of the best cluster's
 
     @property
     def verdict(self) -> str:
@@ -138,7 +139,8 @@ def compare(results: Sequence[Result], policies: Sequence[Policy] = POLICIES) ->
     """Every pair worth a sentence, per (life, form, k) at lag 0, with its bootstrap interval.
 
     At each life: every pair among random and the raw scored ``policies`` judged there, and each
-    policy's stabilized variant against its raw one.  Baselines are paired with each form.
+    policy's stabilized variant against its raw one.  Baselines are paired with each form.  When the
+    results were also judged on idle cores, every pair is compared on that too (``core_regret``).
     """
     index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
     out: list[Comparison] = []
@@ -154,8 +156,12 @@ def compare(results: Sequence[Result], policies: Sequence[Policy] = POLICIES) ->
                 pairs = [(a, b) for n, a in enumerate(labels) for b in labels[n + 1 :]]
                 pairs += [(f"{p}/stabilized", f"{p}/raw") for p in scored]
                 for a, b in pairs:
-                    interval = paired_block_bootstrap(get(a).per_step, get(b).per_step)
+                    first, second = get(a), get(b)
+                    interval = paired_block_bootstrap(first.per_step, second.per_step)
                     out.append(Comparison(life, form, k, 0, a, b, interval))
+                    if first.per_step_cores is not None and second.per_step_cores is not None:
+                        cores = paired_block_bootstrap(first.per_step_cores, second.per_step_cores)
+                        out.append(Comparison(life, form, k, 0, a, b, cores, "core_regret"))
     return out
 
 
@@ -179,11 +185,13 @@ def judge_half(
     published: Mapping[tuple[str, str, int], replay.Scores],
     judged_days: float,
     policies: Sequence[Policy] = POLICIES,
+    free_cores: NDArray[np.float64] | None = None,
 ) -> Half:
     """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
 
-    ``names``, ``loads`` (the judged steps) and ``published`` (the aligned scores) are the replayed
-    fleet's, one row per cluster; ``rows`` index into them; ``policies`` are the ones replayed.
+    ``names``, ``loads`` (the judged steps), ``free_cores`` (idle cores at those steps, when the
+    decisions are judged on them too) and ``published`` (the aligned scores) are the replayed fleet's,
+    one row per cluster; ``rows`` index into them; ``policies`` are the ones replayed.
     """
     index = list(rows)
     mine = loads[index]
@@ -195,7 +203,14 @@ def judge_half(
     }
     _say(f"{name}: deciding and judging {len(index)} clusters under {ORDERS} tie orders")
     results = evaluate(
-        mine, scores, writes, forms=FORMS, ks=KS, lives=list(LIVES.values()), step_seconds=STEP_SECONDS
+        mine,
+        scores,
+        writes,
+        forms=FORMS,
+        ks=KS,
+        lives=list(LIVES.values()),
+        step_seconds=STEP_SECONDS,
+        free_cores=None if free_cores is None else free_cores[index],
     )
     thresholds = metrics.percentile_thresholds(mine, replay.OVERLOAD_PERCENTILE)
     return Half(
@@ -319,8 +334,9 @@ def placement_quality(workdir: Path) -> list[Row]:
     judged_days = timeline.judged * STEP_SECONDS / 86_400
     rows_of = [[position[i] for i in rows] for rows in halves_rows.values()]
     held_rows = rows_of[0]  # the held-out half comes first
+    free = fleet.free_cores[used, WARMUP:steps]
     halves = [
-        judge_half(half, rows, names, loads, published, judged_days)
+        judge_half(half, rows, names, loads, published, judged_days, free_cores=free)
         for half, rows in zip(halves_rows, rows_of, strict=True)
     ]
     judged = time.monotonic()
@@ -476,12 +492,12 @@ def _agreement_rows(halves: Sequence[Half]) -> list[Row]:
     if len(halves) < 2:
         return []
     held, train = halves[0], halves[1]
-    other = {(c.life, c.form, c.k, c.a, c.b): c for c in train.comparisons}
+    other = {(c.life, c.form, c.k, c.a, c.b, c.measure): c for c in train.comparisons}
     clear = [c for c in held.comparisons if c.interval.excludes_zero]
     same = [
         c
         for c in clear
-        if (t := other.get((c.life, c.form, c.k, c.a, c.b))) is not None
+        if (t := other.get((c.life, c.form, c.k, c.a, c.b, c.measure))) is not None
         and t.interval.excludes_zero
         and (t.interval.difference < 0) == (c.interval.difference < 0)
     ]
@@ -533,6 +549,8 @@ def result_rows(half: Half) -> list[Row]:
                         if r.writes_per_cluster_day is None
                         else f", writes {r.writes_per_cluster_day:.1f}/cluster-day"
                     )
+                    if r.core_regret is not None:
+                        writes += f", idle cores short of the best {_band(r.core_regret, '.0f')}"
                     rows.append(
                         Row(
                             NAME,
@@ -579,7 +597,7 @@ def comparison_rows(half: Half) -> list[Row]:
     return [
         Row(
             NAME,
-            f"{half.name} life {c.life} {c.form} k={c.k}: {c.a} - {c.b} regret",
+            f"{half.name} life {c.life} {c.form} k={c.k}: {c.a} - {c.b} {c.measure.replace('_', ' ')}",
             f"{_interval(c.interval)}: {c.verdict}",
         )
         for c in half.comparisons

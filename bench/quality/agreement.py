@@ -25,8 +25,12 @@ Record = Mapping[str, Any]
 
 
 def key(record: Record) -> tuple[tuple[str, Any], ...]:
-    """The identity of one comparison record (its :data:`KEY_FIELDS` that are present)."""
-    return tuple((name, record[name]) for name in KEY_FIELDS if name in record)
+    """The identity of one comparison record (its :data:`KEY_FIELDS` that are present).
+
+    An open-loop record without a ``measure`` (runs before idle cores were judged) compares regret.
+    """
+    filled = {"measure": "regret", **record} if "form" in record else record
+    return tuple((name, filled[name]) for name in KEY_FIELDS if name in filled)
 
 
 def sign(record: Record) -> int:

@@ -19,6 +19,7 @@ on random scores, in every form and k.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -146,6 +147,8 @@ class Judged:
     regret_p95: float
     exposure: float
     changes_per_day: float
+    core_regret_values: NDArray[np.float64] | None = None
+    """Per judged step: the best idle cores over the life minus the chosen cluster's (when judged)."""
 
 
 class LifeTable:
@@ -207,6 +210,9 @@ class Result:
     changes_per_day: Band
     writes_per_cluster_day: float | None
     per_step: NDArray[np.float64] = field(repr=False, compare=False)
+    core_regret: Band | None = None
+    """Idle cores short of the best cluster's, per replica, over the life (when capacities are given)."""
+    per_step_cores: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -234,6 +240,10 @@ class Result:
             out[f"{key}_low"] = None if band is None else band.low
             out[f"{key}_high"] = None if band is None else band.high
         out["writes_per_cluster_day"] = self.writes_per_cluster_day
+        if self.core_regret is not None:
+            out["core_regret_mean"] = self.core_regret.median
+            out["core_regret_mean_low"] = self.core_regret.low
+            out["core_regret_mean_high"] = self.core_regret.high
         return out
 
 
@@ -244,6 +254,7 @@ def summarize(
     policy, variant, form, k, lag, life = key
     if not judged:
         raise ValueError(f"{key}: nothing judged")
+    cores = [j.core_regret_values for j in judged if j.core_regret_values is not None]
     return Result(
         policy=policy,
         variant=variant,
@@ -257,6 +268,8 @@ def summarize(
         changes_per_day=Band.of([j.changes_per_day for j in judged]),
         writes_per_cluster_day=writes,
         per_step=np.mean(np.vstack([j.regret_values for j in judged]), axis=0),
+        core_regret=Band.of([float(np.mean(c)) for c in cores]) if cores else None,
+        per_step_cores=np.mean(np.vstack(cores), axis=0) if cores else None,
     )
 
 
@@ -271,6 +284,7 @@ def evaluate(
     step_seconds: int,
     orders: int = ORDERS,
     overload_percentile: float = OVERLOAD_PERCENTILE,
+    free_cores: NDArray[np.float64] | None = None,
 ) -> list[Result]:
     """Decide and judge every combination under ``orders`` random tie orders.
 
@@ -283,10 +297,15 @@ def evaluate(
         step_seconds: the step, for changes per day.
         orders: how many random tie orders (seeds ``0 .. orders - 1``).
         overload_percentile: each cluster's own threshold for exposure.
+        free_cores: idle cores per cluster and judged step; when given, every decision is also
+            judged on them (the same picks; regret in cores, the most idle cluster being best).
     """
     clusters, steps = loads.shape
     thresholds = metrics.percentile_thresholds(loads, overload_percentile)
     tables = {life: LifeTable(loads, life, thresholds) for life in lives}
+    # Fewest negative idle cores = most idle: the same table's "lowest is best" arithmetic, in cores.
+    never = np.full(clusters, np.inf)
+    cores = {} if free_cores is None else {life: LifeTable(-free_cores, life, never) for life in lives}
     judged: dict[tuple[str, str, str, int, int, int], list[Judged]] = {}
     writes_of: dict[tuple[str, str, str, int, int, int], float | None] = {}
     lags = sorted({lag for (_, _, lag) in published} or {0})
@@ -306,6 +325,10 @@ def evaluate(
             for (policy, variant, shown), at_lags, picks, w in runs:
                 for life, table in tables.items():
                     outcome = table.judge(picks, step_seconds)
+                    if life in cores:
+                        outcome = dataclasses.replace(
+                            outcome, core_regret_values=cores[life].judge(picks, step_seconds).regret_values
+                        )
                     for lag in at_lags:
                         key = (policy, variant, shown, k, lag, life)
                         judged.setdefault(key, []).append(outcome)

@@ -40,6 +40,12 @@ seasonal-<life>  ``samples.scorers.seasonal.score``: headroom 90000 s  300 s   3
 Stabilized variants use the agent's ``Stabilizer`` with :data:`STABILIZATION`: tolerance 3 points,
 a rise must hold 900 s (3 steps), falls are published at once (window 0), the HPA-like default
 direction the stabilization docs recommend.
+
+Free cores.  Clusters differ in size (``bench.quality.fleet.capacities``), and the least utilised
+cluster may be a small one with few idle cores.  ``free-cores`` (:data:`CAPACITY_POLICIES`) scores a
+cluster by its idle cores at the latest point, ``capacity * (100 - load) / 100`` computed in the query
+from :data:`~bench.quality.prometheus.CAPACITY_METRIC`, as 100 points per :data:`FREE_CORES_SCALE`
+cores.  It needs a run that stores capacities (the synthetic one), so it is not in :data:`POLICIES`.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from bench.quality.prometheus import METRIC
+from bench.quality.fleet import CAPACITY_HIGH
+from bench.quality.prometheus import CAPACITY_METRIC, METRIC, METRICS
 from bench.quality.traces import STEP_SECONDS
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import SpecProblem, parse_scorer
@@ -83,6 +90,20 @@ def reactive_score(request: ScoringRequest, capacity: float) -> list[ScoreResult
     return [result(headroom_score(s.last(), capacity), s.labels) for s in request.with_points()]
 
 
+FREE_CORES_SCALE = CAPACITY_HIGH
+"""Idle cores that score 100 (the largest capacity a fleet draws); fewer score proportionally less."""
+
+FREE_CORES_QUERY = (
+    f'{CAPACITY_METRIC}{{cluster="${{cluster}}"}} * (100 - {METRIC}{{cluster="${{cluster}}"}}) / 100'
+)
+"""Idle cores of the agent's cluster: its capacity times its idle share."""
+
+
+def free_cores_score(request: ScoringRequest, scale: float) -> list[ScoreResult]:
+    """Idle cores at the latest point as a share of ``scale``: bigger idle clusters score higher."""
+    return [result(min(100.0, 100.0 * max(s.last(), 0.0) / scale), s.labels) for s in request.with_points()]
+
+
 LIVES: dict[str, int] = {"15m": 3, "1h": 12, "4h": 48, "12h": 144}
 """Workload lives judged, in steps of 300 s, by label; every forecast runs once per life (its horizon)."""
 
@@ -101,6 +122,7 @@ class Policy:
     range: int = 0
     step: int = STEP_SECONDS
     life: str | None = None
+    query: str = QUERY
 
     @property
     def scored(self) -> bool:
@@ -174,7 +196,18 @@ POLICIES: list[Policy] = [
 ]
 """Every policy, in report order."""
 
-BY_NAME = {p.name: p for p in POLICIES}
+CAPACITY_POLICIES: list[Policy] = [
+    Policy(
+        "free-cores",
+        "idle cores of the latest point (capacity x idle share), 100 points per 2000 cores",
+        functools.partial(free_cores_score, scale=FREE_CORES_SCALE),
+        range=STEP_SECONDS,
+        query=FREE_CORES_QUERY,
+    ),
+]
+"""Policies that read a cluster's capacity: only for runs whose Prometheus stores it."""
+
+BY_NAME = {p.name: p for p in (*POLICIES, *CAPACITY_POLICIES)}
 
 SERVE_TIMEOUT = 30.0
 """Seconds the scorer process may take to start its servers, and to stop them."""
@@ -205,7 +238,7 @@ def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict
                 "type": "Prometheus",
                 "host": prometheus_url,
                 "path": "/api/v1/query_range",
-                "params": {"query": QUERY, "range": policy.range, "step": policy.step},
+                "params": {"query": policy.query, "range": policy.range, "step": policy.step},
             },
             "scoring": {
                 "host": scorer_url,
@@ -218,8 +251,8 @@ def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict
     }
 
 
-SCOPED = f'{METRIC}{{cluster="${{cluster}}"'
-"""How every selector of the trace metric must begin: matched on the agent's own cluster only."""
+SCOPE = '{cluster="${cluster}"'
+"""How every selector of a stored metric must begin, after its name: the agent's own cluster only."""
 
 
 def require_cluster_scoped(plan: ScorerPlan) -> None:
@@ -227,18 +260,19 @@ def require_cluster_scoped(plan: ScorerPlan) -> None:
 
     The fleet's clusters are cut from the same traces, so another cluster's past can hold this one's
     future; a scorer reading the whole fleet (no ``cluster`` matcher, or a matcher that is not the
-    agent's own placeholder) would see through the replay.  Every selector of the metric must start
-    with the ``cluster="${cluster}"`` matcher, and nothing else may be queried.
+    agent's own placeholder) would see through the replay.  Every selector of a stored metric
+    (:data:`~bench.quality.prometheus.METRICS`) must start with the ``cluster="${cluster}"`` matcher,
+    and a query must read at least one of them.
 
     Raises:
-        ValueError: a query reads the metric without that matcher, or reads nothing of it.
+        ValueError: a query reads a stored metric without that matcher, or reads none of them.
     """
     for query in plan.queries:
-        selectors = query.count(METRIC)
-        if selectors == 0 or query.count(SCOPED) != selectors:
+        counts = [(query.count(m), query.count(m + SCOPE), m) for m in METRICS]
+        if sum(c for c, _, _ in counts) == 0 or any(c != scoped for c, scoped, _ in counts):
             raise ValueError(
                 f"{plan.score_name}: query {query!r} is not scoped to the agent's cluster; every"
-                f" selector must begin {SCOPED}"
+                f" selector must begin <metric>{SCOPE}"
             )
     if not plan.queries:
         raise ValueError(f"{plan.score_name}: no query; the benchmark replays Prometheus sources only")
@@ -272,7 +306,7 @@ def scorer_app(policy: Policy) -> ScorerApp:
         policy.score,
         name=policy.score_name,
         description=policy.description,
-        query=QUERY,
+        query=policy.query,
         range=policy.range,
         step=policy.step,
         interval=STEP_SECONDS,
@@ -331,6 +365,9 @@ def serving(policies: Sequence[Policy], prometheus_url: str) -> Iterator[dict[st
 
 __all__ = [
     "CAPACITY",
+    "CAPACITY_POLICIES",
+    "FREE_CORES_QUERY",
+    "FREE_CORES_SCALE",
     "LIVES",
     "POLICIES",
     "QUERY",
@@ -338,6 +375,7 @@ __all__ = [
     "STABILIZATION",
     "Policy",
     "dynamic_scorer",
+    "free_cores_score",
     "judged_at",
     "plan_for",
     "predict_policy",

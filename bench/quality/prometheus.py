@@ -32,6 +32,14 @@ from e2e.prometheus import PrometheusServer
 METRIC = "trace_cpu_utilization_percent"
 """The gauge every cluster's series is stored as, told apart by its ``cluster`` label."""
 
+CAPACITY_METRIC = "trace_cpu_capacity_cores"
+"""A cluster's size in cores, a constant gauge per cluster (``bench.quality.fleet.capacities``), stored
+only when a run gives capacities: what a free-cores scorer multiplies the utilisation by, as a live
+one would read allocatable CPU from kube-state-metrics."""
+
+METRICS = (METRIC, CAPACITY_METRIC)
+"""Every metric the benchmark stores: a scorer's query may read only these, each for its own cluster."""
+
 SERIES_START = 1_700_006_400
 """Unix time of every series' first sample: 2023-11-15T00:00:00Z, a multiple of 300 s and of a day."""
 
@@ -56,30 +64,47 @@ def step_time(step: int, start: int = SERIES_START, step_seconds: int = STEP_SEC
     return start + step * step_seconds
 
 
-def openmetrics(clusters: ClusterLoads, start: int = SERIES_START) -> str:
+def openmetrics(
+    clusters: ClusterLoads, start: int = SERIES_START, capacities: NDArray[np.float64] | None = None
+) -> str:
     """OpenMetrics text of every cluster as one gauge sample per step (promtool's backfill input).
 
     Values are written with ``repr`` so Prometheus returns exactly the floats of ``clusters.loads``.
+    With ``capacities`` (cores, one per cluster) each cluster also gets a :data:`CAPACITY_METRIC`
+    sample at every step, so any query window holds it.
     """
-    lines = [f"# TYPE {METRIC} gauge"]
-    for name, row in zip(clusters.names, clusters.loads, strict=True):
-        prefix = f'{METRIC}{{cluster="{name}"}} '
-        lines.extend(
-            f"{prefix}{float(v)!r} {step_time(i, start, clusters.step_seconds)}" for i, v in enumerate(row)
-        )
+    series = [(METRIC, clusters.loads)]
+    if capacities is not None:
+        if capacities.shape != (len(clusters.names),):
+            raise ValueError(f"{capacities.shape} capacities for {len(clusters.names)} clusters")
+        series.append((CAPACITY_METRIC, np.repeat(capacities[:, None], clusters.loads.shape[1], axis=1)))
+    lines: list[str] = []
+    for metric, values in series:
+        lines.append(f"# TYPE {metric} gauge")
+        for name, row in zip(clusters.names, values, strict=True):
+            prefix = f'{metric}{{cluster="{name}"}} '
+            times = (step_time(i, start, clusters.step_seconds) for i in range(len(row)))
+            lines.extend(f"{prefix}{float(v)!r} {t}" for v, t in zip(row, times, strict=True))
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 
 
-def serve_clusters(workdir: Path, clusters: ClusterLoads, start: int = SERIES_START) -> PrometheusServer:
+def serve_clusters(
+    workdir: Path,
+    clusters: ClusterLoads,
+    start: int = SERIES_START,
+    capacities: NDArray[np.float64] | None = None,
+) -> PrometheusServer:
     """A real Prometheus on 127.0.0.1 holding ``clusters`` (backfilled, then started); stop it after use."""
     server = PrometheusServer(workdir)
-    server.backfill(openmetrics(clusters, start))
+    server.backfill(openmetrics(clusters, start, capacities))
     return server.start()
 
 
 __all__ = [
+    "CAPACITY_METRIC",
     "METRIC",
+    "METRICS",
     "SERIES_START",
     "TARGET_MEAN",
     "openmetrics",

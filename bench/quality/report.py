@@ -25,6 +25,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("predict", "predict, horizon = life"),
     ("seasonal", "seasonal, horizon = life"),
     (SHIPPED_SEASONAL, "seasonal as shipped (1 h horizon)"),
+    ("free-cores", "free cores (latest point, capacity x idle share)"),
 )
 """Table rows: a baseline, a policy without a horizon, or a family whose horizon matches each life."""
 
@@ -63,19 +64,23 @@ def band(r: Record, key: str, spec: str = ".2f", scale: float = 1.0) -> str:
     return median if low == high else f"{median} [{low}{DASH}{high}]"
 
 
-def regret_by_life(results: Sequence[Record], form: str, k: int, variant: str = "raw") -> str:
-    """A table: one row per :data:`ROWS` entry, one column per life, the mean regret's band."""
+def regret_by_life(
+    results: Sequence[Record], form: str, k: int, variant: str = "raw", measure: str = "regret_mean"
+) -> str:
+    """A table: one row per :data:`ROWS` entry, one column per life, the band of ``measure`` (the mean
+    regret, or ``core_regret_mean``: idle cores short of the best)."""
     head = "| policy | " + " | ".join(f"life {life}" for life in LIVES) + " |"
     lines = [head, "|---" * (len(LIVES) + 1) + "|"]
     for row, title in ROWS:
         cells = []
         for life in LIVES:
             try:
-                cells.append(
-                    band(_find(results, _policy_at(row, life), variant, form, k, 0, life), "regret_mean")
-                )
+                found = _find(results, _policy_at(row, life), variant, form, k, 0, life)
             except KeyError:
                 cells.append(DASH)
+                continue
+            spec = ".0f" if measure.startswith("core") else ".2f"
+            cells.append(DASH if found.get(measure) is None else band(found, measure, spec))
         if any(c != DASH for c in cells):  # a policy the run did not replay (seasonal, synthetic) is left out
             lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -132,22 +137,27 @@ def lags(results: Sequence[Record], life: str = "1h") -> str:
 
 
 def clear_comparisons(
-    held: Sequence[Record], train: Sequence[Record], *, skip_random: bool = True, k: int | None = None
+    held: Sequence[Record],
+    train: Sequence[Record],
+    *,
+    skip_random: bool = True,
+    k: int | None = None,
+    measure: str = "regret",
 ) -> str:
-    """Every held-out comparison whose interval excludes 0 (of pick ``k`` if given), with the training
-    half's interval beside it."""
-    other = {(c["life"], c["form"], c["k"], c["a"], c["b"]): c for c in train}
+    """Every held-out comparison of ``measure`` whose interval excludes 0 (of pick ``k`` if given), with
+    the training half's interval beside it."""
+    other = {(c["life"], c["form"], c["k"], c["a"], c["b"], c.get("measure", "regret")): c for c in train}
     lines = [
-        f"| life | form | k | a {MINUS} b (regret) | held-out: difference [95 % CI]"
+        f"| life | form | k | a {MINUS} b ({measure.replace('_', ' ')}) | held-out: difference [95 % CI]"
         " | training half [95 % CI] |",
         "|---|---|---|---|---|---|",
     ]
     for c in held:
         if not (c["low"] > 0 or c["high"] < 0) or (skip_random and c["a"] == "random"):
             continue
-        if k is not None and c["k"] != k:
+        if (k is not None and c["k"] != k) or c.get("measure", "regret") != measure:
             continue
-        t = other.get((c["life"], c["form"], c["k"], c["a"], c["b"]))
+        t = other.get((c["life"], c["form"], c["k"], c["a"], c["b"], measure))
         seen = DASH if t is None else f"{t['difference']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}]"
         lines.append(
             f"| {c['life']} | {c['form']} | {c['k']} | {c['a']} {MINUS} {c['b']} |"
@@ -241,6 +251,21 @@ def report(record: Record) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+MEASURES = {"regret": "", "core_regret": "idle cores", "hot_share": "hot share"}
+"""How a comparison's measure reads in a setting cell (regret, the usual one, goes unsaid)."""
+
+
+def _setting(name: str, value: Any) -> str:
+    """One part of a comparison's setting: ``3 %``, ``k=1``, ``idle cores``, ``1h``."""
+    if name == "size":
+        return f"{value:g} %"
+    if name == "k":
+        return f"k={value}"
+    if name == "measure":
+        return MEASURES.get(str(value), str(value))
+    return str(value)
+
+
 def agreement(pairs: Sequence[Record]) -> str:
     """The comparisons a synthetic and a real run share, side by side, with how they line up."""
     said = {
@@ -255,11 +280,8 @@ def agreement(pairs: Sequence[Record]) -> str:
         "|---|---|---|---|---|",
     ]
     for p in pairs:
-        where = " ".join(
-            f"{p[name]:g} %" if name == "size" else f"k={p[name]}" if name == "k" else str(p[name])
-            for name in ("life", "form", "k", "size", "measure")
-            if name in p
-        )
+        parts = (_setting(name, p[name]) for name in ("life", "form", "k", "size", "measure") if name in p)
+        where = " ".join(part for part in parts if part)
         cells = [f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in (p["synthetic"], p["real"])]
         lines.append(
             f"| {where} | {p['a']} {MINUS} {p['b']} | {cells[0]} | {cells[1]} | {said[p['outcome']]} |"
@@ -277,6 +299,10 @@ def synthetic_report(record: Record) -> str:
         regret_by_life(fleet["results"], "margin", 1),
         "### Synthetic fleet: mean regret by life, pick 3, Exact",
         regret_by_life(fleet["results"], "exact", 3),
+        "### Synthetic fleet: idle cores short of the best cluster's, by life, pick 1, Exact",
+        regret_by_life(fleet["results"], "exact", 1, measure="core_regret_mean"),
+        "### Synthetic fleet: comparisons on idle cores whose interval excludes 0, pick 1",
+        clear_comparisons(fleet["comparisons"], [], k=1, measure="core_regret"),
         "### Synthetic fleet: every measure, 1 h life, pick 1",
         one_life(fleet["results"], "1h", 1),
         "### Synthetic fleet: closed loop",

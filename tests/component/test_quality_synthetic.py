@@ -25,14 +25,15 @@ def test_a_shrunk_synthetic_run_replays_judges_loops_and_compares_with_the_real_
 ) -> None:
     monkeypatch.setenv(QUICK_ENV, "1")
     monkeypatch.setattr(syn, "QUICK_CLUSTERS", 3)
-    monkeypatch.setattr(syn, "QUICK_POLICY_NAMES", ("reactive", "cpu"))
+    monkeypatch.setattr(syn, "QUICK_POLICY_NAMES", ("reactive", "free-cores"))
+    monkeypatch.setattr(syn, "QUICK_CLOSED_POLICIES", ("reactive",))
     # A real run's comparisons: one the synthetic run also makes (clear, cpu worse), one it cannot.
     real = {
         "halves": {
             "held-out": {
                 "comparisons": [
-                    {"life": "1h", "form": "exact", "k": 1, "lag": 0, "a": "reactive/raw", "b": "cpu/raw"}
-                    | {"difference": -1.0, "low": -1.5, "high": -0.5, "steps": 500},
+                    {"life": "1h", "form": "exact", "k": 1, "lag": 0, "a": "random", "b": "reactive/raw"}
+                    | {"difference": 1.0, "low": 0.5, "high": 1.5, "steps": 500},
                     {"life": "1h", "form": "exact", "k": 1, "lag": 0, "a": "seasonal-1h/raw", "b": "cpu/raw"}
                     | {"difference": -1.0, "low": -1.5, "high": -0.5, "steps": 500},
                 ]
@@ -54,16 +55,36 @@ def test_a_shrunk_synthetic_run_replays_judges_loops_and_compares_with_the_real_
     judged = setup["judged_steps"]
     assert judged == 288 - setup["warmup_steps"]
     results = record["halves"]["synthetic"]["results"]
-    for policy in ("reactive", "cpu"):
+    for policy in ("reactive", "free-cores"):
         for life in LIVES.values():
             assert any(r["policy"] == policy and r["life_steps"] == life and r["lag"] == 0 for r in results)
-    assert not any(r["policy"].startswith(("seasonal", "predict")) for r in results)
+    assert not any(r["policy"].startswith(("seasonal", "predict", "cpu")) for r in results)
+
+    # Every decision is judged on idle cores too; the scorer that reads each cluster's capacity from
+    # Prometheus leaves far fewer idle cores on the table than the one that reads utilisation alone.
+    def cores(policy: str) -> float:
+        return float(
+            next(
+                r["core_regret_mean"]
+                for r in results
+                if r["policy"] == policy
+                and r["variant"] in ("raw", "-")
+                and r["form"] in ("exact", "-")
+                and r["k"] == 1
+                and r["lag"] == 0
+                and r["life_steps"] == LIVES["1h"]
+            )
+        )
+
+    assert cores("free-cores") < 0.5 * cores("reactive") and cores("random") > cores("free-cores")
+    comparisons = record["halves"]["synthetic"]["comparisons"]
+    assert {c["measure"] for c in comparisons} == {"regret", "core_regret"}
     cycles = next(r.value for r in rows if r.metric.startswith("real cycles"))
     assert int(cycles) == 2 * 3 * (judged + 2)  # scored from two samples earlier, for lags 1 and 2
     closed = record["closed_loop"]["results"]
-    assert sorted(r["policy"] for r in closed) == sorted(["reactive", "cpu", *cl.LOOP_BASELINES])
+    assert sorted(r["policy"] for r in closed) == sorted(["reactive", *cl.LOOP_BASELINES])
     shared = record["agreement"]["open_loop"]
-    assert shared["shared"] == 1 and shared["pairs"][0]["a"] == "reactive/raw"
+    assert shared["shared"] == 1 and shared["pairs"][0]["a"] == "random"
     assert record["agreement"]["closed_loop"]["shared"] == 0
     assert all(r.benchmark == syn.NAME for r in rows)
     assert any(r.metric.startswith("synthetic life 1h exact k=1 reactive/raw") for r in rows)

@@ -97,3 +97,46 @@ def test_evaluate_reports_bands_over_tie_orders_and_every_combination() -> None:
     assert (flat_band.low, flat_band.high) == (0.0, 40.0)
     assert by["flat/raw"].per_step.shape == (steps - 4 + 1,)
     assert by["round-robin"].regret.median == pytest.approx(20.0, abs=0.5)
+
+
+def test_evaluate_judges_the_same_picks_on_idle_cores_when_given() -> None:
+    steps = 40
+    # Cluster 0 is the least utilised but small; cluster 1 is busier but has far more idle cores.
+    loads = np.vstack([np.full(steps, 20.0), np.full(steps, 60.0)])
+    free = np.vstack([np.full(steps, 80.0 * 0.8), np.full(steps, 1000.0 * 0.4)])  # 64 and 400 cores
+    by_load = np.vstack([np.full(steps, 80), np.full(steps, 40)]).astype(np.int64)
+    published = {("headroom", "raw", 0): by_load}
+    results = evaluate(
+        loads, published, {}, forms=["exact"], ks=[1], lives=[3], step_seconds=300, orders=2, free_cores=free
+    )
+    by = {r.label: r for r in results}
+    assert by["headroom/raw"].regret.median == 0.0  # the least utilised cluster, every step
+    assert by["headroom/raw"].core_regret is not None
+    assert by["headroom/raw"].core_regret.median == pytest.approx(
+        400.0 - 64.0
+    )  # ... with 336 fewer idle cores
+    assert by["headroom/raw"].per_step_cores is not None and by["headroom/raw"].per_step_cores.shape == (38,)
+    row = by["headroom/raw"].row()
+    assert (row["core_regret_mean"], row["core_regret_mean_low"]) == pytest.approx((336.0, 336.0))
+    # The judge of idle cores is the regret of the negated idle cores, as the metrics compute it.
+    rng = np.random.default_rng(3)
+    free = rng.uniform(0, 500, size=(4, 50))
+    picks = rng.integers(0, 4, size=(50, 1)).astype(np.int64)
+    again = evaluate(
+        rng.uniform(0, 100, size=(4, 50)),
+        {("p", "raw", 0): picks.T.repeat(4, axis=0) * 0 + np.arange(4)[:, None]},
+        {},
+        forms=["exact"],
+        ks=[1],
+        lives=[5],
+        step_seconds=300,
+        orders=1,
+        free_cores=free,
+    )
+    static = next(r for r in again if r.label == "static")
+    chosen = decide_baseline("static", 50, 4, 1, tie_order(4, 0), 0)
+    expected = metrics.lifetime_regret(-free, as_decisions(chosen), 5)
+    assert static.core_regret is not None
+    assert static.core_regret.median == pytest.approx(expected.mean)
+    without = evaluate(loads, published, {}, forms=["exact"], ks=[1], lives=[3], step_seconds=300, orders=1)
+    assert all(r.core_regret is None and "core_regret_mean" not in r.row() for r in without)

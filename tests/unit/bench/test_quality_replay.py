@@ -12,11 +12,13 @@ import pytest
 
 from bench.quality import prometheus as prom
 from bench.quality.policies import (
+    BY_NAME,
     LIVES,
     POLICIES,
     QUERY,
     SHIPPED_SEASONAL,
     dynamic_scorer,
+    free_cores_score,
     judged_at,
     plan_for,
     reactive_score,
@@ -244,6 +246,9 @@ def test_timeline_refuses_what_is_not_causal() -> None:
         'trace_cpu_utilization_percent{cluster=~".+"}',
         'trace_cpu_utilization_percent{cluster="${cluster}"} - trace_cpu_utilization_percent',
         "up",
+        # The capacity gauge counts too: a free-cores query that reads every cluster's size is refused.
+        'trace_cpu_capacity_cores * (100 - trace_cpu_utilization_percent{cluster="${cluster}"}) / 100',
+        'max(trace_cpu_capacity_cores{cluster!="${cluster}"})',
     ],
 )
 def test_a_query_not_scoped_to_the_agents_cluster_is_refused(query: str) -> None:
@@ -252,3 +257,32 @@ def test_a_query_not_scoped_to_the_agents_cluster_is_refused(query: str) -> None
     obj["spec"]["source"]["params"]["query"] = query
     with pytest.raises(ValueError, match="not scoped to the agent's cluster"):
         plan_for(obj)
+
+
+def test_every_policy_including_free_cores_is_scoped_to_its_cluster() -> None:
+    for policy in BY_NAME.values():
+        if policy.scored:
+            plan_for(dynamic_scorer(policy, "http://127.0.0.1:1", "http://127.0.0.1:2"))
+
+
+def test_openmetrics_stores_each_clusters_capacity_at_every_step_when_given() -> None:
+    clusters = ClusterLoads(("a", "b"), 300, np.array([[1.5, 2.0], [3.0, 4.25]]))
+    text = prom.openmetrics(clusters, start=1000, capacities=np.array([50.0, 2000.0]))
+    assert text.splitlines()[5:] == [
+        f"# TYPE {prom.CAPACITY_METRIC} gauge",
+        f'{prom.CAPACITY_METRIC}{{cluster="a"}} 50.0 1000',
+        f'{prom.CAPACITY_METRIC}{{cluster="a"}} 50.0 1300',
+        f'{prom.CAPACITY_METRIC}{{cluster="b"}} 2000.0 1000',
+        f'{prom.CAPACITY_METRIC}{{cluster="b"}} 2000.0 1300',
+        "# EOF",
+    ]
+    with pytest.raises(ValueError, match="capacities for 2 clusters"):
+        prom.openmetrics(clusters, capacities=np.array([1.0]))
+
+
+def test_free_cores_scores_idle_cores_against_the_largest_capacity() -> None:
+    body = b'{"data": [{"metric": {"cluster": "a"}, "values": [[0, "10"], [300, "500"]]}], "params": {}}'
+    (only,) = free_cores_score(parse_request(body), 2000.0)
+    assert only.score == pytest.approx(25.0)  # 500 idle cores of 2000: the latest point only
+    big = b'{"data": [{"metric": {}, "values": [[0, "3000"]]}], "params": {}}'
+    assert free_cores_score(parse_request(big), 2000.0)[0].score == pytest.approx(100.0)
