@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import bench.placement_quality as pq
 from bench.placement_quality import compare
 from bench.quality import closed_loop as cl
 from bench.quality.agreement import agree
@@ -170,3 +171,15 @@ def test_the_synthetic_report_has_its_tables_and_sets_shared_comparisons_beside_
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.index("pick 1, Exact (held-out)") < out.index("### Synthetic fleet")
+
+
+def test_the_full_run_replays_the_training_half_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(pq.TRAIN_ENV, raising=False)
+    fleet, halves, steps = pq._fleet(quick=False)
+    assert list(halves) == ["held-out"] and steps == fleet.loads.shape[1]
+    assert {fleet.roles[i] for i in halves["held-out"]} == {"test"}
+    monkeypatch.setenv(pq.TRAIN_ENV, "1")
+    _, both, _ = pq._fleet(quick=False)
+    assert list(both) == ["held-out", "train"] and {fleet.roles[i] for i in both["train"]} == {"train"}
+    _, quick, _ = pq._fleet(quick=True)
+    assert list(quick) == ["held-out"] and len(quick["held-out"]) == 5
