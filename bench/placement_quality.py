@@ -231,6 +231,15 @@ def judge_half(
     )
 
 
+def comparison_record(c: Comparison | closed_loop.LoopComparison) -> dict[str, Any]:
+    """A comparison as the JSON files hold it: its setting, its interval flattened, and its verdict."""
+    return {
+        **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
+        **dataclasses.asdict(c.interval),
+        "verdict": c.verdict,
+    }
+
+
 def _record(
     workdir: Path, halves: Sequence[Half], setup: dict[str, Any], closed: closed_loop.Simulated
 ) -> None:
@@ -254,28 +263,14 @@ def _record(
                 "clusters": list(h.names),
                 "effective_clusters": h.effective,
                 "results": [r.row() for r in h.results],
-                "comparisons": [
-                    {
-                        **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
-                        **dataclasses.asdict(c.interval),
-                        "verdict": c.verdict,
-                    }
-                    for c in h.comparisons
-                ],
+                "comparisons": [comparison_record(c) for c in h.comparisons],
                 "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
             }
             for h in halves
         },
         "closed_loop": {
             "results": [r.row() for r in closed.results],
-            "comparisons": [
-                {
-                    **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
-                    **dataclasses.asdict(c.interval),
-                    "verdict": c.verdict,
-                }
-                for c in closed.comparisons
-            ],
+            "comparisons": [comparison_record(c) for c in closed.comparisons],
         },
     }
     (workdir / f"{NAME}.json").write_text(json.dumps(record, indent=2))
@@ -329,14 +324,7 @@ def placement_quality(workdir: Path) -> list[Row]:
             scored = time.monotonic()
     finally:
         server.stop()
-    published: dict[tuple[str, str, int], replay.Scores] = {}
-    for policy, values in raw.items():
-        for variant, series in (
-            ("raw", values),
-            ("stabilized", replay.stabilize(values, times, STABILIZATION)),
-        ):
-            for lag in replay.LAGS:
-                published[(policy, variant, lag)] = timeline.aligned(series, lag)
+    published = replay.publish(raw, times, timeline, STABILIZATION)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
     rows_of = [[position[i] for i in rows] for rows in halves_rows.values()]
     held_rows = rows_of[0]  # the held-out half comes first
@@ -468,15 +456,22 @@ def _closed_rows(closed: closed_loop.Simulated) -> list[Row]:
             " to its cluster's load for its life; scores see it from the next sample",
         ),
     ]
+    return rows + closed_setup_rows(closed)
+
+
+def closed_setup_rows(closed: closed_loop.Simulated, prefix: str = "", changes: bool = True) -> list[Row]:
+    """Every closed-loop setup's measures and every slowdown comparison, metrics starting ``prefix``;
+    ``changes`` adds a scored setup's decision changes a day."""
+    rows = []
     for r in closed.results:
         s = r.setup
         extra = "" if r.tie_share is None else f", ties {100 * r.tie_share:.1f} %"
-        if r.changes_per_day is not None:
+        if changes and r.changes_per_day is not None:
             extra += f", changes/day {r.changes_per_day:.1f}"
         rows.append(
             Row(
                 NAME,
-                f"closed life {s.life} size {s.size:g} % {s.label}",
+                f"{prefix}closed life {s.life} size {s.size:g} % {s.label}",
                 f"load mean {r.load_mean:.1f} p95 {r.load_p95:.1f}, above {closed_loop.HOT:g} %"
                 f" {100 * r.hot_share:.1f} % of workload-time, slowdown {r.slowdown:.2f}{extra}",
             )
@@ -484,7 +479,7 @@ def _closed_rows(closed: closed_loop.Simulated) -> list[Row]:
     rows.extend(
         Row(
             NAME,
-            f"closed life {c.life} size {c.size:g} %: {c.a} - {c.b} slowdown",
+            f"{prefix}closed life {c.life} size {c.size:g} %: {c.a} - {c.b} slowdown",
             f"{_interval(c.interval)}: {c.verdict}",
         )
         for c in closed.comparisons

@@ -56,8 +56,9 @@ from bench import Row, benchmark
 from bench.placement_quality import NAME as REAL_NAME
 from bench.placement_quality import (
     QUICK_ENV,
-    Comparison,
     Half,
+    closed_setup_rows,
+    comparison_record,
     comparison_rows,
     judge_half,
     oracle_rows,
@@ -106,14 +107,6 @@ def _real_comparisons(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[st
     return record["halves"]["held-out"]["comparisons"], record.get("closed_loop", {}).get("comparisons", [])
 
 
-def _comparison_record(c: Comparison | closed_loop.LoopComparison) -> dict[str, Any]:
-    return {
-        **{k: v for k, v in dataclasses.asdict(c).items() if k != "interval"},
-        **dataclasses.asdict(c.interval),
-        "verdict": c.verdict,
-    }
-
-
 @benchmark(NAME)
 def placement_quality_synthetic(workdir: Path) -> list[Row]:
     """Replay, decide and judge the synthetic fleet, open and closed loop; see the module docstring."""
@@ -138,14 +131,7 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
             scored = time.monotonic()
     finally:
         server.stop()
-    published: dict[tuple[str, str, int], replay.Scores] = {}
-    for policy, values in raw.items():
-        for variant, series in (
-            ("raw", values),
-            ("stabilized", replay.stabilize(values, times, STABILIZATION)),
-        ):
-            for lag in replay.LAGS:
-                published[(policy, variant, lag)] = timeline.aligned(series, lag)
+    published = replay.publish(raw, times, timeline, STABILIZATION)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
     free = fleet.free_cores[:, warmup:]
     half = judge_half(HALF, range(len(names)), names, loads, published, judged_days, chosen, free)
@@ -163,8 +149,8 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
         progress=_say,
     )
     real = _real_comparisons(workdir)
-    open_records = [_comparison_record(c) for c in half.comparisons]
-    closed_records = [_comparison_record(c) for c in closed.comparisons]
+    open_records = [comparison_record(c) for c in half.comparisons]
+    closed_records = [comparison_record(c) for c in closed.comparisons]
     open_agreement = None if real is None else agree(open_records, real[0])
     closed_agreement = None if real is None else agree(closed_records, real[1])
     cycles = sum(v.size for v in raw.values())
@@ -231,27 +217,7 @@ def _closed_rows(closed: closed_loop.Simulated, placements: int) -> list[Row]:
             f" / {closed.cycles} / {closed.seconds:.1f}, {placements} Placements",
         )
     ]
-    for r in closed.results:
-        s = r.setup
-        extra = "" if r.tie_share is None else f", ties {100 * r.tie_share:.1f} %"
-        rows.append(
-            Row(
-                NAME,
-                f"synthetic closed life {s.life} size {s.size:g} % {s.label}",
-                f"load mean {r.load_mean:.1f} p95 {r.load_p95:.1f}, above {closed_loop.HOT:g} %"
-                f" {100 * r.hot_share:.1f} % of workload-time, slowdown {r.slowdown:.2f}{extra}",
-            )
-        )
-    rows.extend(
-        Row(
-            NAME,
-            f"synthetic closed life {c.life} size {c.size:g} %: {c.a} - {c.b} slowdown",
-            f"{c.interval.difference:+.2f} [{c.interval.low:+.2f}, {c.interval.high:+.2f}]: {c.verdict}",
-        )
-        for c in closed.comparisons
-        if c.measure == "slowdown"
-    )
-    return rows
+    return rows + _renamed(closed_setup_rows(closed, "synthetic ", changes=False))
 
 
 def _agreement_rows(what: str, agreement: Agreement | None) -> list[Row]:

@@ -208,6 +208,19 @@ def stabilize(raw: Scores, times: Sequence[float], settings: Stabilization) -> S
     return published
 
 
+def publish(
+    raw: Mapping[str, Scores], times: Sequence[float], timeline: Timeline, settings: Stabilization
+) -> dict[tuple[str, str, int], Scores]:
+    """Every policy's published scores by ``(policy, variant, lag)``: raw and stabilized with
+    ``settings``, each cut to the judged steps at every lag of :data:`LAGS`."""
+    published: dict[tuple[str, str, int], Scores] = {}
+    for policy, values in raw.items():
+        for variant, series in (("raw", values), ("stabilized", stabilize(values, times, settings))):
+            for lag in LAGS:
+                published[(policy, variant, lag)] = timeline.aligned(series, lag)
+    return published
+
+
 def decide(
     published: Scores | None, names: Sequence[str], k: int, form: Form, resource: str, score: str
 ) -> list[tuple[int, ...]]:
@@ -258,6 +271,7 @@ __all__ = [
     "aps_writes",
     "decide",
     "decide_static",
+    "publish",
     "score_once",
     "score_steps",
     "stabilize",
