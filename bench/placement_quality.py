@@ -18,6 +18,11 @@ comparative sentences can fail:
   to the life, beside random, round-robin and static, and the churn-constrained hindsight oracle
   (``bench.quality.oracle``) gives the best regret reachable at each number of changes a day.
 
+* **Anticipation.**  Around every ramp (a sustained climb out of a quiet spell), each policy's live
+  placements on the ramping cluster are set against its own base rate there, with a bootstrap
+  interval over ramps and the count (``bench.quality.anticipation``); fewer than 200 ramps are
+  reported as too few.
+
 * **Closed loop.**  Placed work adds load and the scores see it only through the metrics, one sample
   late (``bench.quality.closed_loop``): each step's samples are pushed into Prometheus after the step's
   decisions, workloads of 1, 3 and 6 % of a cluster arrive at a steady rate from two Placements, and
@@ -59,7 +64,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench import Row, benchmark, verdict
-from bench.quality import closed_controller, closed_loop, controller, metrics, replay
+from bench.quality import anticipation, closed_controller, closed_loop, controller, metrics, replay
 from bench.quality import fleet as fleet_module
 from bench.quality import prometheus as prom
 from bench.quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
@@ -67,7 +72,16 @@ from bench.quality.experiment import BASELINES, ORDERS, LifeTable, Result, evalu
 from bench.quality.fleet import Fleet
 from bench.quality.oracle import OraclePoint, frontier
 from bench.quality.plots import plot_all
-from bench.quality.policies import BY_NAME, LIVES, POLICIES, STABILIZATION, Policy, judged_at, serving
+from bench.quality.policies import (
+    BY_NAME,
+    CAPACITY_POLICIES,
+    LIVES,
+    POLICIES,
+    STABILIZATION,
+    Policy,
+    judged_at,
+    serving,
+)
 from bench.quality.ranking import FORMS
 from bench.quality.traces import STEP_SECONDS, STEPS_PER_DAY, ClusterLoads
 
@@ -82,6 +96,9 @@ default full run replays the held-out half alone, which keeps it under 30 minute
 FLEET_DAYS = 3
 """Each real cluster is a 3-day block of one trace (``bench.quality.fleet``): Alibaba in both halves."""
 QUICK_PER_FAMILY = 2
+REPLAYED: list[Policy] = [*POLICIES, *CAPACITY_POLICIES]
+"""Every policy the real run replays: the utilisation policies and the free-cores scorer, which reads
+each cluster's capacity from the same Prometheus."""
 
 CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "1h": (("reactive", "cpu", "seasonal-1h"), closed_loop.SIZES),
@@ -140,7 +157,7 @@ class Comparison:
         return self.interval.verdict(self.a, self.b)
 
 
-def compare(results: Sequence[Result], policies: Sequence[Policy] = POLICIES) -> list[Comparison]:
+def compare(results: Sequence[Result], policies: Sequence[Policy] = REPLAYED) -> list[Comparison]:
     """Every pair worth a sentence, per (life, form, k) at lag 0, with its bootstrap interval.
 
     At each life: every pair among random and the raw scored ``policies`` judged there, and each
@@ -171,6 +188,64 @@ def compare(results: Sequence[Result], policies: Sequence[Policy] = POLICIES) ->
 
 
 @dataclass(frozen=True)
+class Anticipation:
+    """One policy's placements around one ramp definition's ramps, at one life (pick 1, Exact, lag 0).
+
+    ``live`` and ``base`` are the mean live share and base rate over the ramps; ``interval`` is their
+    mean difference with a bootstrap interval over ramps (each ramp its own block), None without ramps.
+    """
+
+    life: str
+    definition: str
+    policy: str
+    events: int
+    live: float | None
+    base: float | None
+    interval: Interval | None
+
+    @property
+    def verdict(self) -> str:
+        """What may be said: nothing below :data:`~bench.quality.anticipation.MIN_EVENTS` ramps."""
+        if self.interval is None:
+            return "no ramps"
+        if self.events < anticipation.MIN_EVENTS:
+            return f"too few ramps ({self.events} < {anticipation.MIN_EVENTS})"
+        if not self.interval.excludes_zero:
+            return "no difference shown"
+        return "keeps away from ramps" if self.interval.difference < 0 else "drawn to ramps"
+
+    def record(self) -> dict[str, Any]:
+        """The JSON form: the fields, the interval flattened (None without ramps) and the verdict."""
+        i = self.interval
+        return {
+            **{k: v for k, v in dataclasses.asdict(self).items() if k != "interval"},
+            "difference": None if i is None else i.difference,
+            "low": None if i is None else i.low,
+            "high": None if i is None else i.high,
+            "verdict": self.verdict,
+        }
+
+
+def anticipate(results: Sequence[Result]) -> list[Anticipation]:
+    """Every reported pick-1 Exact result at lag 0, per life and ramp definition, with its interval."""
+    out = []
+    for life, steps in LIVES.items():
+        for r in results:
+            if r.life_steps != steps or r.k != 1 or r.lag != 0 or r.form not in ("exact", "-"):
+                continue
+            if not _reported(r, life):
+                continue
+            for definition, ramp in r.ramps.items():
+                if not ramp.events:
+                    out.append(Anticipation(life, definition, r.label, 0, None, None, None))
+                    continue
+                interval = paired_block_bootstrap(ramp.live, ramp.base, block=1)
+                live, base = float(ramp.live.mean()), float(ramp.base.mean())
+                out.append(Anticipation(life, definition, r.label, ramp.events, live, base, interval))
+    return out
+
+
+@dataclass(frozen=True)
 class Half:
     """One half of the fleet's split, decided and judged on its own clusters."""
 
@@ -180,6 +255,7 @@ class Half:
     results: list[Result]
     comparisons: list[Comparison]
     oracle: dict[str, list[OraclePoint]]
+    anticipation: list[Anticipation] = dataclasses.field(default_factory=list)
 
 
 def judge_half(
@@ -189,7 +265,7 @@ def judge_half(
     loads: NDArray[np.float64],
     published: Mapping[tuple[str, str, int], replay.Scores],
     judged_days: float,
-    policies: Sequence[Policy] = POLICIES,
+    policies: Sequence[Policy] = REPLAYED,
     free_cores: NDArray[np.float64] | None = None,
 ) -> Half:
     """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
@@ -228,6 +304,7 @@ def judge_half(
             life: frontier(LifeTable(mine, steps, thresholds).means, STEP_SECONDS)
             for life, steps in LIVES.items()
         },
+        anticipation=anticipate(results),
     )
 
 
@@ -265,6 +342,7 @@ def _record(
                 "results": [r.row() for r in h.results],
                 "comparisons": [comparison_record(c) for c in h.comparisons],
                 "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
+                "anticipation": [a.record() for a in h.anticipation],
             }
             for h in halves
         },
@@ -294,7 +372,7 @@ def _fleet(quick: bool) -> tuple[Fleet, dict[str, list[int]], int]:
     return fleet, {"held-out": kept}, WARMUP + STEPS_PER_DAY
 
 
-WARMUP = replay.warmup_steps([p.range for p in POLICIES if p.scored], STEP_SECONDS, whole_days=False)
+WARMUP = replay.warmup_steps([p.range for p in REPLAYED if p.scored], STEP_SECONDS, whole_days=False)
 """The first judged step: the longest window (the seasonal day and an hour) at the largest lag."""
 
 
@@ -306,7 +384,7 @@ def placement_quality(workdir: Path) -> list[Row]:
     used = sorted({i for rows in halves_rows.values() for i in rows})
     names = tuple(fleet.names[i] for i in used)
     position = {i: n for n, i in enumerate(used)}
-    scored_policies = [p for p in POLICIES if p.scored]
+    scored_policies = [p for p in REPLAYED if p.scored]
     timeline = replay.Timeline(WARMUP, steps - WARMUP)
     # The guarantee the whole benchmark rests on, checked here and not only in the tests.
     assert timeline.first_scored * STEP_SECONDS >= max(p.range for p in scored_policies), "warm-up too short"
@@ -315,9 +393,10 @@ def placement_quality(workdir: Path) -> list[Row]:
     times = [float(prom.step_time(s)) for s in timeline.scored]
     loads = all_loads[:, WARMUP:]
     began = time.monotonic()
-    server = prom.serve_clusters(workdir / "prometheus", clusters)
+    capacities = fleet.capacities[used]
+    server = prom.serve_clusters(workdir / "prometheus", clusters, capacities=capacities)
     try:
-        with serving(POLICIES, server.url) as plans:
+        with serving(REPLAYED, server.url) as plans:
             ready = time.monotonic()
             _say(f"scoring {len(plans)} policies x {len(names)} clusters x {len(times)} samples")
             raw = asyncio.run(replay.score_steps(plans, names, times, progress=_say))
@@ -354,6 +433,8 @@ def placement_quality(workdir: Path) -> list[Row]:
         "quick": quick,
         "fleet_days": FLEET_DAYS,
         "clusters": list(held.names),
+        "capacities": dict(zip(names, capacities.tolist(), strict=True)),
+        "policies": [p.name for p in REPLAYED],
         "halves": {h.name: list(h.names) for h in halves},
         "warmup_steps": WARMUP,
         "first_scored_sample": timeline.first_scored,
@@ -421,6 +502,7 @@ def placement_quality(workdir: Path) -> list[Row]:
         rows.extend(_lag_rows(h))
         rows.extend(oracle_rows(h))
         rows.extend(comparison_rows(h))
+        rows.extend(anticipation_rows(h))
     rows.extend(_agreement_rows(halves))
     return rows
 
@@ -515,7 +597,7 @@ def result_rows(half: Half) -> list[Row]:
     """One row per reported combination at lag 0: regret, p95, exposure, changes and writes."""
     results, prefix = half.results, half.name
     rows = []
-    order = {p.name: n for n, p in enumerate(POLICIES)} | {
+    order = {p.name: n for n, p in enumerate(REPLAYED)} | {
         b: -len(BASELINES) + n for n, b in enumerate(BASELINES)
     }
     for life, steps in LIVES.items():
@@ -591,6 +673,33 @@ def oracle_rows(half: Half) -> list[Row]:
         )
         for life, points in half.oracle.items()
     ]
+
+
+def anticipation_rows(half: Half) -> list[Row]:
+    """Per life, ramp definition and policy: ramps, live share against base rate, and the verdict.
+
+    Every policy sees the same ramps (they are the loads'), so a definition without ramps at a life
+    gets one row, not one per policy."""
+    rows = []
+    done: set[tuple[str, str]] = set()
+    for a in half.anticipation:
+        if a.interval is None or a.live is None or a.base is None:
+            if (a.definition, a.life) not in done:
+                done.add((a.definition, a.life))
+                rows.append(
+                    Row(NAME, f"{half.name} anticipation {a.definition} ramps life {a.life}", "0 ramps")
+                )
+            continue
+        rows.append(
+            Row(
+                NAME,
+                f"{half.name} anticipation {a.definition} ramps life {a.life} exact k=1 {a.policy}",
+                f"{a.events} ramps, live {100 * a.live:.1f} % against base {100 * a.base:.1f} %,"
+                f" {100 * a.interval.difference:+.1f} points"
+                f" [{100 * a.interval.low:+.1f}, {100 * a.interval.high:+.1f}]: {a.verdict}",
+            )
+        )
+    return rows
 
 
 def comparison_rows(half: Half) -> list[Row]:

@@ -57,6 +57,7 @@ from bench.placement_quality import NAME as REAL_NAME
 from bench.placement_quality import (
     QUICK_ENV,
     Half,
+    anticipation_rows,
     closed_setup_rows,
     comparison_record,
     comparison_rows,
@@ -197,6 +198,7 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
     rows.extend(_renamed(result_rows(half)))
     rows.extend(_renamed(oracle_rows(half)))
     rows.extend(_renamed(comparison_rows(half)))
+    rows.extend(_renamed(anticipation_rows(half)))
     rows.extend(_closed_rows(closed, placements))
     rows.extend(_agreement_rows("open loop", open_agreement))
     rows.extend(_agreement_rows("closed loop", closed_agreement))
@@ -262,6 +264,7 @@ def _record(
                 "results": [r.row() for r in half.results],
                 "comparisons": list(open_records),
                 "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in half.oracle.items()},
+                "anticipation": [a.record() for a in half.anticipation],
             }
         },
         "closed_loop": {"results": [r.row() for r in closed.results], "comparisons": list(closed_records)},

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
-from bench.quality import metrics
+from bench.quality import anticipation, metrics
 from bench.quality.confidence import Band
 from bench.quality.ranking import Form
 from bench.quality.replay import OVERLOAD_PERCENTILE, Scores
@@ -149,6 +149,26 @@ class Judged:
     changes_per_day: float
     core_regret_values: NDArray[np.float64] | None = None
     """Per judged step: the best idle cores over the life minus the chosen cluster's (when judged)."""
+    ramps: Mapping[str, tuple[NDArray[np.float64], NDArray[np.float64]]] = field(default_factory=dict)
+    """Per ramp definition: each ramp's live share and base rate (``anticipation.shares``)."""
+
+
+@dataclass(frozen=True)
+class RampShares:
+    """One combination's placements around one definition's ramps, each averaged over the tie orders.
+
+    ``live[i]`` and ``base[i]`` are ramp ``i``'s live share and base rate; ``excess`` is the band over tie
+    orders of their mean difference (negative: the policy keeps away from clusters about to ramp).
+    """
+
+    live: NDArray[np.float64] = field(repr=False, compare=False)
+    base: NDArray[np.float64] = field(repr=False, compare=False)
+    excess: Band | None
+
+    @property
+    def events(self) -> int:
+        """How many ramps."""
+        return int(self.live.size)
 
 
 class LifeTable:
@@ -213,6 +233,8 @@ class Result:
     core_regret: Band | None = None
     """Idle cores short of the best cluster's, per replica, over the life (when capacities are given)."""
     per_step_cores: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+    ramps: Mapping[str, RampShares] = field(default_factory=dict, repr=False, compare=False)
+    """Anticipation per ramp definition (see :mod:`bench.quality.anticipation`)."""
 
     @property
     def label(self) -> str:
@@ -244,7 +266,28 @@ class Result:
             out["core_regret_mean"] = self.core_regret.median
             out["core_regret_mean_low"] = self.core_regret.low
             out["core_regret_mean_high"] = self.core_regret.high
+        for name, ramp in self.ramps.items():
+            out[f"ramp_{name}_events"] = ramp.events
+            out[f"ramp_{name}_live"] = float(ramp.live.mean()) if ramp.events else None
+            out[f"ramp_{name}_base"] = float(ramp.base.mean()) if ramp.events else None
+            for suffix, value in zip(("", "_low", "_high"), _band_values(ramp.excess), strict=True):
+                out[f"ramp_{name}_excess{suffix}"] = value
         return out
+
+
+def _band_values(band: Band | None) -> tuple[float | None, float | None, float | None]:
+    return (None, None, None) if band is None else (band.median, band.low, band.high)
+
+
+def _ramp_shares(judged: Sequence[Judged]) -> dict[str, RampShares]:
+    """Each definition's live shares and base rates averaged over the tie orders, and the band of excesses."""
+    out = {}
+    for name in judged[0].ramps:
+        live = np.vstack([j.ramps[name][0] for j in judged])
+        base = np.vstack([j.ramps[name][1] for j in judged])
+        excess = Band.of([float(v) for v in (live - base).mean(axis=1)]) if live.size else None
+        out[name] = RampShares(live=live.mean(axis=0), base=base.mean(axis=0), excess=excess)
+    return out
 
 
 def summarize(
@@ -270,6 +313,7 @@ def summarize(
         per_step=np.mean(np.vstack([j.regret_values for j in judged]), axis=0),
         core_regret=Band.of([float(np.mean(c)) for c in cores]) if cores else None,
         per_step_cores=np.mean(np.vstack(cores), axis=0) if cores else None,
+        ramps=_ramp_shares(judged),
     )
 
 
@@ -285,6 +329,7 @@ def evaluate(
     orders: int = ORDERS,
     overload_percentile: float = OVERLOAD_PERCENTILE,
     free_cores: NDArray[np.float64] | None = None,
+    ramps: Mapping[str, anticipation.Ramp] = anticipation.RAMPS,
 ) -> list[Result]:
     """Decide and judge every combination under ``orders`` random tie orders.
 
@@ -299,6 +344,8 @@ def evaluate(
         overload_percentile: each cluster's own threshold for exposure.
         free_cores: idle cores per cluster and judged step; when given, every decision is also
             judged on them (the same picks; regret in cores, the most idle cluster being best).
+        ramps: the ramp definitions whose events every decision sequence is measured around (each
+            cluster's own percentiles over ``loads``; see :mod:`bench.quality.anticipation`).
     """
     clusters, steps = loads.shape
     thresholds = metrics.percentile_thresholds(loads, overload_percentile)
@@ -306,6 +353,7 @@ def evaluate(
     # Fewest negative idle cores = most idle: the same table's "lowest is best" arithmetic, in cores.
     never = np.full(clusters, np.inf)
     cores = {} if free_cores is None else {life: LifeTable(-free_cores, life, never) for life in lives}
+    events = {name: anticipation.ramp_events(loads, ramp) for name, ramp in ramps.items()}
     judged: dict[tuple[str, str, str, int, int, int], list[Judged]] = {}
     writes_of: dict[tuple[str, str, str, int, int, int], float | None] = {}
     lags = sorted({lag for (_, _, lag) in published} or {0})
@@ -324,7 +372,13 @@ def evaluate(
                     runs.append(((policy, variant, form), (lag,), picks, writes.get(f"{policy}/{variant}")))
             for (policy, variant, shown), at_lags, picks, w in runs:
                 for life, table in tables.items():
-                    outcome = table.judge(picks, step_seconds)
+                    outcome = dataclasses.replace(
+                        table.judge(picks, step_seconds),
+                        ramps={
+                            name: anticipation.shares(picks, found, life, clusters)
+                            for name, found in events.items()
+                        },
+                    )
                     if life in cores:
                         outcome = dataclasses.replace(
                             outcome, core_regret_values=cores[life].judge(picks, step_seconds).regret_values
@@ -342,6 +396,7 @@ __all__ = [
     "Judged",
     "LifeTable",
     "Picks",
+    "RampShares",
     "Result",
     "as_decisions",
     "decide_baseline",

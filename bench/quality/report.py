@@ -219,6 +219,27 @@ def closed_comparisons(comparisons: Sequence[Record], measure: str = "slowdown")
     return "\n".join(lines)
 
 
+def anticipation(records: Sequence[Record], definition: str) -> str:
+    """Per life and placer: ramps of ``definition``, live share against base rate, interval and verdict."""
+    lines = [
+        f"| life | placer | ramps | live share | base rate | live {MINUS} base, points [95 % CI] | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lives = list(LIVES)
+    for a in sorted(records, key=lambda a: lives.index(a["life"])):
+        if a["definition"] != definition:
+            continue
+        if a["difference"] is None:
+            cells = f"{DASH} | {DASH} | {DASH}"
+        else:
+            cells = (
+                f"{100 * a['live']:.1f} % | {100 * a['base']:.1f} % | {100 * a['difference']:+.1f}"
+                f" [{100 * a['low']:+.1f}, {100 * a['high']:+.1f}]"
+            )
+        lines.append(f"| {a['life']} | {a['policy']} | {a['events']} | {cells} | {a['verdict']} |")
+    return "\n".join(lines)
+
+
 def report(record: Record) -> str:
     """Every table of the page, with a heading each, from one run's JSON."""
     halves = record["halves"]
@@ -239,7 +260,18 @@ def report(record: Record) -> str:
         lags(held["results"]),
         "### Comparisons whose interval excludes 0, pick 1 (held-out; against random left out)",
         clear_comparisons(held["comparisons"], train["comparisons"], k=1),
+        "### Idle cores short of the best cluster's, by life, pick 1, Exact (held-out)",
+        regret_by_life(held["results"], "exact", 1, measure="core_regret_mean"),
+        "### Comparisons on idle cores whose interval excludes 0, pick 1 (held-out)",
+        clear_comparisons(
+            held["comparisons"], train["comparisons"], skip_random=False, k=1, measure="core_regret"
+        ),
     ]
+    for definition in ("sustained", "loose"):
+        parts += [
+            f"### Anticipation around {definition} ramps, pick 1, Exact (held-out)",
+            anticipation(held.get("anticipation", []), definition),
+        ]
     closed = record.get("closed_loop")
     if closed:
         parts += [
@@ -305,6 +337,10 @@ def synthetic_report(record: Record) -> str:
         clear_comparisons(fleet["comparisons"], [], k=1, measure="core_regret"),
         "### Synthetic fleet: every measure, 1 h life, pick 1",
         one_life(fleet["results"], "1h", 1),
+        "### Synthetic fleet: anticipation around sustained ramps, pick 1, Exact",
+        anticipation(fleet.get("anticipation", []), "sustained"),
+        "### Synthetic fleet: anticipation around loose ramps, pick 1, Exact",
+        anticipation(fleet.get("anticipation", []), "loose"),
         "### Synthetic fleet: closed loop",
         closed_loop(record["closed_loop"]["results"]),
         "### Synthetic fleet: closed loop, a scored placer against each other placer, slowdown",

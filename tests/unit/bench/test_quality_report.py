@@ -14,11 +14,13 @@ import bench.placement_quality as pq
 from bench.placement_quality import compare
 from bench.quality import closed_loop as cl
 from bench.quality.agreement import agree
+from bench.quality.confidence import Interval
 from bench.quality.experiment import evaluate
-from bench.quality.policies import LIVES, POLICIES
+from bench.quality.policies import LIVES
 from bench.quality.report import (
     DASH,
     agreement,
+    anticipation,
     clear_comparisons,
     closed_comparisons,
     main,
@@ -33,7 +35,7 @@ def _record() -> dict[str, Any]:
     loads = rng.uniform(20, 80, size=(4, 200))
     published = {
         (p.name, variant, lag): rng.integers(0, 101, size=(4, 200)).astype(np.int64)
-        for p in POLICIES
+        for p in pq.REPLAYED
         if p.scored
         for variant in ("raw", "stabilized")
         for lag in (0, 1, 2)
@@ -55,7 +57,11 @@ def _record() -> dict[str, Any]:
         }
         for c in compare(results)
     ]
-    half = {"results": [r.row() for r in results], "comparisons": comparisons}
+    half = {
+        "results": [r.row() for r in results],
+        "comparisons": comparisons,
+        "anticipation": [a.record() for a in pq.anticipate(results)],
+    }
     return {"halves": {"held-out": half, "train": half}}
 
 
@@ -67,12 +73,14 @@ def test_report_has_every_table_row_and_life() -> None:
         "pick 3",
         "training half",
         "Extra staleness",
+        "Idle cores short of the best cluster's",
+        "Anticipation around loose ramps",
     ):
         assert heading in text
     table = regret_by_life(_record()["halves"]["held-out"]["results"], "exact", 1)
     lines = table.splitlines()
     assert lines[0] == "| policy | life 15m | life 1h | life 4h | life 12h |"
-    assert len(lines) == 2 + 8
+    assert len(lines) == 2 + 9  # every row, the free-cores scorer's included
     assert DASH + "]" not in table and all(line.count("|") == 6 for line in lines)
 
 
@@ -183,3 +191,24 @@ def test_the_full_run_replays_the_training_half_only_when_asked(monkeypatch: pyt
     assert list(both) == ["held-out", "train"] and {fleet.roles[i] for i in both["train"]} == {"train"}
     _, quick, _ = pq._fleet(quick=True)
     assert list(quick) == ["held-out"] and len(quick["held-out"]) == 5
+
+
+def test_anticipation_is_listed_per_life_and_placer_and_called_only_on_enough_ramps() -> None:
+    records = _record()["halves"]["held-out"]["anticipation"]
+    assert {a["definition"] for a in records} == {"sustained", "loose"}
+    table = anticipation(records, "loose")
+    lines = table.splitlines()
+    assert lines[0].startswith("| life | placer | ramps |")
+    shown = [r for r in records if r["definition"] == "loose"]
+    assert len(lines) == 2 + len(shown) and all(line.count("|") == 8 for line in lines)
+    assert "### Anticipation around sustained ramps" in report(_record())
+    # The verdict: nothing without ramps, "too few" below 200 however clear, then the interval's sign.
+    clear = pq.Anticipation("1h", "loose", "reactive/raw", 5, 0.3, 0.1, Interval(0.2, 0.1, 0.3, 5))
+    assert clear.verdict == "too few ramps (5 < 200)"
+    assert dataclasses.replace(clear, events=250).verdict == "drawn to ramps"
+    away = dataclasses.replace(clear, events=250, interval=Interval(-0.2, -0.3, -0.1, 250))
+    assert away.verdict == "keeps away from ramps"
+    unclear = dataclasses.replace(away, interval=Interval(-0.1, -0.3, 0.1, 250))
+    assert unclear.verdict == "no difference shown"
+    none = pq.Anticipation("1h", "loose", "static", 0, None, None, None)
+    assert none.verdict == "no ramps" and none.record()["difference"] is None
