@@ -255,6 +255,9 @@ class Half:
     results: list[Result]
     comparisons: list[Comparison]
     oracle: dict[str, list[OraclePoint]]
+    """The pick-1 oracle's frontier per life."""
+    oracle_k3: dict[str, list[OraclePoint]] = dataclasses.field(default_factory=dict)
+    """The pick-3 oracle's (a change: the set of 3 differs)."""
     anticipation: list[Anticipation] = dataclasses.field(default_factory=list)
 
 
@@ -294,16 +297,15 @@ def judge_half(
         free_cores=None if free_cores is None else free_cores[index],
     )
     thresholds = metrics.percentile_thresholds(mine, replay.OVERLOAD_PERCENTILE)
+    tables = {life: LifeTable(mine, steps, thresholds).means for life, steps in LIVES.items()}
     return Half(
         name=name,
         names=tuple(names[i] for i in index),
         effective=effective_clusters(mine),
         results=results,
         comparisons=compare(results, policies),
-        oracle={
-            life: frontier(LifeTable(mine, steps, thresholds).means, STEP_SECONDS)
-            for life, steps in LIVES.items()
-        },
+        oracle={life: frontier(means, STEP_SECONDS) for life, means in tables.items()},
+        oracle_k3={life: frontier(means, STEP_SECONDS, k=3) for life, means in tables.items()},
         anticipation=anticipate(results),
     )
 
@@ -315,6 +317,11 @@ def comparison_record(c: Comparison | closed_loop.LoopComparison) -> dict[str, A
         **dataclasses.asdict(c.interval),
         "verdict": c.verdict,
     }
+
+
+def frontier_record(frontiers: Mapping[str, Sequence[OraclePoint]]) -> dict[str, list[dict[str, float]]]:
+    """An oracle's frontier per life as the JSON files hold it."""
+    return {life: [dataclasses.asdict(p) for p in points] for life, points in frontiers.items()}
 
 
 def _record(
@@ -332,9 +339,8 @@ def _record(
         "setup": setup,
         # The plots read "results" and "oracle": the held-out half's.
         "results": [r.row() for r in halves[0].results],
-        "oracle": {
-            life: [dataclasses.asdict(p) for p in points] for life, points in halves[0].oracle.items()
-        },
+        "oracle": frontier_record(halves[0].oracle),
+        "oracle_k3": frontier_record(halves[0].oracle_k3),
         "halves": {
             h.name: {
                 "clusters": list(h.names),
@@ -342,6 +348,9 @@ def _record(
                 "results": [r.row() for r in h.results],
                 "comparisons": [comparison_record(c) for c in h.comparisons],
                 "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
+                "oracle_k3": {
+                    life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle_k3.items()
+                },
                 "anticipation": [a.record() for a in h.anticipation],
             }
             for h in halves
@@ -664,14 +673,15 @@ def _lag_rows(half: Half) -> list[Row]:
 
 
 def oracle_rows(half: Half) -> list[Row]:
-    """The churn-constrained oracle's frontier per life: regret at each number of changes a day."""
+    """The churn-constrained oracle's frontier per life and pick: regret at each number of changes a day."""
     return [
         Row(
             NAME,
-            f"{half.name} oracle frontier life {life} k=1: changes/day -> regret",
+            f"{half.name} oracle frontier life {life} k={k}: changes/day -> regret",
             ", ".join(f"{p.changes_per_day:.1f}->{p.regret:.2f}" for p in points),
         )
-        for life, points in half.oracle.items()
+        for k, frontiers in ((1, half.oracle), (3, half.oracle_k3))
+        for life, points in frontiers.items()
     ]
 
 

@@ -61,6 +61,7 @@ from bench.placement_quality import (
     closed_setup_rows,
     comparison_record,
     comparison_rows,
+    frontier_record,
     judge_half,
     oracle_rows,
     result_rows,
@@ -263,7 +264,8 @@ def _record(
                 "effective_clusters": half.effective,
                 "results": [r.row() for r in half.results],
                 "comparisons": list(open_records),
-                "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in half.oracle.items()},
+                "oracle": frontier_record(half.oracle),
+                "oracle_k3": frontier_record(half.oracle_k3),
                 "anticipation": [a.record() for a in half.anticipation],
             }
         },

@@ -267,7 +267,9 @@ def plot_day(
 
 
 def plot_churn_regret(
-    results: Sequence[Mapping[str, Any]], out: Path, frontier: Sequence[Mapping[str, Any]] = ()
+    results: Sequence[Mapping[str, Any]],
+    out: Path,
+    frontiers: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Path:
     """Write the churn plot to ``out`` (PNG): decision changes per day against mean regret.
 
@@ -278,8 +280,9 @@ def plot_churn_regret(
     policy's raw point to its stabilized one.  The x axis is symlog (linear below 1) so static's 0
     changes stay on the plot next to hundreds.  A regret of exactly 0 has no place on a log axis, so
     then y is linear.  Results recorded with a lag and a life are drawn at lag 0 and the 1 h life, for
-    the policies reported there.  ``frontier`` (the oracle's points: ``changes_per_day``, ``regret``)
-    is drawn as a dashed line in the k=1 panels: the best regret any policy could reach at that churn.
+    the policies reported there.  ``frontiers`` (per k, the oracle's points: ``changes_per_day``,
+    ``regret``) is drawn as a dashed line in that k's panels: the best regret any policy picking k
+    clusters could reach at that churn.
     """
     plt = _pyplot()
     chosen = [
@@ -313,7 +316,7 @@ def plot_churn_regret(
             ax = axes[row][col]
             here = [r for r in chosen if r["form"] == form and int(r["k"]) == k]
             points = {(r["policy"], r["variant"]): (r["changes_per_day"], r["regret_mean"]) for r in here}
-            if k == 1 and frontier:
+            if frontier := (frontiers or {}).get(k):
                 ordered = sorted(frontier, key=lambda p: float(p["changes_per_day"]))
                 ax.plot(
                     [max(float(p["changes_per_day"]), 0.0) for p in ordered],
@@ -388,8 +391,8 @@ def plot_churn_regret(
             if any(str(r["policy"]).split("-", 1)[0] == p or r["policy"] == p for r in chosen)
         ),
         *(
-            [plt.Line2D([], [], linestyle="--", color="grey", label="hindsight oracle (k=1)")]
-            if frontier
+            [plt.Line2D([], [], linestyle="--", color="grey", label="hindsight oracle")]
+            if any((frontiers or {}).get(k) for k in ks)
             else []
         ),
     ]
@@ -462,10 +465,13 @@ def plot_all(workdir: Path) -> list[Path]:
         order = known + sorted(set(stored) - set(known))
         scores = {p: np.asarray(data[p], dtype=np.int64) for p in order}
     timeline = Timeline(warmup, int(setup["judged_steps"]), max_lag=warmup - 1 - first)
-    frontier = (record.get("oracle") or {}).get("1h") or []
+    frontiers = {
+        1: (record.get("oracle") or {}).get("1h") or [],
+        3: (record.get("oracle_k3") or {}).get("1h") or [],
+    }
     out = [
         plot_day(loads, timeline, scores, names, workdir / DAY_PNG),
-        plot_churn_regret(record["results"], workdir / CHURN_PNG, frontier),
+        plot_churn_regret(record["results"], workdir / CHURN_PNG, frontiers),
     ]
     closed = (record.get("closed_loop") or {}).get("results") or []
     if closed:

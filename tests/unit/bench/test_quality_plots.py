@@ -110,6 +110,11 @@ def test_plot_churn_regret_draws_a_zero_regret(tmp_path: Path) -> None:
     ]
     out = plots.plot_churn_regret(results, tmp_path / "zero.png")
     assert _png_size(out)[0] > 300
+    # With a pick-3 result, each pick's panel gets its own oracle line.
+    three = [{**r, "k": 3} for r in results]
+    frontier = [{"changes_per_day": 0.0, "regret": 2.0}, {"changes_per_day": 20.0, "regret": 0.0}]
+    both = plots.plot_churn_regret([*results, *three], tmp_path / "two.png", {1: frontier, 3: frontier})
+    assert _png_size(both)[0] > _png_size(out)[0]
 
 
 def test_a_run_with_a_closed_loop_gets_the_closed_loop_plot(tmp_path: Path) -> None:
