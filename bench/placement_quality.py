@@ -347,10 +347,8 @@ def _record(
                 "effective_clusters": h.effective,
                 "results": [r.row() for r in h.results],
                 "comparisons": [comparison_record(c) for c in h.comparisons],
-                "oracle": {life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle.items()},
-                "oracle_k3": {
-                    life: [dataclasses.asdict(p) for p in pts] for life, pts in h.oracle_k3.items()
-                },
+                "oracle": frontier_record(h.oracle),
+                "oracle_k3": frontier_record(h.oracle_k3),
                 "anticipation": [a.record() for a in h.anticipation],
             }
             for h in halves

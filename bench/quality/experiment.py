@@ -258,25 +258,23 @@ class Result:
             "changes_per_day": self.changes_per_day,
         }
         for key, band in bands.items():
-            out[key] = None if band is None else band.median
-            out[f"{key}_low"] = None if band is None else band.low
-            out[f"{key}_high"] = None if band is None else band.high
+            _put_band(out, key, band)
         out["writes_per_cluster_day"] = self.writes_per_cluster_day
         if self.core_regret is not None:
-            out["core_regret_mean"] = self.core_regret.median
-            out["core_regret_mean_low"] = self.core_regret.low
-            out["core_regret_mean_high"] = self.core_regret.high
+            _put_band(out, "core_regret_mean", self.core_regret)
         for name, ramp in self.ramps.items():
             out[f"ramp_{name}_events"] = ramp.events
             out[f"ramp_{name}_live"] = float(ramp.live.mean()) if ramp.events else None
             out[f"ramp_{name}_base"] = float(ramp.base.mean()) if ramp.events else None
-            for suffix, value in zip(("", "_low", "_high"), _band_values(ramp.excess), strict=True):
-                out[f"ramp_{name}_excess{suffix}"] = value
+            _put_band(out, f"ramp_{name}_excess", ramp.excess)
         return out
 
 
-def _band_values(band: Band | None) -> tuple[float | None, float | None, float | None]:
-    return (None, None, None) if band is None else (band.median, band.low, band.high)
+def _put_band(out: dict[str, object], key: str, band: Band | None) -> None:
+    """``band`` as three columns of ``out``: ``key`` (the median), ``key_low`` and ``key_high``."""
+    out[key] = None if band is None else band.median
+    out[f"{key}_low"] = None if band is None else band.low
+    out[f"{key}_high"] = None if band is None else band.high
 
 
 def _ramp_shares(judged: Sequence[Judged]) -> dict[str, RampShares]:
