@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-TIER_BY_DIR = {"unit": "unit", "component": "component", "integration": "integration"}
+TIER_BY_DIR = {
+    "unit": "unit",
+    "component": "component",
+    "integration": "integration",
+    "packaging": "packaging",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:

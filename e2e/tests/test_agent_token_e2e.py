@@ -43,7 +43,7 @@ from e2e.rbacproxy import RbacProxy, start_rbac_proxy
 from e2e.tests.test_addon_lifecycle import adc_ref
 from e2e.tests.test_openshift_pods import ADDON_V1A1, CLUSTER, openshift
 
-pytestmark = [pytest.mark.e2e, pytest.mark.late_tools]
+pytestmark = pytest.mark.late_tools
 __all__ = ["openshift"]  # the fixture, imported so this module gets its own installation
 
 AUDIENCE = "dynamic-scoring-e2e-thanos"

@@ -38,7 +38,7 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.procs import wait_until, wait_value
 
-pytestmark = [pytest.mark.e2e, pytest.mark.late_tools]
+pytestmark = pytest.mark.late_tools
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "argocd"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"

@@ -54,7 +54,7 @@ from e2e.kueue import (
 from e2e.mission import ADDON_V1A1, CHART, NAMESPACE, RELEASE, SAMPLE_CONFIG, Mission, sample_documents
 from e2e.procs import Proc, listening_addresses, wait_until, wait_value
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_install, pytest.mark.late_tools]
+pytestmark = [pytest.mark.own_install, pytest.mark.late_tools]
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples" / "kueue"

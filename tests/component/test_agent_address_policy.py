@@ -23,7 +23,7 @@ from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, published, summary
 from tests.component.scorer_app import LEAKED_SECRET
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.secret_binding import ALLOWED_SCORERS_ANNOTATION
 from tests.component.harness import ScorerPKI, ScorerProcess, eventually, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 def bound(scorer: ScorerProcess) -> str:

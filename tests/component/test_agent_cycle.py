@@ -14,7 +14,7 @@ from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 NORMALISE = {"min": 0, "max": 2}
 

@@ -18,7 +18,7 @@ from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 PER_NODE = {
     "results": [

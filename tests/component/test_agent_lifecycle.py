@@ -22,7 +22,7 @@ from dynamic_scoring.wire import dump_summaries
 from tests.component.conftest import FAST, LOOPBACK
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 def fixed(scorer: ScorerProcess, score: float, pod: str = "p") -> str:

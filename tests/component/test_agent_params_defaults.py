@@ -21,7 +21,7 @@ from e2e.procs import Proc, free_port, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 NORMALISE = {"min": 0, "max": 2}
 NO_SUCH_SERIES = f'{GAUGE}{{namespace="no-such-namespace"}}'

@@ -24,7 +24,7 @@ from e2e.pki import CertificateAuthority
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 class _Forwarder(BaseHTTPRequestHandler):

@@ -24,7 +24,7 @@ from e2e.procs import wait_until
 from tests.component.conftest import FAST, PromFixture
 from tests.component.harness import ScorerProcess, free_port, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 LOAD = "ds_test_cluster_load"
 LOADS = {

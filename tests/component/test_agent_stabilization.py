@@ -16,7 +16,7 @@ from dynamic_scoring.agent.ports import CONDITION_TYPE, CycleCondition, PublishR
 from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.harness import ScorerProcess, eventually, published, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 def value(request: PublishRequest) -> int:

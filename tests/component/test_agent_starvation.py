@@ -17,7 +17,7 @@ from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 async def test_workers_starved_of_slots_are_reported_until_they_catch_up(scorer: ScorerProcess) -> None:

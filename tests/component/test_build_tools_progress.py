@@ -12,13 +12,9 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from e2e.gobuild import tools_root
 from e2e.procs import wait_until
 from e2e.tools import BUILD_SCRIPT
-
-pytestmark = pytest.mark.component
 
 
 def _env(root: Path) -> dict[str, str]:

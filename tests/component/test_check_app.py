@@ -7,8 +7,6 @@ import pytest
 from dynamic_scoring.scorer import ScorerApp, ScoreResult, ScoringRequest, result
 from dynamic_scoring.scorer.testing import assert_conformant, check_app
 
-pytestmark = pytest.mark.component
-
 
 class BudgetExceededError(Exception):
     """An author's own exception type."""

@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from click.testing import CliRunner, Result
 
@@ -18,8 +17,6 @@ from dynamic_scoring.ctl.main import main
 from e2e.procs import Proc, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port
-
-pytestmark = [pytest.mark.component]
 
 
 def scorer_file(tmp_path: Path, spec: dict[str, Any]) -> Path:

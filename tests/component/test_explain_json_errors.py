@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
 
 from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from dynamic_scoring.ctl.main import main
 from tests.component.harness import ScorerProcess
 from tests.component.test_explain import scorer_file, unreachable_hub_kubeconfig
-
-pytestmark = pytest.mark.component
 
 
 def explain(tmp_path: Path, base: str, *extra: str) -> Result:

@@ -31,8 +31,6 @@ from dynamic_scoring.agent.server import HealthServer
 from dynamic_scoring.kube.api import KubeAPI
 from e2e.procs import wait_until
 
-pytestmark = [pytest.mark.component]
-
 SERVERS = ("manager", "agent")
 
 PER_PEER = 3

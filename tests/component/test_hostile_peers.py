@@ -29,7 +29,7 @@ from tests.component.harness import (
     summary,
 )
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 def sample(sup: Supervisor, name: str, labels: dict[str, str]) -> float | None:

@@ -22,7 +22,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from tests.component.conftest import LOOPBACK
 from tests.component.harness import summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

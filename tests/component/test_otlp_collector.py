@@ -30,7 +30,7 @@ from e2e.tools import component_dirs
 from tests.component.harness import ScorerProcess, eventually, summary
 from tests.component.test_otlp_receiver import Agent, close_agent, make_agent, scored
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio, pytest.mark.late_tools]
+pytestmark = [pytest.mark.anyio, pytest.mark.late_tools]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "opentelemetry" / "collector-configmap.yaml"
 

@@ -34,7 +34,7 @@ from dynamic_scoring.agent.supervisor import Supervisor
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, peak_rss_growth, summary
 
-pytestmark = [pytest.mark.component, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 MIB = 1024 * 1024
 

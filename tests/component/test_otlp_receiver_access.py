@@ -31,8 +31,6 @@ from dynamic_scoring.agent.source.otlp.telemetry import OtlpTelemetry
 from e2e.procs import wait_until
 from tests.component.harness import ScorerPKI
 
-pytestmark = [pytest.mark.component]
-
 TOKEN = "s3cr3t-otlp-token-0123456789"
 
 

@@ -29,8 +29,6 @@ from dynamic_scoring.agent.source.otlp.telemetry import OtlpTelemetry
 from e2e.procs import wait_until
 from tests.component.harness import ScorerPKI
 
-pytestmark = [pytest.mark.component]
-
 TOKEN = "limits-otlp-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HEAD_TIMEOUT = 0.5

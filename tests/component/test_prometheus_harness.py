@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from e2e.procs import wait_until
 from e2e.prometheus import synthetic_cpu_openmetrics
 from tests.component.conftest import GAUGE, PODS, PromFixture
-
-pytestmark = pytest.mark.component
 
 
 def test_backfilled_gauges_are_exact(prometheus: PromFixture) -> None:

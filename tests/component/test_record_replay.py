@@ -26,8 +26,6 @@ from tests.component.conftest import GAUGE, PODS, PromFixture
 from tests.component.harness import free_port
 from tests.unit.ctl.test_record_replay import recording
 
-pytestmark = [pytest.mark.component]
-
 # timestamp() changes every 15 s of the backfill, so each point of a series has its own value and a
 # shifted or misaligned replay cannot pass by accident the way a constant gauge would.
 VARYING = f"timestamp({GAUGE})"

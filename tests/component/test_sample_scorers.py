@@ -30,8 +30,6 @@ from e2e.prometheus import PrometheusServer
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import published, summary
 
-pytestmark = pytest.mark.component
-
 ROOT = Path(__file__).resolve().parents[2]
 CAPACITY = 4.0
 

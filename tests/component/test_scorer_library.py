@@ -41,8 +41,6 @@ from dynamic_scoring.scorer.testing import assert_conformant, check_app
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, MAX_SOURCE_QUERIES, MAX_SOURCES
 from e2e.procs import wait_until
 
-pytestmark = pytest.mark.component
-
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000
 BODY = json.dumps({"data": [{"metric": {"pod": "p"}, "values": [[T0, "1"], [T0 + 15, "3"]]}]}).encode()

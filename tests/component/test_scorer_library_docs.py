@@ -16,8 +16,6 @@ import pytest
 
 from dynamic_scoring.scorer import ScorerServer
 
-pytestmark = pytest.mark.component
-
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scorer-library.md"
 TOKEN_PATH = "/var/run/secrets/scorer/token"
 

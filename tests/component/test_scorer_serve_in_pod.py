@@ -13,10 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.component
-
 SCORER = """
 import sys
 

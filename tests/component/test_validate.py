@@ -34,8 +34,6 @@ from dynamic_scoring.scorer.conformance import (
 from e2e.procs import Proc, free_port, wait_until
 from tests.component.harness import ScorerPKI
 
-pytestmark = pytest.mark.component
-
 ROOT = Path(__file__).resolve().parents[2]
 
 GOOD_CONFIG: dict[str, Any] = {

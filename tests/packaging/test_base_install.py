@@ -21,8 +21,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.packaging
-
 
 @pytest.fixture(scope="module")
 def requires(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:

@@ -27,7 +27,7 @@ from tests.restricted_v2 import pod_spec, violations
 
 # helm and kubectl are built Go tools: on a cold machine `make test` runs these once they are built
 # (late_tools) instead of holding up the tiers that need none.
-pytestmark = [pytest.mark.packaging, pytest.mark.late_tools]
+pytestmark = pytest.mark.late_tools
 
 Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

@@ -26,8 +26,6 @@ from e2e.image import (
     ulimits,
 )
 
-pytestmark = pytest.mark.packaging
-
 
 @pytest.fixture(scope="module")
 def built() -> str:

@@ -19,7 +19,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.packaging
 
 RENDER = """
 import json, dynamic_scoring.addon.render.templating as t

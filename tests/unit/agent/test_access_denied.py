@@ -9,8 +9,6 @@ from dynamic_scoring.agent.source.access import access_denied_message, denied_pe
 from dynamic_scoring.agent.source.prometheus import RangeWindow, query_range
 from tests.unit.agent.test_address_policy import answering
 
-pytestmark = pytest.mark.unit
-
 USER = "system:serviceaccount:dynamic-scoring:dynamic-scoring-agent"
 SENTENCE = f"Forbidden (user={USER}, verb=get, resource=namespaces, subresource=)\n".encode()
 

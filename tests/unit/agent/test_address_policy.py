@@ -32,7 +32,7 @@ from dynamic_scoring.agent.scorer_client.client import call_scorer
 from dynamic_scoring.agent.source.prometheus import RangeWindow, known_error_type, query_range
 from dynamic_scoring.guarded_transport import AsyncGuardedBackend
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 SECRET = "AKIA-LOOKS-SECRET-0123456789"
 WINDOW = RangeWindow(start=0, end=60, step=15)

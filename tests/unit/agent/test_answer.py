@@ -13,8 +13,6 @@ from pydantic import ValidationError
 from dynamic_scoring.agent.scorer_client.answer import decode_answer
 from dynamic_scoring.wire import ScoringResponse
 
-pytestmark = pytest.mark.unit
-
 _scalars = st.one_of(
     st.text(max_size=8),
     st.integers(min_value=-(10**30), max_value=10**30),

@@ -19,7 +19,7 @@ from dynamic_scoring.wire import EndpointAuth
 URL = "http://scorer.example.com:8000/scoring"
 HOST = "scorer.example.com:8000"
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ from dynamic_scoring.agent.items.maths import score_value
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.wire import ScoreNormalization, ScoreResult, ScorerSummary
 
-pytestmark = pytest.mark.unit
-
 
 def r(score: float, **metric: str) -> ScoreResult:
     return ScoreResult(metric=metric, score=score)

@@ -23,7 +23,7 @@ from dynamic_scoring.agent.errors import (
 from dynamic_scoring.agent.http import BodyTooLarge, read_limited, transport_errors
 from dynamic_scoring.agent.scorer_client.client import SCORER_ERRORS
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 MIB = 1024 * 1024
 

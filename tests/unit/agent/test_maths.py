@@ -18,8 +18,6 @@ from dynamic_scoring.agent.items.maths import (
 )
 from dynamic_scoring.wire import ScoreNormalization
 
-pytestmark = pytest.mark.unit
-
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 

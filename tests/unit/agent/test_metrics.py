@@ -1,11 +1,7 @@
 from __future__ import annotations
 
-import pytest
-
 from dynamic_scoring.agent.metrics import AgentMetrics, truncate_label
 from dynamic_scoring.wire import ScoreResult
-
-pytestmark = pytest.mark.unit
 
 
 def lines(m: AgentMetrics, needle: str) -> list[str]:

@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.agent.items.naming import aps_name
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("score_name", "expected"),

@@ -13,8 +13,6 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from dynamic_scoring.agent.source.otlp.decoding import BodyError, encoding_of, inflate, parse
 from dynamic_scoring.agent.source.otlp.translation import flatten
 
-pytestmark = pytest.mark.unit
-
 T = 1_700_000_000_000_000_000
 
 

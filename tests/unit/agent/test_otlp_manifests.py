@@ -13,8 +13,6 @@ from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.bind_address import parse_bind_address
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
-pytestmark = pytest.mark.unit
-
 
 def test_otlp_receiver_port_adds_the_flag_the_container_port_and_a_service() -> None:
     r = render_agent(

@@ -17,8 +17,6 @@ from dynamic_scoring.agent.source.otlp.selection import (
 )
 from dynamic_scoring.wire import OtelSelector, ScorerSummary
 
-pytestmark = pytest.mark.unit
-
 
 def test_a_vector_selector_with_every_operator() -> None:
     sel = parse_selector(

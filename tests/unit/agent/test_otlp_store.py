@@ -17,8 +17,6 @@ from dynamic_scoring.agent.source.otlp.store import LOOKBACK_SECONDS, LabelLimit
 from dynamic_scoring.agent.source.otlp.translation import Flattened, Kind, Point
 from dynamic_scoring.agent.source.prometheus import RangeWindow
 
-pytestmark = pytest.mark.unit
-
 NOW = 1_800_000_000.0
 
 

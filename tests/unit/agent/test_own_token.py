@@ -15,7 +15,7 @@ from dynamic_scoring.wire import EndpointAuth
 PROM = "https://thanos-querier.openshift-monitoring.svc:9091/api/v1/query_range"
 ASK = EndpointAuth.model_validate({"agentServiceAccountToken": True})
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture

@@ -20,8 +20,6 @@ from dynamic_scoring.wire import (
     parse_summaries,
 )
 
-pytestmark = pytest.mark.unit
-
 SERIES = b'[{"metric":{"pod":"a"},"values":[[1,"0.5"]]}]'
 
 

@@ -6,8 +6,6 @@ from dynamic_scoring.agent.plan import InvalidSummary, plan_summaries, plan_summ
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.wire import ScorerSummary
 
-pytestmark = pytest.mark.unit
-
 
 def make(**fields: object) -> ScorerSummary:
     data: dict[str, object] = {

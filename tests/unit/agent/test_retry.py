@@ -9,7 +9,7 @@ from dynamic_scoring.agent.errors import ScorerHTTPError, ScorerResponseInvalid,
 from dynamic_scoring.agent.retry import backoff_delay, retrying
 from dynamic_scoring.agent.settings import RetryPolicy
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture

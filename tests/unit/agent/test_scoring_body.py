@@ -7,8 +7,6 @@ import pytest
 
 from dynamic_scoring.agent.scorer_client.client import scoring_body
 
-pytestmark = pytest.mark.unit
-
 
 def body(series: list[object]) -> bytes:
     length, pieces = scoring_body(series)

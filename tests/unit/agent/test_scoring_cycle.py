@@ -32,7 +32,7 @@ from dynamic_scoring.agent.ports import ScoreItem, SecretContents
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.wire import ScorerSummary
 
-pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 CLUSTER = "cluster1"
 PROM_A = "http://prom-a:9090/api/v1/query_range"

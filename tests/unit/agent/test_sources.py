@@ -21,8 +21,6 @@ from dynamic_scoring.agent.source.placeholders import (
 )
 from dynamic_scoring.wire import ScorerSummary
 
-pytestmark = pytest.mark.unit
-
 PROM = "http://central:9090/api/v1/query_range"
 
 

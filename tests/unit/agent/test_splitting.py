@@ -6,8 +6,6 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.agent.source.splitting import split_queries
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("text", "expected"),

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.agent.items.stabilization import CELLS, ItemState, Stabilization, Stabilizer
 
-pytestmark = pytest.mark.unit
-
 
 def reference(observations: list[tuple[float, int]], s: Stabilization) -> list[int]:
     """The rule as the issue states it, recomputed from the whole history at every step.

@@ -14,8 +14,6 @@ from dynamic_scoring.wire import (
     parse_summaries,
 )
 
-pytestmark = pytest.mark.unit
-
 QUICKSTART = """[{"name":"sample-scorer","scoreName":"sample_my_score","sourceType":"Prometheus",
   "sourceEndpoint":"http://kube-prometheus-kube-prome-prometheus.monitoring.svc:9090/api/v1/query_range",
   "sourceEndpointAuthName":"","sourceEndpointAuthKey":"",

@@ -3,10 +3,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-pytestmark = pytest.mark.unit
-
 # Imports of click fail as they would on a base install (no `cli` extra).
 BLOCK_CLICK = """
 import sys

@@ -15,8 +15,6 @@ from dynamic_scoring.ctl.explain_cycle import FileTokens
 from dynamic_scoring.ctl.main import main
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
-pytestmark = pytest.mark.unit
-
 
 def invoke(tmp_path: Path, *args: str) -> tuple[int, str]:
     env = {"KUBECONFIG": str(tmp_path / "none")}

@@ -17,8 +17,6 @@ from dynamic_scoring.ctl.record import parse_duration, query_range_endpoint
 from dynamic_scoring.ctl.recording import Recording, RecordingError, RecordingFile, load
 from dynamic_scoring.ctl.replay import LOOKBACK, QueryError, Replay, is_loopback, parse_listen
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_700_000_000
 
 

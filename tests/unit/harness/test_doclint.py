@@ -8,8 +8,6 @@ import pytest
 
 from e2e import doclint
 
-pytestmark = pytest.mark.unit
-
 FENCE = "```"
 
 

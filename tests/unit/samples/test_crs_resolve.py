@@ -20,8 +20,6 @@ from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
-pytestmark = pytest.mark.unit
-
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
 

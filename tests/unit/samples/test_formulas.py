@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.samples.scorers.formulas import forecast, headroom_score, linear_fit, mean_load
 
-pytestmark = pytest.mark.unit
-
 loads = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 capacities = st.floats(min_value=1e-3, max_value=1e4)
 values = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False)

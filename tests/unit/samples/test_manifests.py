@@ -28,8 +28,6 @@ from dynamic_scoring.secret_binding import listed_destination
 from tests.unit.addon.helpers import mca
 from tests.unit.samples.agent_names import agent_metric_names
 
-pytestmark = pytest.mark.unit
-
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 OCM_CLUSTER = "cluster.open-cluster-management.io"
 

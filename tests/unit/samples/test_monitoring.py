@@ -15,8 +15,6 @@ import yaml
 
 from tests.unit.samples.agent_names import agent_metric_names
 
-pytestmark = pytest.mark.unit
-
 MONITORING = Path(__file__).resolve().parents[3] / "samples" / "monitoring"
 # The agent's metric names all start with dynamic_.
 OURS = re.compile(r"\bdynamic_[a-zA-Z0-9_:]*")

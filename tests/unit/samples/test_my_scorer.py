@@ -13,7 +13,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from dynamic_scoring.addon.registry.effective import resolve
@@ -21,8 +20,6 @@ from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.naming import aps_name
 from dynamic_scoring.scorer import ScorerApp
-
-pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
 MINE = ROOT / "samples" / "my_scorer"

@@ -13,8 +13,6 @@ from dynamic_scoring.samples.scorers.server import build_parser, config_document
 from dynamic_scoring.scorer import RequestError, ScoringRequest, Series, parse_request
 from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_800_000_000
 
 

@@ -15,8 +15,6 @@ from dynamic_scoring.scorer import RequestError, ScoringRequest, Series
 from dynamic_scoring.scorer.testing import check_app
 from dynamic_scoring.wire import MAX_HORIZON_SECONDS
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_800_000_000.0
 DAY, STEP = 86_400.0, 300.0
 

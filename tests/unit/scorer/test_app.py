@@ -13,8 +13,6 @@ import pytest
 
 from dynamic_scoring.scorer import BearerToken, ScorerApp, ScorerConfig, ScoreResult, ScoringRequest, result
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_800_000_000
 BODY = json.dumps({"data": [{"metric": {"pod": "p1"}, "values": [[T0, "1"], [T0 + 15, "3"]]}]}).encode()
 

@@ -9,8 +9,6 @@ import pytest
 
 from dynamic_scoring.scorer import BearerToken, TokenError
 
-pytestmark = pytest.mark.unit
-
 
 def test_file_token_is_checked_whole_and_follows_rotation(tmp_path: Path) -> None:
     path = tmp_path / "token"

@@ -16,8 +16,6 @@ from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.scorer.conformance import ERROR, Checker
 from dynamic_scoring.wire import ScorerConfig
 
-pytestmark = pytest.mark.unit
-
 GOOD: dict[str, Any] = {
     "name": "s",
     "source": {

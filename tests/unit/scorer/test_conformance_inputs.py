@@ -8,8 +8,6 @@ import pytest
 
 from dynamic_scoring.scorer.conformance import matrix, matrix_body, non_finite_matrix
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(("series", "points"), [(0, 5), (1, 1), (15, 7)])
 def test_matrix_body_is_the_matrix(series: int, points: int) -> None:

@@ -21,8 +21,6 @@ from dynamic_scoring.scorer import (
     trend,
 )
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_800_000_000.0
 
 

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 from dynamic_scoring.scorer import EmptySeriesError, RequestError, ScoringRequest, Series, parse_request
 from dynamic_scoring.scorer.matrix import _checked_points, _fast_points
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_800_000_000
 
 

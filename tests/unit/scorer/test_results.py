@@ -6,8 +6,6 @@ import pytest
 
 from dynamic_scoring.scorer import DIMENSION_LABELS, result
 
-pytestmark = pytest.mark.unit
-
 
 def test_dimension_labels_are_the_ones_the_agent_renders() -> None:
     from dynamic_scoring.agent.items.dimensions import (

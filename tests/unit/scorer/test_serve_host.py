@@ -8,8 +8,6 @@ import pytest
 
 from dynamic_scoring.scorer.serve import default_host, in_container
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture(autouse=True)
 def no_pod(monkeypatch: pytest.MonkeyPatch) -> None:

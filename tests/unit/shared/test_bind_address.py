@@ -4,8 +4,6 @@ import pytest
 
 from dynamic_scoring.bind_address import parse_bind_address
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("address", "expected"),

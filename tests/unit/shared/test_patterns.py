@@ -18,8 +18,6 @@ import pytest
 
 from dynamic_scoring.wire import MAX_DIMENSION_LABEL_LENGTH, check_dimension_labels, parse_summaries
 
-pytestmark = pytest.mark.unit
-
 PACKAGE = Path(__file__).resolve().parents[3] / "dynamic_scoring"
 
 

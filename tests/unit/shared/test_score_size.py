@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,8 +12,6 @@ from dynamic_scoring.score_size import (
     max_results_for,
     scores_bytes,
 )
-
-pytestmark = pytest.mark.unit
 
 NAMES = st.text(st.characters(codec="utf-8"), min_size=1, max_size=60)
 

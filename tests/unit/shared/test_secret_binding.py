@@ -14,8 +14,6 @@ from dynamic_scoring.secret_binding import (
     parse_allowed_hosts,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def allowed(annotation: str | None, url: str) -> bool:
     annotations = {} if annotation is None else {ALLOWED_HOSTS_ANNOTATION: annotation}

@@ -21,8 +21,6 @@ from dynamic_scoring.secret_binding import (
 )
 from dynamic_scoring.urls import normalise_path, path_within
 
-pytestmark = pytest.mark.unit
-
 INGRESS = "https://ingress.example.com"
 
 

@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.timestamps import format_time, micro_time, parse_time
 
-pytestmark = pytest.mark.unit
-
 UTC_SECONDS = st.datetimes(
     min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(9999, 1, 1), timezones=st.just(dt.UTC)
 ).map(lambda t: t.replace(microsecond=0))

@@ -15,8 +15,6 @@ from dynamic_scoring.transport_errors import (
     classify,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def _raised_from(outer: Exception, inner: BaseException) -> Exception:
     """``outer`` with ``inner`` as its cause, the way httpx wraps what the socket or ssl raised."""

@@ -5,8 +5,6 @@ from pydantic import BaseModel, ValidationError
 
 from dynamic_scoring.validation import describe_validation, validation_issues
 
-pytestmark = pytest.mark.unit
-
 
 class Inner(BaseModel):
     range: int

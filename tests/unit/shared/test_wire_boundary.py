@@ -17,8 +17,6 @@ from dynamic_scoring.wire import (
     parse_summaries,
 )
 
-pytestmark = pytest.mark.unit
-
 BASE: dict[str, Any] = {
     "name": "n",
     "scoreName": "s",

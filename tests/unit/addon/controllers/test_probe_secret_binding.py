@@ -17,8 +17,6 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from dynamic_scoring.wire import SecretKeyRef
 
-pytestmark = pytest.mark.unit
-
 
 class _API:
     """A KubeAPI that answers every GET with one Secret."""

@@ -9,8 +9,6 @@ from dynamic_scoring.addon.distribution.status import accepted_condition
 from dynamic_scoring.addon.registry.models import DynamicScoringConfigSpec, Mask
 from dynamic_scoring.wire import ScorerSummary, dump_summaries, parse_summaries
 
-pytestmark = pytest.mark.unit
-
 CLUSTERS = [ClusterInput("c1", {}, "ns"), ClusterInput("c2", {}, "ns")]
 MASKS = [Mask(cluster_name="c2", score_name="gpu")]
 

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES
 from tests.unit.addon.registry.crdutil import apply_defaults, crd_schema
-
-pytestmark = pytest.mark.unit
 
 SCHEMA = crd_schema("dynamicscorers")["properties"]["spec"]
 PROM = {"type": "Prometheus", "host": "http://prom:9090", "params": {"query": "up", "range": 600, "step": 60}}

@@ -10,8 +10,6 @@ from dynamic_scoring.addon.registry.effective import Resolution, resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from tests.unit.addon.registry.crdutil import apply_defaults, crd_schema
 
-pytestmark = pytest.mark.unit
-
 SPEC_SCHEMA = crd_schema("dynamicscorers")["properties"]["spec"]
 SCORING = {"host": "http://scorer:8000"}
 CENTRAL = {"name": "central", "host": "http://thanos:9090", "queries": ['up{cluster="${cluster}"}', "x"]}
