@@ -12,14 +12,14 @@ from pathlib import Path
 from bench import REGISTRY, Row
 
 MODULES = [
-    "bench.agent",
-    "bench.hostile",
-    "bench.hub",
-    "bench.hub_probe",
-    "bench.placement_quality",
-    "bench.placement_quality_synthetic",
-    "bench.placement_stability",
-    "bench.registry",
+    "bench.agent.cycle",
+    "bench.agent.hostile",
+    "bench.hub.manager",
+    "bench.hub.probe",
+    "bench.hub.registry",
+    "bench.placement_quality.real",
+    "bench.placement_quality.synthetic",
+    "bench.placement_stability.live",
     "bench.scorer_library",
     "bench.scores",
     "bench.stabilization",

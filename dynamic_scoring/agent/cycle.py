@@ -142,7 +142,8 @@ class CycleEnv:
     wall_clock: Callable[[], datetime] = utc_now
     clock: Callable[[], float] = time.time
     """Unix seconds at which a cycle's query window ends; ``time.time`` (now) except in a replay
-    (``bench.quality.replay``), which sets it to each past step so Prometheus answers that window."""
+    (``bench.placement_quality.replay``), which sets it to each past step so Prometheus answers that
+    window."""
     prometheus: str | None = None
     """A ``query_range`` URL used instead of every Prometheus source's own (``explain --prometheus``)."""
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.quality import closed_loop as cl
-from bench.quality import prometheus as prom
-from bench.quality.policies import BY_NAME, serving
-from bench.quality.remote_write import RemoteWriter
-from bench.quality.replay import score_steps
-from bench.quality.traces import ClusterLoads
+from bench.placement_quality import closed_loop as cl
+from bench.placement_quality import prometheus as prom
+from bench.placement_quality.policies import BY_NAME, serving
+from bench.placement_quality.remote_write import RemoteWriter
+from bench.placement_quality.replay import score_steps
+from bench.placement_quality.traces import ClusterLoads
 from e2e.prometheus import PrometheusServer
 
 NAMES = ("east", "north", "west")

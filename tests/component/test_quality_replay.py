@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.quality import prometheus as prom
-from bench.quality.experiment import decide_fast, tie_order
-from bench.quality.policies import POLICIES, STABILIZATION, serving
-from bench.quality.ranking import FORMS
-from bench.quality.replay import LAGS, Timeline, decide, score_steps, stabilize, warmup_steps
-from bench.quality.traces import ClusterLoads
+from bench.placement_quality import prometheus as prom
+from bench.placement_quality.experiment import decide_fast, tie_order
+from bench.placement_quality.policies import POLICIES, STABILIZATION, serving
+from bench.placement_quality.ranking import FORMS
+from bench.placement_quality.replay import LAGS, Timeline, decide, score_steps, stabilize, warmup_steps
+from bench.placement_quality.traces import ClusterLoads
 
 STEPS = 48
 REPLAYED = range(20, 28)

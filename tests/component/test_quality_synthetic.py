@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import bench.placement_quality_synthetic as syn
-from bench.placement_quality import QUICK_ENV
-from bench.quality import closed_loop as cl
-from bench.quality.policies import LIVES
+import bench.placement_quality.synthetic as syn
+from bench.placement_quality import closed_loop as cl
+from bench.placement_quality.policies import LIVES
+from bench.placement_quality.real import QUICK_ENV
 
 
 def test_a_shrunk_synthetic_run_replays_judges_loops_and_compares_with_the_real_fleet(

@@ -1,4 +1,4 @@
-"""The placement-stability benchmark's counting rules (bench/churn.py)."""
+"""The placement-stability benchmark's counting rules (bench/placement_stability/churn.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.churn import Sample, decision_changes, per_hour, published_values, reaction, spread, writes
+from bench.placement_stability.churn import (
+    Sample,
+    decision_changes,
+    per_hour,
+    published_values,
+    reaction,
+    spread,
+    writes,
+)
 
 C1, C2 = ("cluster1",), ("cluster2",)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.quality.agreement import agree, key, sign
+from bench.placement_quality.agreement import agree, key, sign
 
 
 def _c(a: str, b: str, low: float, high: float, **where: Any) -> dict[str, Any]:

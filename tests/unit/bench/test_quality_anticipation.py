@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.quality.anticipation import RAMPS, Ramp, ramp_events, shares
-from bench.quality.experiment import evaluate
+from bench.placement_quality.anticipation import RAMPS, Ramp, ramp_events, shares
+from bench.placement_quality.experiment import evaluate
 
 SUSTAINED = RAMPS["sustained"]
 

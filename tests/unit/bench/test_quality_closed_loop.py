@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.quality import closed_loop as cl
-from bench.quality.experiment import decide_fast, decide_next, tie_order
-from bench.quality.ranking import FORMS, Form
-from bench.quality.remote_write import _varint, encode
+from bench.placement_quality import closed_loop as cl
+from bench.placement_quality.experiment import decide_fast, decide_next, tie_order
+from bench.placement_quality.ranking import FORMS, Form
+from bench.placement_quality.remote_write import _varint, encode
 
 
 @pytest.mark.parametrize("life", [3, 12, 48, 144])

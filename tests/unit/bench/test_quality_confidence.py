@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.quality.confidence import Band, block_starts, effective_clusters, paired_block_bootstrap
+from bench.placement_quality.confidence import Band, block_starts, effective_clusters, paired_block_bootstrap
 
 
 def test_band_is_median_low_high() -> None:

@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 
-from bench.quality import controller as qc
-from bench.quality.ranking import placement, rank
+from bench.placement_quality import controller as qc
+from bench.placement_quality.ranking import placement, rank
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 NAMES = ("alibaba-utc", "google-w0", "azure-w0")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.quality import metrics
-from bench.quality.experiment import (
+from bench.placement_quality import metrics
+from bench.placement_quality.experiment import (
     LifeTable,
     as_decisions,
     decide_baseline,
@@ -15,8 +15,8 @@ from bench.quality.experiment import (
     tie_names,
     tie_order,
 )
-from bench.quality.ranking import FORMS, Form
-from bench.quality.replay import decide
+from bench.placement_quality.ranking import FORMS, Form
+from bench.placement_quality.replay import decide
 
 NAMES = tuple(f"cluster-{c}" for c in "abcdefg")
 

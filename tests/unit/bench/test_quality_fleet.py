@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from bench.quality import fleet as fl
-from bench.quality.prometheus import rescale
-from bench.quality.traces import STEPS_PER_DAY, TraceName, cpu_percent, read_trace
+from bench.placement_quality import fleet as fl
+from bench.placement_quality.prometheus import rescale
+from bench.placement_quality.traces import STEPS_PER_DAY, TraceName, cpu_percent, read_trace
 
 TRACE_ROWS: dict[TraceName, int] = {"alibaba2018": 2243, "google2019": 8064, "azure_v2": 8640}
 

@@ -1,4 +1,4 @@
-"""The placement-quality benchmark's scoring rules (bench/quality/metrics.py) and its trace loader."""
+"""The placement-quality benchmark's scoring rules (bench/placement_quality/metrics.py), its trace loader."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.quality.metrics import (
+from bench.placement_quality.metrics import (
     Crossing,
     Decision,
     changes_per_day,
@@ -253,7 +253,7 @@ def test_changes_count_the_boundaries_between_runs_of_equal_sets(seq: list[list[
 
 
 def test_the_traces_cpu_columns_are_read_as_recorded() -> None:
-    from bench.quality.traces import STEP_SECONDS, cpu_percent, read_trace
+    from bench.placement_quality.traces import STEP_SECONDS, cpu_percent, read_trace
 
     alibaba = cpu_percent("alibaba2018", read_trace("alibaba2018"))
     azure = cpu_percent("azure_v2", read_trace("azure_v2"))

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from bench.quality.oracle import churn_oracle, churn_oracle_sets, frontier
+from bench.placement_quality.oracle import churn_oracle, churn_oracle_sets, frontier
 
 
 def _objective(means: np.ndarray, picks: tuple[int, ...], penalty: float) -> float:

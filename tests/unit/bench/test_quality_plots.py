@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.quality import plots
-from bench.quality.policies import STABILIZATION
-from bench.quality.prometheus import step_time
-from bench.quality.ranking import FORMS
-from bench.quality.replay import Timeline, decide, decide_static, stabilize
+from bench.placement_quality import plots
+from bench.placement_quality.policies import STABILIZATION
+from bench.placement_quality.prometheus import step_time
+from bench.placement_quality.ranking import FORMS
+from bench.placement_quality.replay import Timeline, decide, decide_static, stabilize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DAY = 288

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from bench.quality import prometheus as prom
-from bench.quality.policies import (
+from bench.placement_quality import prometheus as prom
+from bench.placement_quality.policies import (
     BY_NAME,
     LIVES,
     POLICIES,
@@ -23,9 +23,17 @@ from bench.quality.policies import (
     plan_for,
     reactive_score,
 )
-from bench.quality.ranking import FORMS, Form, placement, rank, score_object
-from bench.quality.replay import LAGS, Timeline, aps_writes, decide, decide_static, stabilize, warmup_steps
-from bench.quality.traces import ClusterLoads
+from bench.placement_quality.ranking import FORMS, Form, placement, rank, score_object
+from bench.placement_quality.replay import (
+    LAGS,
+    Timeline,
+    aps_writes,
+    decide,
+    decide_static,
+    stabilize,
+    warmup_steps,
+)
+from bench.placement_quality.traces import ClusterLoads
 from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.agent.cycle import CycleEnv
 from dynamic_scoring.agent.items.stabilization import Stabilization

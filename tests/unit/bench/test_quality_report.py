@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import bench.placement_quality as pq
-from bench.placement_quality import compare
-from bench.quality import closed_loop as cl
-from bench.quality.agreement import agree
-from bench.quality.confidence import Interval
-from bench.quality.experiment import evaluate
-from bench.quality.policies import LIVES
-from bench.quality.report import (
+import bench.placement_quality.real as pq
+from bench.placement_quality import closed_loop as cl
+from bench.placement_quality.agreement import agree
+from bench.placement_quality.confidence import Interval
+from bench.placement_quality.experiment import evaluate
+from bench.placement_quality.policies import LIVES
+from bench.placement_quality.real import compare
+from bench.placement_quality.report import (
     DASH,
     agreement,
     anticipation,

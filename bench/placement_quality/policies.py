@@ -1,0 +1,387 @@
+"""The placement policies compared, each a real scoring API on loopback registered as a DynamicScorer.
+
+A policy is judged through the whole product path (Prometheus query with ``${cluster}``, the agent's
+scoring call, its items pipeline, an integer score), so each scored policy is an HTTP scoring API
+built with the project's scorer library (``ScorerApp`` served by ``ScorerServer``) around a sample
+scorer's own score function, and a DynamicScorer object (``configSyncMode: None``, like
+``samples/crs/cpu-forecast-scorer.yaml``) that the hub's own parsing and resolution turn into the
+agent's plan.  Every policy queries ``trace_cpu_utilization_percent{cluster="${cluster}"}``: the
+agent fills in its cluster name inside the quoted matcher (``agent.source.placeholders``), so one
+query serves every cluster.  Capacity is 100, so headroom = 100 - load (percent).
+
+Windows.  The samples ship for a 30 s interval (``cpu``: range 300 s, step 15 s; ``predict``: range
+600 s, step 15 s, horizon one interval).  The traces have one point per 300 s, so every duration is
+multiplied by 10 (300 s / 30 s): the interval becomes 300 s, the step 300 s (the series' own), and
+the windows keep their length in intervals: ``cpu`` averages 3000 s (11 points, the last 50
+minutes), ``predict`` fits a line to 6000 s (21 points).  ``seasonal`` ships for a 300 s step already
+(a day and an hour of history).
+
+Horizons.  A forecast is only fair to judge against the workload life it forecasts, so ``predict`` and
+``seasonal`` run once per life of :data:`LIVES` (15 min, 1 h, 4 h, 12 h), named ``predict-4h`` and so
+on: ``seasonal-<life>`` forecasts the mean load over the next ``<life>`` (``seasonal-1h`` is the sample
+as shipped), ``predict-<life>`` forecasts the line at the middle of the life, which for a line is the
+life's mean.  At each life the benchmark reports the policies matched to it, the ones without a
+horizon, and ``seasonal-1h`` as shipped (:func:`judged_at`).
+
+===============  ===========================================  =======  ======  =========
+policy           score of a cluster                           range    step    interval
+===============  ===========================================  =======  ======  =========
+static           none: no AddOnPlacementScore, OCM's order     -        -       -
+reactive         headroom of the latest point only            300 s    300 s   300 s
+cpu              ``samples.scorers.cpu.score``: headroom of   3000 s   300 s   300 s
+                 the window's mean
+predict-<life>   ``samples.scorers.predict.score``: headroom  6000 s   300 s   300 s
+                 of the least-squares line at mid-life
+seasonal-<life>  ``samples.scorers.seasonal.score``: headroom 90000 s  300 s   300 s
+                 of the life's mean load from the same hours
+                 of the day before, at today's level
+===============  ===========================================  =======  ======  =========
+
+Stabilized variants use the agent's ``Stabilizer`` with :data:`STABILIZATION`: tolerance 3 points,
+a rise must hold 900 s (3 steps), falls are published at once (window 0), the HPA-like default
+direction the stabilization docs recommend.
+
+Free cores.  Clusters differ in size (``bench.placement_quality.fleet.capacities``), and the least utilised
+cluster may be a small one with few idle cores.  ``free-cores`` (:data:`CAPACITY_POLICIES`) scores a
+cluster by its idle cores at the latest point, ``capacity * (100 - load) / 100`` computed in the query
+from :data:`~bench.placement_quality.prometheus.CAPACITY_METRIC`, as 100 points per :data:`FREE_CORES_SCALE`
+cores.  It needs a run that stores capacities (the synthetic one), so it is not in :data:`POLICIES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import multiprocessing
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from bench.placement_quality.fleet import CAPACITY_HIGH
+from bench.placement_quality.prometheus import CAPACITY_METRIC, METRIC, METRICS
+from bench.placement_quality.traces import STEP_SECONDS
+from dynamic_scoring.addon.registry.effective import resolve
+from dynamic_scoring.addon.registry.models import SpecProblem, parse_scorer
+from dynamic_scoring.agent.items.stabilization import Stabilization
+from dynamic_scoring.agent.plan import ScorerPlan, plan_summary
+from dynamic_scoring.samples.scorers import cpu, predict, seasonal
+from dynamic_scoring.samples.scorers.formulas import headroom_score
+from dynamic_scoring.scorer import ScoreFn, ScorerApp, ScoreResult, ScorerServer, ScoringRequest, result
+
+CAPACITY = 100.0
+"""Load (percent) that scores 0: headroom = 100 - load."""
+
+QUERY = f'{METRIC}{{cluster="${{cluster}}"}}'
+"""The one query every scored policy sends; the agent fills in ``${cluster}``."""
+
+SCALE = STEP_SECONDS // 30
+"""How much longer the traces' step is than the samples' shipped interval (300 s / 30 s = 10)."""
+
+STABILIZATION = Stabilization(tolerance=3, rise_window_seconds=3 * STEP_SECONDS, fall_window_seconds=0)
+"""What the stabilized variants use: tolerance 3 points, rise held 900 s, falls at once."""
+
+VALID_FOR_SECONDS = 4 * STEP_SECONDS
+"""``validForSeconds`` of every DynamicScorer (the agent refreshes an unchanged score at half of it)."""
+
+
+def reactive_score(request: ScoringRequest, capacity: float) -> list[ScoreResult]:
+    """Headroom of each series' latest point: what a scorer that only reads "now" would say."""
+    return [result(headroom_score(s.last(), capacity), s.labels) for s in request.with_points()]
+
+
+FREE_CORES_SCALE = CAPACITY_HIGH
+"""Idle cores that score 100 (the largest capacity a fleet draws); fewer score proportionally less."""
+
+FREE_CORES_QUERY = (
+    f'{CAPACITY_METRIC}{{cluster="${{cluster}}"}} * (100 - {METRIC}{{cluster="${{cluster}}"}}) / 100'
+)
+"""Idle cores of the agent's cluster: its capacity times its idle share."""
+
+
+def free_cores_score(request: ScoringRequest, scale: float) -> list[ScoreResult]:
+    """Idle cores at the latest point as a share of ``scale``: bigger idle clusters score higher."""
+    return [result(min(100.0, 100.0 * max(s.last(), 0.0) / scale), s.labels) for s in request.with_points()]
+
+
+LIVES: dict[str, int] = {"15m": 3, "1h": 12, "4h": 48, "12h": 144}
+"""Workload lives judged, in steps of 300 s, by label; every forecast runs once per life (its horizon)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One placement policy: a score function and its window, or none (``static``).
+
+    ``life`` names the workload life a forecasting policy's horizon is matched to (a key of
+    :data:`LIVES`); None for a policy without a horizon, which is judged at every life as it is.
+    """
+
+    name: str
+    description: str
+    score: ScoreFn | None = None
+    range: int = 0
+    step: int = STEP_SECONDS
+    life: str | None = None
+    query: str = QUERY
+
+    @property
+    def scored(self) -> bool:
+        """True when the policy publishes scores (it has a scoring API to run)."""
+        return self.score is not None
+
+    @property
+    def family(self) -> str:
+        """The policy without its life: ``seasonal`` for ``seasonal-4h`` (plots colour by family)."""
+        return self.name.split("-", 1)[0]
+
+    @property
+    def score_name(self) -> str:
+        """The score (and item) name its DynamicScorer publishes, e.g. ``quality_cpu``."""
+        return "quality_" + self.name.replace("-", "_")
+
+
+def predict_policy(life: str) -> Policy:
+    """The predict sample with its horizon matched to ``life``: the forecast at the life's middle.
+
+    A least-squares line's mean over the next ``n`` steps is its value ``(n + 1) / 2`` steps ahead, so
+    that horizon makes the point forecast the forecast of the workload's mean load.
+    """
+    steps = LIVES[life]
+    horizon = (steps + 1) * STEP_SECONDS / 2
+    return Policy(
+        f"predict-{life}",
+        f"predict sample: least-squares forecast {horizon:g} s ahead (mid-life of {life}) over 21 points",
+        functools.partial(predict.score, capacity=CAPACITY, horizon=horizon),
+        range=predict.DEFAULTS.range * SCALE,
+        life=life,
+    )
+
+
+def seasonal_policy(life: str) -> Policy:
+    """The seasonal sample with its horizon set to ``life`` (the shipped one is ``1h``)."""
+    horizon = LIVES[life] * STEP_SECONDS
+    shipped = " (as shipped)" if horizon == seasonal.HOUR else ""
+    return Policy(
+        f"seasonal-{life}",
+        f"seasonal sample{shipped}: mean load over the next {life} from the same hours a day earlier,"
+        " at today's level",
+        functools.partial(
+            seasonal.score,
+            capacity=CAPACITY,
+            horizon=float(horizon),
+            season=float(seasonal.DAY),
+            level=float(seasonal.HOUR),
+        ),
+        range=seasonal.DEFAULTS.range,
+        life=life,
+    )
+
+
+POLICIES: list[Policy] = [
+    Policy("static", "no scores: OCM's default order (name; Balance and Steady as the Placement says)"),
+    Policy(
+        "reactive",
+        "headroom of the latest point",
+        functools.partial(reactive_score, capacity=CAPACITY),
+        range=STEP_SECONDS,
+    ),
+    Policy(
+        "cpu",
+        "cpu sample: headroom of the mean over 11 points (3000 s)",
+        functools.partial(cpu.score, capacity=CAPACITY),
+        range=cpu.DEFAULTS.range * SCALE,
+    ),
+    *(predict_policy(life) for life in LIVES),
+    *(seasonal_policy(life) for life in LIVES),
+]
+"""Every policy, in report order."""
+
+CAPACITY_POLICIES: list[Policy] = [
+    Policy(
+        "free-cores",
+        "idle cores of the latest point (capacity x idle share), 100 points per 2000 cores",
+        functools.partial(free_cores_score, scale=FREE_CORES_SCALE),
+        range=STEP_SECONDS,
+        query=FREE_CORES_QUERY,
+    ),
+]
+"""Policies that read a cluster's capacity: only for runs whose Prometheus stores it."""
+
+BY_NAME = {p.name: p for p in (*POLICIES, *CAPACITY_POLICIES)}
+
+SERVE_TIMEOUT = 30.0
+"""Seconds the scorer process may take to start its servers, and to stop them."""
+
+SHIPPED_SEASONAL = "seasonal-1h"
+"""The seasonal sample with its shipped horizon: judged at every life, to show what a mismatch costs."""
+
+
+def judged_at(policy: Policy, life: str) -> bool:
+    """Whether ``policy`` is reported at ``life``: no horizon, its own life, or the shipped seasonal."""
+    return policy.life is None or policy.life == life or policy.name == SHIPPED_SEASONAL
+
+
+def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict[str, Any]:
+    """The DynamicScorer object registering ``policy``'s scoring API (``configSyncMode: None``)."""
+    return {
+        "apiVersion": "dynamic-scoring.open-cluster-management.io/v1alpha1",
+        "kind": "DynamicScorer",
+        "metadata": {"name": f"quality-{policy.name}", "namespace": "dynamic-scoring"},
+        "spec": {
+            "description": policy.description,
+            "configURL": f"{scorer_url}/config",
+            "configSyncMode": "None",
+            "location": "Internal",
+            "scoreDestination": "AddOnPlacementScore",
+            "scoreDimensionFormat": "${scoreName}",
+            "source": {
+                "type": "Prometheus",
+                "host": prometheus_url,
+                "path": "/api/v1/query_range",
+                "params": {"query": policy.query, "range": policy.range, "step": policy.step},
+            },
+            "scoring": {
+                "host": scorer_url,
+                "path": "/scoring",
+                "params": {"name": policy.score_name, "interval": STEP_SECONDS},
+            },
+            "validForSeconds": VALID_FOR_SECONDS,
+            "timeoutSeconds": 30,
+        },
+    }
+
+
+SCOPE = '{cluster="${cluster}"'
+"""How every selector of a stored metric must begin, after its name: the agent's own cluster only."""
+
+
+def require_cluster_scoped(plan: ScorerPlan) -> None:
+    """Refuse a plan whose queries could read another cluster's series.
+
+    The fleet's clusters are cut from the same traces, so another cluster's past can hold this one's
+    future; a scorer reading the whole fleet (no ``cluster`` matcher, or a matcher that is not the
+    agent's own placeholder) would see through the replay.  Every selector of a stored metric
+    (:data:`~bench.placement_quality.prometheus.METRICS`) must start with the ``cluster="${cluster}"``
+    matcher, and a query must read at least one of them.
+
+    Raises:
+        ValueError: a query reads a stored metric without that matcher, or reads none of them.
+    """
+    for query in plan.queries:
+        counts = [(query.count(m), query.count(m + SCOPE), m) for m in METRICS]
+        if sum(c for c, _, _ in counts) == 0 or any(c != scoped for c, scoped, _ in counts):
+            raise ValueError(
+                f"{plan.score_name}: query {query!r} is not scoped to the agent's cluster; every"
+                f" selector must begin <metric>{SCOPE}"
+            )
+    if not plan.queries:
+        raise ValueError(f"{plan.score_name}: no query; the benchmark replays Prometheus sources only")
+
+
+def plan_for(obj: dict[str, Any]) -> ScorerPlan:
+    """The agent's plan for a DynamicScorer object, by the path ``dynamic-scoring explain`` takes.
+
+    The plan must be cluster-scoped (:func:`require_cluster_scoped`).
+
+    Raises:
+        ValueError: the object is not a valid DynamicScorer, resolves to no summary, or is not
+            cluster-scoped.
+    """
+    parsed = parse_scorer(obj)
+    if isinstance(parsed, SpecProblem):
+        raise ValueError(f"DynamicScorer: {parsed.message}")
+    resolution = resolve(parsed)
+    if resolution.summary is None:
+        raise ValueError(f"DynamicScorer resolves to no summary: {resolution.message or resolution.pending}")
+    plan = plan_summary(resolution.summary)
+    require_cluster_scoped(plan)
+    return plan
+
+
+def scorer_app(policy: Policy) -> ScorerApp:
+    """``policy``'s scoring API; its ``/config`` matches the DynamicScorer's spec."""
+    if policy.score is None:
+        raise ValueError(f"policy {policy.name} has no score function")
+    return ScorerApp(
+        policy.score,
+        name=policy.score_name,
+        description=policy.description,
+        query=policy.query,
+        range=policy.range,
+        step=policy.step,
+        interval=STEP_SECONDS,
+    )
+
+
+def _serve_child(policies: Sequence[Policy], conn: Connection) -> None:
+    """The scorer process: serve every scored policy, send their base URLs, stop when told (or orphaned)."""
+    servers: list[ScorerServer] = []
+    try:
+        urls: dict[str, str] = {}
+        for policy in policies:
+            if policy.scored:
+                server = ScorerServer(scorer_app(policy), "127.0.0.1", 0, max_concurrent=64)
+                server.start_in_thread()
+                servers.append(server)
+                urls[policy.name] = server.base_url
+        conn.send(urls)
+        with contextlib.suppress(EOFError):
+            conn.recv()  # "stop", or EOF when the parent is gone
+    finally:
+        for server in servers:
+            server.shutdown()
+        conn.close()
+
+
+@contextlib.contextmanager
+def serving(policies: Sequence[Policy], prometheus_url: str) -> Iterator[dict[str, ScorerPlan]]:
+    """Serve every scored policy on 127.0.0.1 (a free port each) and yield its plan by policy name.
+
+    The scoring APIs run in a child process of their own, as a scorer runs beside, not inside, the
+    agent: the replay's agent cycles and the scorers' HTTP handlers then use both cores instead of
+    sharing one interpreter lock (about 1.6 times the cycles a second on 2 cores).
+    """
+    context = multiprocessing.get_context("fork")
+    mine, theirs = context.Pipe()
+    child = context.Process(target=_serve_child, args=(policies, theirs), name="quality-scorers", daemon=True)
+    child.start()
+    theirs.close()
+    try:
+        if not mine.poll(SERVE_TIMEOUT):
+            raise RuntimeError(f"the scorer process did not start within {SERVE_TIMEOUT:.0f} s")
+        urls: dict[str, str] = mine.recv()
+        yield {
+            name: plan_for(dynamic_scorer(BY_NAME[name], url, prometheus_url)) for name, url in urls.items()
+        }
+    finally:
+        with contextlib.suppress(OSError):
+            mine.send("stop")
+        mine.close()
+        child.join(SERVE_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+__all__ = [
+    "CAPACITY",
+    "CAPACITY_POLICIES",
+    "FREE_CORES_QUERY",
+    "FREE_CORES_SCALE",
+    "LIVES",
+    "POLICIES",
+    "QUERY",
+    "SHIPPED_SEASONAL",
+    "STABILIZATION",
+    "Policy",
+    "dynamic_scorer",
+    "free_cores_score",
+    "judged_at",
+    "plan_for",
+    "predict_policy",
+    "reactive_score",
+    "require_cluster_scoped",
+    "scorer_app",
+    "seasonal_policy",
+    "serving",
+]

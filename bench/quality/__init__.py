@@ -1,1 +1,0 @@
-"""Placement quality on public data-center traces: trace loading (traces) and scoring rules (metrics)."""
