@@ -40,8 +40,8 @@ from pathlib import Path
 
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.kube import Client
 from e2e.pki import write_kubeconfig
 from e2e.procs import Proc, StartupError, free_port, port_in_use, wait_until

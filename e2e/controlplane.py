@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, PROBE_ALLOW_CIDRS_ENV
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV, PROBE_ALLOW_CIDRS_ENV
 from e2e import ocm
 from e2e.containers import remove_containers, runner_label
 from e2e.kube import HUB_CONTROLLERS, SPOKE_CONTROLLERS, Client, Etcd, KubeCluster

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import Resource
 from e2e.pki import CertificateAuthority, Issued, random_token, service_account_keys, write_kubeconfig
 from e2e.procs import Proc, free_port, wait_until

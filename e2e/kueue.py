@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.kube import Client, KubeCluster
 from e2e.ocm import install_crds
 from e2e.procs import Proc, free_port, port_in_use, wait_until

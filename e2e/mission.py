@@ -34,10 +34,10 @@ from typing import Any
 
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.loadgen import LoadFile

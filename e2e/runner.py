@@ -71,8 +71,8 @@ from typing import Any
 
 import click
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import httpx
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.server import HealthServer
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.outbound.addresses import AddressPolicy
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")
 """The agent's address-policy opt-in: the benchmark's Prometheus and scorers listen on 127.0.0.1."""

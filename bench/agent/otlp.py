@@ -32,7 +32,6 @@ import httpx
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.settings import AgentSettings
@@ -41,7 +40,8 @@ from dynamic_scoring.agent.source.otlp.selection import parse_selector
 from dynamic_scoring.agent.source.otlp.store import SeriesStore
 from dynamic_scoring.agent.source.otlp.translation import Flattened, Point
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.outbound.addresses import AddressPolicy
 from e2e.procs import Proc, free_port, wait_until
 
 POINTS_PER_REQUEST = 1_000

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import CONFIGMAPS, NAMESPACES
 
 

@@ -172,8 +172,8 @@ def child(url: str, kind: str, policy: str, parallel: int, warm: str) -> dict[st
     import httpx
 
     from dynamic_scoring.addon.registry.probe import ProbeResult, fetch_config, probe_health
-    from dynamic_scoring.addresses import STRICT, AddressPolicy
-    from dynamic_scoring.guarded_transport import guarded_transport
+    from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
+    from dynamic_scoring.outbound.guarded_transport import guarded_transport
 
     chosen = STRICT if policy == "strict" else AddressPolicy.parse("127.0.0.0/8")
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)

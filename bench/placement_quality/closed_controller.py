@@ -57,7 +57,7 @@ from bench.placement_quality.experiment import tie_names
 from bench.placement_quality.ranking import Form, placement
 from bench.placement_quality.replay import CONCURRENCY, LOOPBACK
 from dynamic_scoring.agent.http import ClientPool
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.kube import Client
 from e2e.procs import wait_until
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from bench.placement_quality.ranking import Form, placement
 from bench.placement_quality.replay import Scores, decide
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until

@@ -26,9 +26,9 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm import placement_policy as pp
 
 Form = Literal["additive", "exact", "margin"]
 FORMS: tuple[Form, ...] = ("additive", "exact", "margin")

@@ -43,13 +43,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.placement_quality.ranking import Form, placement, rank
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.cycle import CycleEnv, ScoringCycle
 from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.agent.items.stabilization import Stabilization, Stabilizer
 from dynamic_scoring.agent.plan import ScorerPlan
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.ctl.explain_cycle import FileTokens
+from dynamic_scoring.outbound.addresses import AddressPolicy
 
 LIFE_STEPS = 12
 """A workload lives one hour (12 steps of 300 s)."""

@@ -58,9 +58,9 @@ from bench.placement_stability.setup import (
     STABLE,
     VALID_FOR,
 )
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.naming import aps_name
 
 if TYPE_CHECKING:  # the harness is imported when the benchmark runs, not when `python -m bench` lists it
     from e2e.kube import Client

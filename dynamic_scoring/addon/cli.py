@@ -42,7 +42,7 @@ from dynamic_scoring.addon.render.token_allow import (
     parse_destination_allow,
     parse_monitoring_role_allow,
 )
-from dynamic_scoring.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
+from dynamic_scoring.outbound.addresses import PROBE_ALLOW_CIDRS_ENV, PROBE_DENY_PRIVATE_ENV, AddressPolicy
 
 
 def _parsed(

@@ -42,12 +42,12 @@ from dynamic_scoring.addon.controllers.factories import CONTROLLER_FACTORIES
 from dynamic_scoring.addon.logs import keyed
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
-from dynamic_scoring.bind_address import parse_bind_address
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, MULTIKUEUE_CONFIGS, Resource
-from dynamic_scoring.threaded_server import (
+from dynamic_scoring.runtime.bind_address import parse_bind_address
+from dynamic_scoring.runtime.threaded_server import (
     HEALTH_CLIENT_TIMEOUT_SECONDS,
     HEALTH_HEAD_TIMEOUT_SECONDS,
     HEALTH_MAX_CONNECTIONS,

@@ -17,7 +17,7 @@ Why these rules:
   score, because reordering evicts nothing: Kueue keys a workload's remotes by cluster name, and
   its incremental dispatcher only appends to the clusters it already nominated.
 * **The order is the Placement's own AddOn prioritizers**, weighted as the placement controller
-  weighs them (`dynamic_scoring.placement_policy`): an expired or missing score counts 0.  The
+  weighs them (`dynamic_scoring.ocm.placement_policy`): an expired or missing score counts 0.  The
   built-in prioritizers do not take part: `Steady` gives every decided cluster the same 100, and
   `Balance` and `ResourceAllocatable*` rank by something other than the scores.  Ties go by name.
 * **Placements of one namespace only, the config named after the Placement.**  The namespace is
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from dynamic_scoring.addon.constants import ADDON_NAME, MANAGED_BY_LABEL
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.placement_policy import PLACEMENT_LABEL, Coordinate, prioritizer_weights, score_value
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.placement_policy import PLACEMENT_LABEL, Coordinate, prioritizer_weights, score_value
 
 ORDER_LABEL: Final = "dynamic-scoring.open-cluster-management.io/multikueue-order"
 """On a Placement: `ORDER_BY_SCORE` asks for its ordered MultiKueueConfig."""

@@ -9,7 +9,7 @@ only a trailing line break, header values their surrounding whitespace.
 A Secret's value goes only to a destination its owner bound it to: the
 ``dynamic-scoring.open-cluster-management.io/allowed-hosts`` annotation on the Secret must list the
 host (and port, and the path prefix when the entry has one) of the URL the request is for
-(``dynamic_scoring.secret_binding``), so ``url`` is the full request URL, never only its origin.
+(``dynamic_scoring.outbound.secret_binding``), so ``url`` is the full request URL, never only its origin.
 The person who writes a DynamicScorer chooses both the Secret's name and the URL, so without this
 check anyone who may write DynamicScorers could have every agent send any Secret it can read to a
 server of their choosing.  An unbound Secret raises ``SecretNotBound`` before any request is made:
@@ -28,8 +28,8 @@ from dynamic_scoring.agent.errors import AgentError, AuthError, SecretInvalid, S
 from dynamic_scoring.agent.http import TLSMaterial
 from dynamic_scoring.agent.own_token import OwnToken, not_enabled
 from dynamic_scoring.agent.ports import SecretContents, SecretReader
-from dynamic_scoring.secret_binding import binding_refusal
-from dynamic_scoring.wire import EndpointAuth, SecretKeyRef
+from dynamic_scoring.contract.wire import EndpointAuth, SecretKeyRef
+from dynamic_scoring.outbound.secret_binding import binding_refusal
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import click
 
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.agent.errors import PublishError
 from dynamic_scoring.agent.health import Health, Heartbeat
 from dynamic_scoring.agent.kube.lease import LeaseRenewer
@@ -43,9 +42,14 @@ from dynamic_scoring.agent.source.otlp.receiver import OtlpReceiver
 from dynamic_scoring.agent.source.otlp.store import LabelLimits, SeriesStore
 from dynamic_scoring.agent.source.otlp.telemetry import OtlpTelemetry
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.bind_address import parse_bind_address
+from dynamic_scoring.contract.score_size import (
+    MAX_SCORE_BYTES,
+    MAX_SCORE_BYTES_SETTING,
+    MIN_SCORE_BYTES_SETTING,
+)
 from dynamic_scoring.kube.api import KubeAPI
-from dynamic_scoring.score_size import MAX_SCORE_BYTES, MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
+from dynamic_scoring.runtime.bind_address import parse_bind_address
 
 log = logging.getLogger("dynamic_scoring.agent")
 

@@ -65,7 +65,7 @@ from dynamic_scoring.agent.source.otlp.fetching import read_selected
 from dynamic_scoring.agent.source.otlp.store import SeriesStore
 from dynamic_scoring.agent.source.placeholders import PlaceholderError, expand_queries
 from dynamic_scoring.agent.source.prometheus import RangeWindow, query_range
-from dynamic_scoring.score_size import max_results_for
+from dynamic_scoring.contract.score_size import max_results_for
 
 T = TypeVar("T")
 

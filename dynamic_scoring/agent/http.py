@@ -5,14 +5,15 @@ Three things every exchange of the agent needs live here, so that both client fa
 ``transport_errors`` (the whole-exchange deadline and the one map from ``httpx``/OS failures to the
 agent's typed errors), ``read_limited`` (the body, inflated in bounded steps and refused past a
 limit), and ``scrub``, which keeps credentials out of messages (the URL's own are named by
-``dynamic_scoring.urls.url_secrets``; URLs are shown by ``dynamic_scoring.urls.redact_url``).
+``dynamic_scoring.outbound.urls.url_secrets``; URLs are shown by
+``dynamic_scoring.outbound.urls.redact_url``).
 
 ``httpx`` fixes TLS settings per client, while each endpoint may bring its own CA, client
 certificate or ``insecureSkipVerify``.  ``ClientPool`` therefore keeps one client for the default
 trust store and one per distinct TLS material (keyed by a digest of the material), and closes the
 ones nobody used for a while, which is also how a rotated certificate replaces the old client.
 
-Every client connects through ``dynamic_scoring.guarded_transport``: the host of each request is
+Every client connects through ``dynamic_scoring.outbound.guarded_transport``: the host of each request is
 resolved once and refused, before any connection, when an address it resolves to is one the
 agent's ``AddressPolicy`` refuses (loopback, link-local, metadata, reserved ...; private networks are
 allowed); ``transport_errors`` turns that into the family's ``...AddressRefused`` naming the host and
@@ -49,14 +50,14 @@ from urllib.parse import quote, quote_plus
 import certifi
 import httpx
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy, metadata_header
 from dynamic_scoring.agent.errors import AgentError, SecretInvalid
 from dynamic_scoring.agent.proxy import ProxySettings, proxy_mounts
-from dynamic_scoring.guarded_transport import address_refusal, async_guarded_transport
-from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
-from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
-from dynamic_scoring.urls import url_secrets
-from dynamic_scoring.wire import escape_control
+from dynamic_scoring.contract.wire import escape_control
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy, metadata_header
+from dynamic_scoring.outbound.guarded_transport import address_refusal, async_guarded_transport
+from dynamic_scoring.outbound.inflate import InflateTooLarge, decompressor, inflate_chunk
+from dynamic_scoring.outbound.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
+from dynamic_scoring.outbound.urls import url_secrets
 
 # httpx logs every request line, URL with user-info and query included, at INFO; httpcore logs
 # connection details at DEBUG.  Neither may reach the agent's log: URLs can carry credentials.
@@ -444,7 +445,7 @@ async def transport_errors(
 
     This is where ``httpx``, ``h11``, ``ssl`` and OS exceptions become the agent's typed errors, for
     the request *and* for streaming the body; which kind of failure it was is decided by
-    ``dynamic_scoring.transport_errors.classify``, the map the hub's probe uses too.  It is also
+    ``dynamic_scoring.outbound.transport_errors.classify``, the map the hub's probe uses too.  It is also
     where the deadline of one attempt is enforced: ``asyncio.timeout`` covers connecting, sending,
     the status line and every byte of the body, so a peer that drips one byte a second is cut off
     at the deadline instead of holding a concurrency slot (``httpx``'s timeouts are per socket

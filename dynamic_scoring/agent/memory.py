@@ -18,7 +18,7 @@ from dynamic_scoring.agent.ports import (
     ScoreItem,
     SecretContents,
 )
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 
 class MemorySecrets:

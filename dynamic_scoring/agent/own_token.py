@@ -9,7 +9,7 @@ That token is worth more than a scorer's Secret: it is the agent's identity on t
 and any server that receives it can act as the agent until it expires.  So the scorer author only
 asks for it (``sourceAuth.agentServiceAccountToken``) and the cluster's admin decides where it may
 go, with the same entries as a Secret's allowed-hosts annotation
-(``dynamic_scoring.secret_binding``), written in the AddOnDeploymentConfig variable
+(``dynamic_scoring.outbound.secret_binding``), written in the AddOnDeploymentConfig variable
 ``AgentTokenDestinations``; ``AgentTokenScorers`` optionally lists the DynamicScorers that may use
 it.  Without that variable the token is not even mounted.  The hub renders both into the agent's
 flags (``--service-account-token-*``); nothing a DynamicScorer says can widen them.
@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamic_scoring.agent.errors import SecretInvalid, SecretNotBound, SecretNotFound, Stage
-from dynamic_scoring.secret_binding import destination, listed_destination, listed_names, parse_allowed_hosts
+from dynamic_scoring.outbound.secret_binding import (
+    destination,
+    listed_destination,
+    listed_names,
+    parse_allowed_hosts,
+)
 
 DESTINATIONS_VARIABLE = "AgentTokenDestinations"
 """The AddOnDeploymentConfig variable that enables the token and names where it may go."""
@@ -40,7 +45,7 @@ class OwnToken:
 
     Attributes:
         path: the token file the kubelet writes (the projected volume's ``token``).
-        destinations: allowed-hosts entries (``dynamic_scoring.secret_binding``); never empty.
+        destinations: allowed-hosts entries (``dynamic_scoring.outbound.secret_binding``); never empty.
         scorers: the DynamicScorers that may use it (comma or space separated), or None for any.
         clear_text: allow ``http://`` destinations.  Never on a cluster, where the token is the
             agent's identity; ``dynamic-scoring explain`` sets it, because there the token is one

@@ -40,9 +40,9 @@ from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.source.otlp.selection import Selector, SelectorError, from_spec, parse_selector
 from dynamic_scoring.agent.source.placeholders import PlaceholderError, check_query
 from dynamic_scoring.agent.source.splitting import split_queries
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_size import MAX_SCORE_BYTES
-from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SourceSpec, display_name
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES
+from dynamic_scoring.contract.wire import EndpointAuth, ScorerSummary, SourceSpec, display_name
+from dynamic_scoring.ocm.naming import aps_name
 
 
 class InvalidSummary(ValueError):  # noqa: N818 - reads better at the raise site

@@ -20,7 +20,7 @@ from dynamic_scoring.agent.errors import SecretNotFound
 class SecretContents:
     """One Secret as the agent sees it: its values and the annotations its owner set.
 
-    ``annotations`` carries the owner's binding (``dynamic_scoring.secret_binding``): the agent
+    ``annotations`` carries the owner's binding (``dynamic_scoring.outbound.secret_binding``): the agent
     sends a value only to a destination listed there.  ``operator_supplied`` is True only for
     values a person handed to a local tool directly (``dynamic-scoring explain --token-file``):
     they are not a Secret of the cluster, the person running the tool owns them, and no binding

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import httpx
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy
-from dynamic_scoring.guarded_transport import AddressNotAllowed, check_literal
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
+from dynamic_scoring.outbound.guarded_transport import AddressNotAllowed, check_literal
 
 CA_BUNDLE_ENV = "CA_BUNDLE_FILE_PATH"
 """Where the rendered Deployment mounts the proxy's CA bundle (dynamic_scoring.addon.render)."""

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from dynamic_scoring.agent.errors import AgentError
 from dynamic_scoring.agent.settings import RetryPolicy
-from dynamic_scoring.backoff import capped_exponential, equal_jitter
+from dynamic_scoring.runtime.backoff import capped_exponential, equal_jitter
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dynamic_scoring.agent.metrics import AgentMetrics
-from dynamic_scoring.threaded_server import (
+from dynamic_scoring.runtime.threaded_server import (
     HEALTH_CLIENT_TIMEOUT_SECONDS,
     HEALTH_HEAD_TIMEOUT_SECONDS,
     HEALTH_MAX_CONNECTIONS,

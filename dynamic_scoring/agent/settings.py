@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy
 from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.proxy import ProxySettings
-from dynamic_scoring.score_size import MAX_SCORE_BYTES
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
 
 MIB = 1024 * 1024
 
@@ -52,7 +52,7 @@ class AgentSettings:
         max_response_bytes: largest scoring-API response body accepted (read incrementally; the
             decompressed size counts).
         max_score_bytes: largest JSON of one AddOnPlacementScore's ``status.scores`` the agent
-            writes (``dynamic_scoring.score_size``: what a default hub's etcd can store); a scorer
+            writes (``dynamic_scoring.contract.score_size``: what a default hub's etcd can store); a scorer
             whose items are larger fails its cycle with ``ScorerTooManyResults`` before the write.
             An answer with more results than could fit with the shortest names is refused before
             its results are validated or exported.  A summary's ``maxScoreBytes`` lowers it for
@@ -74,7 +74,7 @@ class AgentSettings:
         proxies: outbound proxies for Prometheus and scorer calls (from the Deployment's proxy
             variables; see ``dynamic_scoring.agent.proxy``).
         address_policy: which addresses Prometheus and scorer calls may go to
-            (``dynamic_scoring.addresses``).  The default refuses loopback, link-local, metadata,
+            (``dynamic_scoring.outbound.addresses``).  The default refuses loopback, link-local, metadata,
             unspecified, multicast and reserved addresses and allows private networks, where
             in-cluster Services and pods live; ``--allow-cidr`` and ``DYNAMIC_SCORING_AGENT_ALLOW_CIDRS``
             add networks.  Tests that run scorers on 127.0.0.1 set ``AddressPolicy.parse("127.0.0.0/8")``.

@@ -40,7 +40,7 @@ from dynamic_scoring.agent.ports import PublishRequest, ScorePublisher, SecretRe
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.source.otlp.store import SeriesStore
 from dynamic_scoring.agent.worker import ScorerWorker, WorkerContext
-from dynamic_scoring.wire import ScorerSummary, parse_summaries
+from dynamic_scoring.contract.wire import ScorerSummary, parse_summaries
 
 logger = logging.getLogger(__name__)
 

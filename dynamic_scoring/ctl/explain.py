@@ -25,7 +25,6 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, SpecProblem, parse_scorer
 from dynamic_scoring.addon.registry.probe import fetch_config
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 from dynamic_scoring.agent.items.stabilization import ItemState, Stabilizer
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
 from dynamic_scoring.agent.own_token import OwnToken
@@ -36,7 +35,8 @@ from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
 from dynamic_scoring.ctl.record import query_range_endpoint
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, DYNAMIC_SCORERS
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV, AddressPolicy
 
 DEFAULT_NAMESPACE = "dynamic-scoring"
 AGENT_NAMESPACE = "open-cluster-management-agent-addon"

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import msgspec
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy
 from dynamic_scoring.agent.cycle import CycleEnv, CycleKind, CycleObserver, ScoringCycle
 from dynamic_scoring.agent.errors import AgentError, PrometheusUnavailable, ScorerUnavailable, SecretNotFound
 from dynamic_scoring.agent.http import ClientPool
@@ -31,8 +30,9 @@ from dynamic_scoring.agent.ports import SecretContents, SecretReader
 from dynamic_scoring.agent.scorer_client.answer import ScoringAnswer
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.source.prometheus import RangeWindow
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 TOKEN_FILE_NAMESPACE = "(--token-file)"
 """Where a ``--token-file`` value says it comes from, in messages."""

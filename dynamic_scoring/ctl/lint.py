@@ -25,8 +25,8 @@ from dynamic_scoring.addon.distribution.plan import ScorerInput, plan
 from dynamic_scoring.addon.registry.effective import Resolution, resolve
 from dynamic_scoring.addon.registry.models import API_VERSION, DynamicScorer, DynamicScorerSpec, parse_scorer
 from dynamic_scoring.addon.registry.spellings import normalise_scorer_spec
+from dynamic_scoring.contract.validation import validation_issues
 from dynamic_scoring.ctl.output import ExitCode, echo_lines, emit_json, fail, output_option
-from dynamic_scoring.validation import validation_issues
 
 ERROR = "error"
 WARNING = "warning"

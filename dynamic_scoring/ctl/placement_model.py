@@ -35,8 +35,9 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from dynamic_scoring.agent.ports import CONDITION_TYPE, STABILIZED_REASON
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.placement_policy import (
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.placement_policy import (
     BALANCE,
     MAX_SCORE,
     PLACEMENT_LABEL,
@@ -47,7 +48,6 @@ from dynamic_scoring.placement_policy import (
     prioritizer_weights,
     score_value,
 )
-from dynamic_scoring.timestamps import parse_time
 
 GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"
 GROUP_INDEX_LABEL = "cluster.open-cluster-management.io/decision-group-index"

@@ -24,7 +24,7 @@ from dynamic_scoring.agent.http import default_ssl_context
 from dynamic_scoring.agent.source.prometheus import RangeWindow, query_range
 from dynamic_scoring.ctl.output import ExitCode, fail
 from dynamic_scoring.ctl.recording import Recording, RecordingFile
-from dynamic_scoring.urls import redact_url
+from dynamic_scoring.outbound.urls import redact_url
 
 QUERY_RANGE_PATH = "/api/v1/query_range"
 _DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")

@@ -16,7 +16,8 @@ and read whole by ``replay``; ``version`` lets a later format be told apart inst
     }
 
 ``prometheus`` is stored with any user information and query string removed
-(``dynamic_scoring.urls.redact_url``), so a URL carrying credentials does not end up in a file people share.
+(``dynamic_scoring.outbound.urls.redact_url``), so a URL carrying credentials does not end up in a file
+people share.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dynamic_scoring.validation import describe_validation
+from dynamic_scoring.contract.validation import describe_validation
 
 FORMAT: Final = "dynamic-scoring/recording"
 VERSION: Final = 1

@@ -43,7 +43,7 @@ import msgspec
 from dynamic_scoring.ctl.output import ExitCode, fail
 from dynamic_scoring.ctl.recording import Recording, RecordingError, load
 from dynamic_scoring.ctl.stopping import sigterm_interrupts
-from dynamic_scoring.threaded_server import ThreadedHTTPServer
+from dynamic_scoring.runtime.threaded_server import ThreadedHTTPServer
 
 log = logging.getLogger(__name__)
 

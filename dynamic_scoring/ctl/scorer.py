@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
+from dynamic_scoring.contract.wire import check_dimension_labels
 from dynamic_scoring.ctl.lint import lint_command
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
 from dynamic_scoring.scorer.conformance import Checker, UnreachableError
-from dynamic_scoring.wire import check_dimension_labels
 
 
 @click.group()

@@ -25,11 +25,11 @@ from dynamic_scoring.agent.ports import STABILIZED_REASON
 from dynamic_scoring.ctl.hub import hub_api, kubeconfig_option, list_all, unreachable
 from dynamic_scoring.ctl.output import ExitCode, emit_json, output_option, terminal_safe
 from dynamic_scoring.ctl.stopping import sigterm_interrupts
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANAGED_CLUSTERS
-from dynamic_scoring.score_labels import score_selector
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.score_labels import score_selector
 
 ADDON = "dynamic-scoring"
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"

@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.ctl.hub import (
     MANAGED_CLUSTER_SET_BINDINGS,
@@ -26,14 +25,15 @@ from dynamic_scoring.ctl.hub import (
     unreachable,
 )
 from dynamic_scoring.ctl.output import ExitCode, echo_lines, emit_json, fail, output_option
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     ADDON_PLACEMENT_SCORES,
     MANAGED_CLUSTERS,
     PLACEMENT_DECISIONS,
     PLACEMENTS,
 )
+from dynamic_scoring.ocm import placement_policy as pp
 
 
 def load_placement(api: KubeAPI, namespace: str, name: str) -> JSON:

@@ -37,7 +37,7 @@ from typing import Any, cast
 import urllib3
 from kubernetes import client, config
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 
 def rfc3339(t: dt.datetime) -> str:

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.informer import (
     DEFAULT_REMEDY_404,
     Informer,
     WatchEvent,
 )
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import Resource, object_key
 from dynamic_scoring.kube.workqueue import WorkQueue

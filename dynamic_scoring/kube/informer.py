@@ -39,11 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from dynamic_scoring.backoff import Backoff
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, Gone, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import Resource, object_key
+from dynamic_scoring.runtime.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from dynamic_scoring.backoff import jittered
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import LEASES
-from dynamic_scoring.timestamps import micro_time
+from dynamic_scoring.kube.timestamps import micro_time
+from dynamic_scoring.runtime.backoff import jittered
 
 log = logging.getLogger(__name__)
 

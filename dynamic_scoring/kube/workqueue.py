@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from dynamic_scoring.backoff import capped_exponential
+from dynamic_scoring.runtime.backoff import capped_exponential
 
 #: client-go's ItemExponentialFailureRateLimiter starts at 5 ms; we cap at 5 min rather than
 #: 1000 s because the periodic resync (10 min) retries everything anyway.

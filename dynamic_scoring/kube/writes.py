@@ -33,8 +33,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import EVENTS, Resource
 

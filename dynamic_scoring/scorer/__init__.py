@@ -3,7 +3,7 @@
 It installs with the project's base dependencies only (pydantic, httpx): ``pip install
 dynamic-scoring`` brings neither the hub's nor the agent's (docs/scorer-library.md says why it
 lives here).  The request and response models are the agent's own, re-exported from
-``dynamic_scoring.wire``, so the contract has one definition.
+``dynamic_scoring.contract.wire``, so the contract has one definition.
 
     from dynamic_scoring.scorer import ScorerApp, result, serve
 
@@ -13,6 +13,7 @@ lives here).  The request and response models are the agent's own, re-exported f
     serve(ScorerApp(score, name="node_load", query="node_load1", range=300, step=30))
 """
 
+from dynamic_scoring.contract.wire import ScorerConfig, ScoreResult, ScoringResponse
 from dynamic_scoring.scorer.app import MAX_BODY_BYTES, Response, ScoreFn, ScorerApp
 from dynamic_scoring.scorer.auth import BearerToken, TokenError
 from dynamic_scoring.scorer.maths import (
@@ -29,7 +30,6 @@ from dynamic_scoring.scorer.maths import (
 from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, Series, parse_request
 from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes, result
 from dynamic_scoring.scorer.serve import ScorerServer, serve
-from dynamic_scoring.wire import ScorerConfig, ScoreResult, ScoringResponse
 
 __all__ = [
     "DIMENSION_LABELS",

@@ -37,10 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dynamic_scoring.scorer.auth import BearerToken
-from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, parse_request
-from dynamic_scoring.scorer.results import MAX_SCORE_BYTES, estimated_score_bytes
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     MAX_SCORING_PARAMS_BYTES,
     MAX_SOURCE_QUERIES,
     MAX_SOURCES,
@@ -53,6 +50,9 @@ from dynamic_scoring.wire import (
     SourceParams,
     display_name,
 )
+from dynamic_scoring.scorer.auth import BearerToken
+from dynamic_scoring.scorer.matrix import RequestError, ScoringRequest, parse_request
+from dynamic_scoring.scorer.results import MAX_SCORE_BYTES, estimated_score_bytes
 
 log = logging.getLogger("dynamic_scoring.scorer")
 

@@ -39,17 +39,17 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import ValidationError
 
-from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
-from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
-from dynamic_scoring.urls import url_problem
-from dynamic_scoring.validation import describe_validation, validation_issues
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.validation import describe_validation, validation_issues
+from dynamic_scoring.contract.wire import (
     DEFAULT_DIMENSION_FORMAT,
     ScorerConfig,
     ScoreResult,
     ScoringResponse,
     escape_control,
 )
+from dynamic_scoring.outbound.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
+from dynamic_scoring.outbound.urls import url_problem
+from dynamic_scoring.scorer.results import DIMENSION_LABELS, MAX_SCORE_BYTES, estimated_score_bytes
 
 ERROR = "error"
 WARNING = "warning"

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dynamic_scoring.score_size import MAX_SCORE_BYTES, scores_bytes
-from dynamic_scoring.wire import ScoreResult
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES, scores_bytes
+from dynamic_scoring.contract.wire import ScoreResult
 
 DIMENSION_LABELS: tuple[str, ...] = ("node", "namespace", "pod", "container", "device", "app", "meta")
 """The result labels the agent substitutes into ``scoreDimensionFormat``

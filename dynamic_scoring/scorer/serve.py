@@ -31,9 +31,9 @@ import threading
 import time
 from typing import Any
 
+from dynamic_scoring.contract.wire import display_name
+from dynamic_scoring.runtime.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
 from dynamic_scoring.scorer.app import Response, ScorerApp, _json
-from dynamic_scoring.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
-from dynamic_scoring.wire import display_name
 
 log = logging.getLogger("dynamic_scoring.scorer")
 

@@ -37,7 +37,7 @@ from dynamic_scoring.addon.config.spec_hash import spec_hash
 from dynamic_scoring.addon.registration.csr_request import NOT_CANONICAL
 from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 from e2e.image import default_tag, podman, ulimits

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.naming import aps_name
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.mission import APS_V1A1, CHART, DS_V1A1, INSTALL_NS, NAMESPACE, RELEASE, SCORER, Mission
 from e2e.procs import wait_until, wait_value

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.argocd import (
     ARGO_V1A1,
     NAMESPACE,

@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.kueue import NAMESPACE as KUEUE_NS

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.ocm.naming import aps_name
 from e2e.controlplane import ControlPlane
 from e2e.loadgen import LoadFile
 from e2e.procs import Proc, free_port, wait_until, wait_value

@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from dynamic_scoring.addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPOSITORY
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.kube.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, image_id, podman
 from e2e.inventory import Key, snapshot

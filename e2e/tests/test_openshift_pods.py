@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.addon.constants import AGENT_DEPLOYMENT
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.image import default_tag, podman
 from e2e.kube import Client

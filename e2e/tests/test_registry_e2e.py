@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from dynamic_scoring.addon.config.spec_hash import spec_hash
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.naming import aps_name
 from e2e import containers
 from e2e.controlplane import ControlPlane
 from e2e.image import build, default_tag, image_exists, podman, ulimits

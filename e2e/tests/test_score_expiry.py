@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from dynamic_scoring.addon.controllers.placement_scores.decision import EXPIRED_ANNOTATION, MARGIN_SECONDS
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import label_selected_cluster_set

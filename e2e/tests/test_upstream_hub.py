@@ -62,7 +62,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from dynamic_scoring.kube.api import NotFound
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.ocm.naming import aps_name
 from dynamic_scoring.scorer import ScorerApp
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client

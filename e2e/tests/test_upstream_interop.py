@@ -33,9 +33,9 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import written_by_agent
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.ocm.score_labels import written_by_agent
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import label_selected_cluster_set
 from e2e.procs import wait_until, wait_value

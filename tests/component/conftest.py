@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.settings import AgentSettings, RetryPolicy
 from dynamic_scoring.agent.supervisor import Supervisor
+from dynamic_scoring.outbound.addresses import AddressPolicy
 from e2e.prometheus import LoadExporter, PrometheusServer, synthetic_cpu_openmetrics
 from tests.component.harness import ScorerPKI, ScorerProcess
 

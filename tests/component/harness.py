@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import PublishRequest
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until
 

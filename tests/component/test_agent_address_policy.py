@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dynamic_scoring.addresses import STRICT
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.supervisor import Supervisor
+from dynamic_scoring.outbound.addresses import STRICT
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, published, summary
 from tests.component.scorer_app import LEAKED_SECRET

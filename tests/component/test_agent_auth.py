@@ -11,7 +11,7 @@ import pytest
 
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.secret_binding import ALLOWED_SCORERS_ANNOTATION
+from dynamic_scoring.outbound.secret_binding import ALLOWED_SCORERS_ANNOTATION
 from tests.component.harness import ScorerPKI, ScorerProcess, eventually, published, summary
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.server import HealthServer
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.wire import dump_summaries
+from dynamic_scoring.contract.wire import dump_summaries
 from tests.component.conftest import FAST, LOOPBACK
 from tests.component.harness import ScorerProcess, eventually, published, summary
 

@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy
 from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.metrics import AgentMetrics
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.proxy import proxy_settings_from_env
 from dynamic_scoring.agent.supervisor import Supervisor
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
 from e2e.pki import CertificateAuthority
 from tests.component.conftest import FAST
 from tests.component.harness import ScorerProcess, eventually, published, summary

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from dynamic_scoring.addon.registration.csr_approval import agent_dns_name, decide
 from dynamic_scoring.addon.registration.csr_request import request_der
 from dynamic_scoring.addon.registration.identity import default_groups, default_user
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, framed_texts, pem_block
 from e2e.gobuild import go_program
 from tests.csr_attributes import (

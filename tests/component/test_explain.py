@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from click.testing import CliRunner, Result
 
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from dynamic_scoring.ctl.main import main
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV
 from e2e.procs import Proc, wait_until
 from tests.component.conftest import GAUGE, PromFixture
 from tests.component.harness import ScorerProcess, free_port

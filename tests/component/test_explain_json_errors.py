@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from dynamic_scoring.ctl.main import main
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV
 from tests.component.harness import ScorerProcess
 from tests.component.test_explain import scorer_file, unreachable_hub_kubeconfig
 

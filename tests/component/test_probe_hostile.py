@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from dynamic_scoring.addon.registry.probe import MAX_CONFIG_BYTES, fetch_config, probe_health
-from dynamic_scoring.addresses import STRICT, AddressPolicy
-from dynamic_scoring.guarded_transport import guarded_transport
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
+from dynamic_scoring.outbound.guarded_transport import guarded_transport
 from tests.component.harness import ScorerPKI, ScorerProcess
 
 LOOPBACK = AddressPolicy.parse("127.0.0.0/8")

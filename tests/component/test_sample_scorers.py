@@ -24,7 +24,7 @@ import pytest
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.wire import ScorerConfig, ScoringResponse
+from dynamic_scoring.contract.wire import ScorerConfig, ScoringResponse
 from e2e.procs import Proc, free_port, wait_until
 from e2e.prometheus import PrometheusServer
 from tests.component.conftest import GAUGE, PromFixture

@@ -28,6 +28,7 @@ import pytest
 
 import dynamic_scoring
 from dynamic_scoring.agent.settings import AgentSettings
+from dynamic_scoring.contract.wire import MAX_SCORING_PARAMS_BYTES, MAX_SOURCE_QUERIES, MAX_SOURCES
 from dynamic_scoring.scorer import (
     MAX_BODY_BYTES,
     BearerToken,
@@ -38,7 +39,6 @@ from dynamic_scoring.scorer import (
     result,
 )
 from dynamic_scoring.scorer.testing import assert_conformant, check_app
-from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, MAX_SOURCE_QUERIES, MAX_SOURCES
 from e2e.procs import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

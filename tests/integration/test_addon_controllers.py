@@ -30,7 +30,7 @@ from dynamic_scoring.addon.controllers.lifecycle import lifecycle_controllers
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.addon.registration.identity import default_groups, default_user
 from dynamic_scoring.kube.api import KubeAPI
-from dynamic_scoring.score_labels import ADDON_LABEL, score_labels
+from dynamic_scoring.ocm.score_labels import ADDON_LABEL, score_labels
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until

@@ -18,8 +18,8 @@ from dynamic_scoring.addon.registration.status import registration_subject
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.hub_rbac import render_hub_rbac
 from dynamic_scoring.addon.work.builder import build_deploy_works
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import KubeCluster, Kubectl
 from e2e.pki import write_kubeconfig

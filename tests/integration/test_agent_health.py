@@ -25,14 +25,14 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.cli import Agent, build_agent
 from dynamic_scoring.agent.kube.summaries import SummaryWatcher
 from dynamic_scoring.agent.options import AgentOptions
 from dynamic_scoring.agent.settings import AgentSettings
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.outbound.addresses import AddressPolicy
 from e2e.controlplane import ControlPlane
 from tests.component.harness import eventually
 

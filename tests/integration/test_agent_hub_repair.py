@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.errors import AuthError, SecretNotFound
 from dynamic_scoring.agent.kube.scores import KubeScorePublisher
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
@@ -29,8 +28,9 @@ from dynamic_scoring.agent.ports import CycleCondition, PublishRequest, ScoreIte
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI, NotFound
-from dynamic_scoring.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
-from dynamic_scoring.timestamps import format_time
+from dynamic_scoring.kube.timestamps import format_time
+from dynamic_scoring.ocm.score_labels import ADDON_LABEL, MANAGED_BY_LABEL
+from dynamic_scoring.outbound.addresses import AddressPolicy
 from e2e.controlplane import ControlPlane
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until

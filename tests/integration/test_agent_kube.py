@@ -19,7 +19,6 @@ import yaml
 
 from dynamic_scoring.addon.registry.reports import cluster_reports
 from dynamic_scoring.addon.render.agent import render_agent
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.errors import PublishError, ScoreNameTaken, SecretNotFound
 from dynamic_scoring.agent.kube.lease import LeaseRenewer
 from dynamic_scoring.agent.kube.scores import KubeScorePublisher
@@ -29,15 +28,16 @@ from dynamic_scoring.agent.memory import MemoryPublisher, MemorySecrets
 from dynamic_scoring.agent.ports import CycleCondition, PublishRequest, ScoreItem
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
+from dynamic_scoring.contract.wire import ScoreResult, ScorerSummary
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import score_labels, score_selector
-from dynamic_scoring.score_size import MAX_SCORE_BYTES, item_bytes, scores_bytes
+from dynamic_scoring.kube.timestamps import format_time
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.ocm.score_labels import score_labels, score_selector
+from dynamic_scoring.outbound.addresses import AddressPolicy
 from dynamic_scoring.scorer.app import ScorerApp
 from dynamic_scoring.scorer.matrix import ScoringRequest
 from dynamic_scoring.scorer.serve import ScorerServer
-from dynamic_scoring.timestamps import format_time
-from dynamic_scoring.wire import ScoreResult, ScorerSummary
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.ocm import manual_addon

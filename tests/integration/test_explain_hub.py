@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dynamic_scoring.addresses import AGENT_ALLOW_CIDRS_ENV
 from dynamic_scoring.ctl.main import main
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
+from dynamic_scoring.outbound.addresses import AGENT_ALLOW_CIDRS_ENV
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until

@@ -25,7 +25,7 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import (
 from dynamic_scoring.addon.controllers.placement_scores.external import NAME, external_agent_scores_controller
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.kube.api import KubeAPI
-from dynamic_scoring.score_labels import score_labels
+from dynamic_scoring.ocm.score_labels import score_labels
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.procs import wait_until

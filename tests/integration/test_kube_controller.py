@@ -8,9 +8,9 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import CONFIGMAPS, split_key
 from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import labelled

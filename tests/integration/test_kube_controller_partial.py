@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry
 
 from dynamic_scoring.addon.controllers import HubContext
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, ControllerManager
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     CONFIGMAPS,
     ROLE_BINDINGS,

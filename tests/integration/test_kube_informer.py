@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamic_scoring.backoff import Backoff
 from dynamic_scoring.kube.api import Gone, KubeAPI
 from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import CONFIGMAPS, Resource
+from dynamic_scoring.runtime.backoff import Backoff
 from e2e.controlplane import ControlPlane, compact_etcd
 from e2e.procs import wait_until
 

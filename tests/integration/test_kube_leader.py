@@ -13,7 +13,7 @@ import pytest
 from dynamic_scoring.kube.api import MERGE_PATCH, Fenced, KubeAPI
 from dynamic_scoring.kube.leader import LeaderElector
 from dynamic_scoring.kube.resources import LEASES, NAMESPACES
-from dynamic_scoring.timestamps import micro_time, parse_time
+from dynamic_scoring.kube.timestamps import micro_time, parse_time
 from e2e.procs import wait_until
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, KubeAPI
 from dynamic_scoring.kube.conditions import find_condition, set_condition
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, EVENTS
 from dynamic_scoring.kube.writes import Writer

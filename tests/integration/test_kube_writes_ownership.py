@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, CONFIGMAPS, Resource
 from dynamic_scoring.kube.writes import NotOurs, Writer, labelled
 from e2e.controlplane import ControlPlane

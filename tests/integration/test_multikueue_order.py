@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry
 from dynamic_scoring.addon.controllers.multikueue import NAME, multikueue_order_controller
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.addon.multikueue import ORDER_LABEL, PLACEMENT_ANNOTATION
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.kueue import kueue_build

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import (

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from dynamic_scoring.addon.render.agent import render_agent
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import KubeCluster, Kubectl
 from tests.restricted_v2 import pod_spec

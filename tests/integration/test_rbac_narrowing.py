@@ -20,8 +20,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamic_scoring.addon.registration.identity import default_groups, default_user, token_user
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.pki import write_kubeconfig

@@ -29,9 +29,9 @@ from dynamic_scoring.addon.registry.health import HealthSettings, worst_case_det
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.kube.api import KubeAPI, NotFound
 from dynamic_scoring.kube.controller import ControllerManager
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import score_labels
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.ocm.score_labels import score_labels
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.loopback import LoopbackServer, QuietHandler

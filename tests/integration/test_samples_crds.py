@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 
-from dynamic_scoring.wire import ScorerConfig, ScoringResponse
+from dynamic_scoring.contract.wire import ScorerConfig, ScoringResponse
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.loadgen import LoadFile

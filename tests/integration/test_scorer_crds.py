@@ -36,7 +36,7 @@ from dynamic_scoring.addon.registry.status import (
     synced_config_after,
     valid_condition,
 )
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.contract.wire import ScorerConfig
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.procs import wait_until

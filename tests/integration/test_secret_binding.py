@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.addresses import AddressPolicy
 from dynamic_scoring.agent.kube.scores import KubeScorePublisher
 from dynamic_scoring.agent.kube.secrets import KubeSecretReader
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.kube.api import KubeAPI, NotFound
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.outbound.addresses import AddressPolicy
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.procs import wait_until_async, wait_value_async

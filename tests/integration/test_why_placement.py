@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from dynamic_scoring.ctl.main import main
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client

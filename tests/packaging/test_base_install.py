@@ -70,7 +70,7 @@ for name in {extras!r}:
     sys.modules[name] = None
 from dynamic_scoring.scorer import ScorerApp, result
 from dynamic_scoring.scorer.testing import check_app
-from dynamic_scoring.score_size import scores_bytes
+from dynamic_scoring.contract.score_size import scores_bytes
 score = lambda r: [result(s.mean(), pod=s.label("pod")) for s in r.with_points()]
 report = check_app(ScorerApp(score, name="x", query="up"), large=False)
 items = [(f"pod-{{i}}", i - 50) for i in range(100)]
@@ -82,7 +82,7 @@ print(json.dumps({{"ok": report.ok, "size": scores_bytes(items),
 
 def test_the_scorer_library_runs_without_any_extra() -> None:
     """Import, a conformance check and the size rule of the results, with no extra importable."""
-    from dynamic_scoring.score_size import scores_bytes
+    from dynamic_scoring.contract.score_size import scores_bytes
 
     done = subprocess.run(
         [sys.executable, "-c", BASE_ONLY.format(extras=EXTRAS)],

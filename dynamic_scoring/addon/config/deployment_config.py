@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dynamic_scoring.addon.config.variables import Variables, parse_variables
 from dynamic_scoring.addon.errors import AddonConfigError
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 # A Kubernetes resource.Quantity, as its parser accepts it.
 _QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|[munkMGTPE])?\Z")

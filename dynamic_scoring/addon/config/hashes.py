@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from dynamic_scoring.addon.config.spec_hash import spec_hash
 from dynamic_scoring.addon.constants import ADC_RESOURCE, ADDON_GROUP, RESERVED_NO_DEFAULT
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 ConfigLookup = Callable[[str, str], JSON | None]  # (namespace, name) -> the ADC or None
 

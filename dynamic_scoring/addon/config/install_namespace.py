@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dynamic_scoring.addon.config.deployment_config import DeploymentConfig
 from dynamic_scoring.addon.constants import DEFAULT_INSTALL_NAMESPACE, INSTALL_NAMESPACE_ANNOTATION
 from dynamic_scoring.addon.errors import AddonConfigError
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 

@@ -10,7 +10,7 @@ the current batch keeps rendering from its old config.
 from __future__ import annotations
 
 from dynamic_scoring.addon.constants import RESERVED_NO_DEFAULT
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 
 def config_references(mca: JSON) -> list[JSON]:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dynamic_scoring.addon.errors import AddonConfigError
-from dynamic_scoring.addresses import AddressPolicy
-from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
-from dynamic_scoring.secret_binding import listed_names, parse_allowed_hosts
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.outbound.addresses import AddressPolicy
+from dynamic_scoring.outbound.secret_binding import listed_names, parse_allowed_hosts
 
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
@@ -48,7 +48,7 @@ class Variables:
     log_level: str = "info"
     metrics_bind_address: str = ":8080"
     max_concurrent_cycles: int = 8
-    max_score_bytes: int | None = None  # None: the agent's default (dynamic_scoring.score_size)
+    max_score_bytes: int | None = None  # None: the agent's default (dynamic_scoring.contract.score_size)
     agent_allow_cidrs: tuple[str, ...] = ()  # networks the agent may call despite the address policy
     delete_install_namespace: bool = False
     agent_replicas: int = 1  # 0: another agent (e.g. the upstream Go agent) scores this cluster

@@ -21,7 +21,7 @@ from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.controller import Controller, ControllerManager
 from dynamic_scoring.kube.informer import Informer
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES
-from dynamic_scoring.score_labels import foreign_selector, score_selector
+from dynamic_scoring.ocm.score_labels import foreign_selector, score_selector
 
 
 @dataclass

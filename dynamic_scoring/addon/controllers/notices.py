@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.writes import Writer
 
 log = logging.getLogger(__name__)

@@ -57,7 +57,7 @@ from dynamic_scoring.addon.registry.summary_size import (
     piece,
     too_large_message,
 )
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 PieceKey = tuple[str, bool]
 """(scorer name, masked): a summary's identity in the plan (a masked copy encodes differently)."""

@@ -1,7 +1,7 @@
 """The ConfigMap the agent follows: ``dynamic-scoring-config``, key ``summaries``.
 
-The value is ``dynamic_scoring.wire.dump_summaries`` of the cluster's sorted list: compact JSON, every
-upstream key present, extensions only when set.  Equal inputs give equal bytes, which is what lets the
+The value is ``dynamic_scoring.contract.wire.dump_summaries`` of the cluster's sorted list: compact JSON,
+every upstream key present, extensions only when set.  Equal inputs give equal bytes, which is what lets the
 controller compare and write nothing when nothing changed.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Final
 from dynamic_scoring.addon.constants import ADDON_NAME, MANAGED_BY_LABEL
 from dynamic_scoring.addon.constants import SUMMARY_CONFIGMAP as CONFIGMAP_NAME
 from dynamic_scoring.addon.distribution.plan import Plan
-from dynamic_scoring.wire import ScorerSummary, dump_summaries
+from dynamic_scoring.contract.wire import ScorerSummary, dump_summaries
 
 SUMMARIES_KEY: Final = "summaries"
 MANAGED_BY: Final = ADDON_NAME

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 from dynamic_scoring.addon.errors import FieldProblem
 from dynamic_scoring.addon.registry.models import LabelSelector, Mask
-from dynamic_scoring.naming import aps_name as default_aps_name
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.ocm.naming import aps_name as default_aps_name
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ def plan(
 ) -> Plan:
     """Compute every enabled cluster's summary list (the result does not depend on input order).
 
-    ``aps_name`` is the AddOnPlacementScore name rule the agents apply (``dynamic_scoring.naming``);
+    ``aps_name`` is the AddOnPlacementScore name rule the agents apply (``dynamic_scoring.ocm.naming``);
     a test may pass another rule.  ``mask_policy`` is the config's ``maskPolicy`` (``Skip`` or
     ``Score``).
     """

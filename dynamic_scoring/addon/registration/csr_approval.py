@@ -40,7 +40,7 @@ from dynamic_scoring.addon.constants import (
 )
 from dynamic_scoring.addon.registration.csr_request import RequestError, read_subject
 from dynamic_scoring.addon.registration.identity import AUTHENTICATED_GROUP, default_groups, default_user
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 
 def agent_dns_name(addon_name: str = ADDON_NAME) -> str:

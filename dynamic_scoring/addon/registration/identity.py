@@ -8,7 +8,7 @@ dynamic-scoring addon picked a random agent name per start, which did).
 from __future__ import annotations
 
 from dynamic_scoring.addon.constants import ADDON_NAME, AGENT_NAME, KUBE_APISERVER_CLIENT_SIGNER
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 AUTHENTICATED_GROUP = "system:authenticated"
 

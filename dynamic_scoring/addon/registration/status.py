@@ -14,8 +14,8 @@ import datetime as dt
 
 from dynamic_scoring.addon.constants import ADC_RESOURCE, ADDON_GROUP, KUBE_APISERVER_CLIENT_SIGNER
 from dynamic_scoring.addon.registration.identity import default_registration
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.conditions import find_condition, remove_condition, set_condition
+from dynamic_scoring.kube.jsontypes import JSON
 
 SUPPORTED_CONFIGS: list[JSON] = [{"group": ADDON_GROUP, "resource": ADC_RESOURCE}]
 HEALTH_CHECK: JSON = {"mode": "Lease"}

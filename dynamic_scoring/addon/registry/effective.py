@@ -25,7 +25,7 @@ Precedence, field by field (docs/scorer-registry.md has the full table):
   answers ``/config``) would otherwise decide where every agent sends the spec's Secrets; so that
   endpoint's auth is withheld from the summary (``Resolution.withheld`` says which and why) unless
   ``spec.sendCredentialsToSyncedHosts`` is true.  Each agent still sends a Secret only to hosts listed
-  on the Secret itself (``dynamic_scoring.secret_binding``); this is the hub's half of that rule.
+  on the Secret itself (``dynamic_scoring.outbound.secret_binding``); this is the hub's half of that rule.
 * Scorer parameters (``scoring.params`` keys other than ``name`` and ``interval``): the spec's, each
   replaced by the synced document's value when ``/config`` publishes that key (Full mode only).
   They travel as ``scoringParams`` and reach the scorer as ``params``.
@@ -65,10 +65,8 @@ from dynamic_scoring.addon.registry.models import (
     SpecAuth,
 )
 from dynamic_scoring.addon.registry.sources import resolve_sources, with_sources
-from dynamic_scoring.secret_binding import destination
-from dynamic_scoring.urls import has_path, join_url, origin, url_problem
-from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.validation import describe_validation
+from dynamic_scoring.contract.wire import (
     MAX_SCORING_PARAMS_BYTES,
     ScorerSummary,
     ScoreStabilization,
@@ -77,6 +75,8 @@ from dynamic_scoring.wire import (
     SourceConfig,
     params_size,
 )
+from dynamic_scoring.outbound.secret_binding import destination
+from dynamic_scoring.outbound.urls import has_path, join_url, origin, url_problem
 
 DEFAULT_INTERVAL = 30
 DEFAULT_RANGE = 3600

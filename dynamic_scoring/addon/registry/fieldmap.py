@@ -3,10 +3,10 @@
 Every summary key names the CRD ``spec`` paths it is computed from; every ``spec`` path is either one
 of those or listed in ``HUB_ONLY`` with the reason it never reaches an agent.  The unit test
 ``tests/unit/addon/registry/test_crd_wire_drift.py`` checks this table against both the CRD file and
-``dynamic_scoring.wire``, so adding a field on one side without the other fails the build.
+``dynamic_scoring.contract.wire``, so adding a field on one side without the other fails the build.
 
 Paths are dotted, relative to ``spec``; ``auth.*`` objects are listed by their top-level key because
-their inner shape is checked as a whole against ``dynamic_scoring.wire.EndpointAuth``.
+their inner shape is checked as a whole against ``dynamic_scoring.contract.wire.EndpointAuth``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ may not satisfy the current one; ``parse_scorer`` turns that into a problem nami
 of an exception in a reconcile loop.
 
 Field names are the CRD's (camelCase JSON aliases); the pieces that map one to one onto the agent's
-summary reuse ``dynamic_scoring.wire`` models, so the two cannot disagree on their shape.
+summary reuse ``dynamic_scoring.contract.wire`` models, so the two cannot disagree on their shape.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from dynamic_scoring.addon.registry.spellings import normalise_config_spec, normalise_scorer_spec
-from dynamic_scoring.addresses import metadata_header
-from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
-from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.contract.validation import describe_validation
+from dynamic_scoring.contract.wire import (
     DEFAULT_DIMENSION_FORMAT,
     MAX_HORIZON_SECONDS,
     EndpointAuth,
@@ -33,6 +32,7 @@ from dynamic_scoring.wire import (
     SecretKeyRef,
     check_dimension_labels,
 )
+from dynamic_scoring.outbound.addresses import metadata_header
 
 GROUP = "dynamic-scoring.open-cluster-management.io"
 VERSION = "v1alpha1"

@@ -7,7 +7,7 @@ stuck or crashed loop.  Upstream used Go's default client (no timeout), ignored 
 
 * every request has a total deadline (``timeout``), checked while the body streams in;
 * ``/healthz`` needs a 2xx answer; ``/config`` needs a 2xx answer, at most ``max_bytes`` of JSON, and a
-  document that ``dynamic_scoring.wire.ScorerConfig`` accepts plus the checks in ``check_config``;
+  document that ``dynamic_scoring.contract.wire.ScorerConfig`` accepts plus the checks in ``check_config``;
 * a bearer token (the value of the hub-side Secret named in ``spec.probe.tokenSecretRef``) is sent when
   given, redirects are not followed (a token never goes to another host), and neither the token nor a
   response body appears in a message.
@@ -45,13 +45,13 @@ from pydantic import ValidationError
 
 from dynamic_scoring.addon.registry.models import DynamicScorerSpec
 from dynamic_scoring.addon.registry.spellings import canonical
-from dynamic_scoring.guarded_transport import AddressNotAllowed
-from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
-from dynamic_scoring.transport_errors import TRANSPORT_EXCEPTIONS, causes
-from dynamic_scoring.transport_errors import classify as classify_transport
-from dynamic_scoring.urls import origin, url_problem
-from dynamic_scoring.validation import describe_validation
-from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
+from dynamic_scoring.contract.validation import describe_validation
+from dynamic_scoring.contract.wire import MAX_SCORING_PARAMS_BYTES, ScorerConfig, params_size
+from dynamic_scoring.outbound.guarded_transport import AddressNotAllowed
+from dynamic_scoring.outbound.inflate import InflateTooLarge, decompressor, inflate_chunk
+from dynamic_scoring.outbound.transport_errors import TRANSPORT_EXCEPTIONS, causes
+from dynamic_scoring.outbound.transport_errors import classify as classify_transport
+from dynamic_scoring.outbound.urls import origin, url_problem
 
 DEFAULT_TIMEOUT = 5.0
 MAX_CONFIG_BYTES = 256 << 10
@@ -146,8 +146,8 @@ class _RefusedError(Exception):
 def _decoded(raw: Iterator[bytes], coding: str, max_bytes: int) -> Iterator[bytes]:
     """The body after ``Content-Encoding``, failing as soon as more than ``max_bytes`` come out.
 
-    The inflation is the one the agent uses (``dynamic_scoring.inflate``): the decoded size is checked
-    before more is buffered, so memory stays near ``max_bytes`` however well the body compresses.
+    The inflation is the one the agent uses (``dynamic_scoring.outbound.inflate``): the decoded size is
+    checked before more is buffered, so memory stays near ``max_bytes`` however well the body compresses.
     The compressed size is capped too, and a truncated stream is refused.
     """
     coding = coding.strip().lower()
@@ -294,7 +294,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     verification message such as ``certificate has expired``), so the status of a DynamicScorer
     cannot be used to read errno strings, library internals or bytes the server sent.  The hub's own
     address policy is checked first; every other failure is sorted by the map the agent uses too
-    (``dynamic_scoring.transport_errors``), and its kind is the reason.
+    (``dynamic_scoring.outbound.transport_errors``), and its kind is the reason.
     """
     for cause in causes(exc):
         if isinstance(cause, AddressNotAllowed):

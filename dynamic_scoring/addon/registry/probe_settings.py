@@ -15,7 +15,7 @@ from dynamic_scoring.addon.registry.health import (
     DEFAULT_PERIOD,
     HealthSettings,
 )
-from dynamic_scoring.addresses import STRICT, AddressPolicy
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
 
 DEFAULT_CONCURRENCY = 8
 

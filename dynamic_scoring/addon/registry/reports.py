@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
 
 SCORE_NAME_ANNOTATION = "dynamic-scoring.open-cluster-management.io/score-name"
 AGENT_CONDITION = "ScoresUpToDate"

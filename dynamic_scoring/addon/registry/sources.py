@@ -8,7 +8,7 @@ problem.
 
 Translation:
 
-* Each entry becomes one ``dynamic_scoring.wire.SourceSpec``: ``host`` + ``path`` joined as for
+* Each entry becomes one ``dynamic_scoring.contract.wire.SourceSpec``: ``host`` + ``path`` joined as for
   ``spec.source`` (``/api/v1/query_range`` when the host has no path), upstream's
   ``auth.tokenSecretRef`` carried as ``bearerTokenSecretRef`` unless the entry sets its own bearer or
   basic auth (the same precedence the agent applies to ``spec.source``).
@@ -26,8 +26,8 @@ import json
 from dataclasses import dataclass, field
 
 from dynamic_scoring.addon.registry.models import DynamicScorerSpec, SourceEntrySpec, SpecAuth
-from dynamic_scoring.urls import has_path, join_url, url_problem
-from dynamic_scoring.wire import EndpointAuth, ScorerSummary, SecretKeyRef, SourceSpec
+from dynamic_scoring.contract.wire import EndpointAuth, ScorerSummary, SecretKeyRef, SourceSpec
+from dynamic_scoring.outbound.urls import has_path, join_url, url_problem
 
 DEFAULT_SOURCE_PATH = "/api/v1/query_range"
 MAX_SOURCES_BYTES = 256 * 1024

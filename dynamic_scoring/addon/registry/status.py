@@ -18,8 +18,8 @@ from dynamic_scoring.addon.registry.health import HealthState
 from dynamic_scoring.addon.registry.models import DynamicScorer, SpecProblem
 from dynamic_scoring.addon.registry.probe import ConfigResult, ProbeResult
 from dynamic_scoring.addon.registry.summary_size import SUMMARY_LIMIT, summary_size, too_large_message
+from dynamic_scoring.contract.wire import ScorerConfig
 from dynamic_scoring.kube.conditions import set_condition
-from dynamic_scoring.wire import ScorerConfig
 
 HEALTHY = "Healthy"
 CONFIG_SYNCED = "ConfigSynced"

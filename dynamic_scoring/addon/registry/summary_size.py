@@ -13,7 +13,7 @@ import json
 from typing import Final
 
 from dynamic_scoring.addon.constants import WORK_SIZE_LIMIT
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 CONFIGMAP_DATA_LIMIT: Final = 1_048_576
 """The apiserver's limit on a ConfigMap's data (``data`` and ``binaryData`` together)."""

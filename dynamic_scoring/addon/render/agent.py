@@ -36,7 +36,7 @@ from dynamic_scoring.addon.render.images import resolve_image
 from dynamic_scoring.addon.render.platform import Platform, agent_platform
 from dynamic_scoring.addon.render.templating import TEMPLATES_DIR, render_objects
 from dynamic_scoring.addon.render.token_allow import NOTHING_ALLOWED, AgentTokenAllow, check_agent_token
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 AGENT_TEMPLATES = (
     "agent/namespace.yaml.j2",

@@ -22,9 +22,9 @@ from dynamic_scoring.addon.constants import ADDON_NAME, SUMMARY_CONFIGMAP
 from dynamic_scoring.addon.registration.identity import rbac_subjects
 from dynamic_scoring.addon.render.templating import TEMPLATES_DIR, render_objects
 from dynamic_scoring.addon.work.builder import owner_reference
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import written_by_agent
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.ocm.score_labels import written_by_agent
 
 HUB_RBAC_TEMPLATE = "hub/agent-rbac.yaml.j2"
 SUMMARIES_KEY = "summaries"

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Literal
 
 from dynamic_scoring.addon.config.variables import PLATFORM_SETTINGS
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 Platform = Literal["kubernetes", "openshift"]
 VENDOR_LABEL = "vendor"

@@ -14,7 +14,7 @@ import jinja2
 import yaml
 
 from dynamic_scoring.addon.errors import TemplatesUnavailableError
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 # libyaml's parser when PyYAML was built with it: parsing dominates rendering (a full pass renders
 # every cluster), and the C loader is about ten times faster than the pure-Python one.

@@ -10,7 +10,7 @@ image (`dynamic_scoring.addon.render.image_allow`), the hub admin bounds these v
 flags, and the manager renders the token only when every value the ADC asks for lies within them:
 
 * `--agent-token-destination-allow`: entries in the allowed-hosts syntax
-  (`dynamic_scoring.secret_binding`), `https://` only.  Each ADC destination must be covered by one
+  (`dynamic_scoring.outbound.secret_binding`), `https://` only.  Each ADC destination must be covered by one
   of them (`covers`).  Default: none, so an ADC that names destinations is refused until the hub
   admin names some; nothing the ADC writer types can widen this.
 * `--agent-token-audience-allow`: the audiences an ADC may name.  Default: none.  An ADC that names
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES, Variables
 from dynamic_scoring.addon.errors import AddonConfigError
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.secret_binding import HostEntry, is_ip, parse_allowed_hosts
-from dynamic_scoring.urls import path_within
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.outbound.secret_binding import HostEntry, is_ip, parse_allowed_hosts
+from dynamic_scoring.outbound.urls import path_within
 
 AGENT_TOKEN_DESTINATION_ALLOW_FLAG = "--agent-token-destination-allow"
 AGENT_TOKEN_DESTINATION_ALLOW_ENV = "DYNAMIC_SCORING_AGENT_TOKEN_DESTINATION_ALLOW"

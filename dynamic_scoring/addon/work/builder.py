@@ -25,7 +25,7 @@ from dynamic_scoring.addon.constants import (
     WORK_SIZE_LIMIT,
 )
 from dynamic_scoring.addon.errors import WorkTooLargeError
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 WORK_API_VERSION = "work.open-cluster-management.io/v1"
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from dynamic_scoring.agent.items.maths import NonFiniteScore, score_value
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.scorer_client.answer import ScoredSeries
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     DEFAULT_DIMENSION_FORMAT,
     DIMENSION_LABEL_PLACEHOLDERS,
     ScoreNormalization,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from dynamic_scoring.wire import ScoreNormalization
+from dynamic_scoring.contract.wire import ScoreNormalization
 
 SCORE_MIN = -100.0
 SCORE_MAX = 100.0

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.resources import DEPLOYMENTS, LEASES
-from dynamic_scoring.timestamps import micro_time  # one MicroTime format for every Lease we write
+from dynamic_scoring.kube.timestamps import micro_time  # one MicroTime format for every Lease we write
 
 log = logging.getLogger(__name__)
 

@@ -74,8 +74,8 @@ from dynamic_scoring.kube.api import (
     NotFound,
 )
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS
-from dynamic_scoring.score_labels import adoptable, score_labels, score_selector
-from dynamic_scoring.timestamps import format_time, parse_time
+from dynamic_scoring.kube.timestamps import format_time, parse_time
+from dynamic_scoring.ocm.score_labels import adoptable, score_labels, score_selector
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from dynamic_scoring.backoff import Backoff
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.informer import Informer, WatchEvent
 from dynamic_scoring.kube.resources import CONFIGMAPS
+from dynamic_scoring.runtime.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ gets ``"params": {...}`` after ``data``; upstream scorers ignore the key.
 
 The answer is read incrementally and abandoned past the size limit (decompressed size), its
 results are counted against the per-scorer limit before anything else is built from them, and it
-is then validated against ``dynamic_scoring.wire.ScoringResponse`` (through the fast decoder of
+is then validated against ``dynamic_scoring.contract.wire.ScoringResponse`` (through the fast decoder of
 `dynamic_scoring.agent.scorer_client.answer`); any 2xx status is accepted.  Any other status is reported by
 its code and a fixed phrase: the body of an error answer is read (bounded) and dropped, never echoed.
 """
@@ -39,9 +39,9 @@ from dynamic_scoring.agent.exchange import bounded_exchange
 from dynamic_scoring.agent.http import ErrorFamily, refuse_metadata_headers, status_phrase
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.scorer_client.answer import ScoringAnswer, decode_answer
-from dynamic_scoring.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
-from dynamic_scoring.urls import redact_url
-from dynamic_scoring.validation import describe_validation
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES, max_results_for, scores_bytes
+from dynamic_scoring.contract.validation import describe_validation
+from dynamic_scoring.outbound.urls import redact_url
 
 SLICE = 1024 * 1024
 OFF_LOOP_BYTES = 64 * 1024

@@ -49,7 +49,7 @@ from dynamic_scoring.agent.http import (
     status_phrase,
 )
 from dynamic_scoring.agent.source.access import access_denied_message
-from dynamic_scoring.urls import redact_url, url_secrets
+from dynamic_scoring.outbound.urls import redact_url, url_secrets
 
 QUERY_DISPLAY_LENGTH = 120
 ERROR_TEXT_LENGTH = 300

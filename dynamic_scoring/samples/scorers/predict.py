@@ -17,10 +17,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
+from dynamic_scoring.contract.wire import display_name
 from dynamic_scoring.samples.scorers.formulas import headroom_score
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
 from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
-from dynamic_scoring.wire import display_name
 
 DEFAULTS = Defaults(
     name="cpu_forecast",

@@ -12,6 +12,7 @@ import argparse
 import logging
 from dataclasses import dataclass
 
+from dynamic_scoring.contract.wire import MAX_HORIZON_SECONDS, ScorerConfig
 from dynamic_scoring.scorer import (
     BearerToken,
     RequestError,
@@ -21,7 +22,6 @@ from dynamic_scoring.scorer import (
     TokenError,
     serve,
 )
-from dynamic_scoring.wire import MAX_HORIZON_SECONDS, ScorerConfig
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 
 def mca(cluster: str = "cluster1", install_namespace: str | None = None, **status: Any) -> JSON:

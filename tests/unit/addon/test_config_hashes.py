@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dynamic_scoring.addon.config.hashes import cma_hash_patch, mca_config_hash_patch
 from dynamic_scoring.addon.config.spec_hash import spec_hash
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.helpers import adc, mca
 
 GROUP = "addon.open-cluster-management.io"

@@ -22,7 +22,7 @@ from dynamic_scoring.addon.registration.csr_request import (
     request_attributes,
     request_der,
 )
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from e2e.csr_shapes import FORGING_SHAPES, agent_request, pem_block
 from tests.csr_attributes import (
     CHALLENGE_PASSWORD,

@@ -22,7 +22,7 @@ from dynamic_scoring.addon.render.image_allow import (
     parse_allow_prefix,
     parse_allow_values,
 )
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.helpers import adc, mca, variables
 
 DIGEST = "sha256:" + "a" * 64

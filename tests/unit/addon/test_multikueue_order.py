@@ -21,8 +21,8 @@ from dynamic_scoring.addon.multikueue import (
     placement_of,
     rank,
 )
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.placement_policy import PLACEMENT_LABEL, Misconfigured
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.placement_policy import PLACEMENT_LABEL, Misconfigured
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 LATER = "2026-11-29T13:00:00Z"

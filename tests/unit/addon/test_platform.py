@@ -11,7 +11,7 @@ from dynamic_scoring.addon.controllers.lifecycle.deploy import render_fingerprin
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.platform import agent_platform, detected_platform
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.restricted_v2 import pod_spec, violations
 from tests.unit.addon.helpers import adc, b64, by_kind, mca, variables
 

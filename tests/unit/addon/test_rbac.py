@@ -11,7 +11,7 @@ from dynamic_scoring.addon.registration.identity import rbac_subjects, subject_p
 from dynamic_scoring.addon.registration.status import registration_subject
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.helpers import by_kind, mca
 
 REPO = Path(__file__).resolve().parents[3]

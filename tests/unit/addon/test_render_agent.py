@@ -5,7 +5,7 @@ import pytest
 from dynamic_scoring.addon.constants import DEFAULT_IMAGE
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import DEFAULT_RESOURCES, render_agent
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.helpers import adc, b64, by_kind, mca, variables
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

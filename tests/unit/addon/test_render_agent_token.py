@@ -7,7 +7,7 @@ import pytest
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import AGENT_TOKEN_DIR, render_agent
 from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.restricted_v2 import violations
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 

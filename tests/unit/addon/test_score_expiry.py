@@ -16,11 +16,11 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import (
     parse_valid_until,
 )
 from dynamic_scoring.addon.controllers.placement_scores.expiry import ScoreExpiry
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer
-from dynamic_scoring.score_labels import score_labels
+from dynamic_scoring.ocm.score_labels import score_labels
 
 T0 = dt.datetime(2026, 11, 22, 7, 0, 0, tzinfo=dt.UTC)
 STAMP = "2026-11-22T07:00:00Z"

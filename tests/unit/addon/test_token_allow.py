@@ -34,8 +34,8 @@ from dynamic_scoring.addon.render.token_allow import (
     parse_destination_allow,
     parse_monitoring_role_allow,
 )
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.secret_binding import HostEntry, parse_allowed_hosts
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.outbound.secret_binding import HostEntry, parse_allowed_hosts
 from tests.unit.addon.controllers.fakes import Cache, Recorder, lifecycle_caches
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 

@@ -17,7 +17,7 @@ from dynamic_scoring.addon.work.builder import (
     manifest_size,
     pack,
 )
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.helpers import mca
 
 ADC_REF = {

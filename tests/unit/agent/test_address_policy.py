@@ -15,7 +15,6 @@ import httpcore
 import httpx
 import pytest
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy, metadata_header
 from dynamic_scoring.agent.errors import (
     AddressRefused,
     PrometheusAddressRefused,
@@ -30,7 +29,8 @@ from dynamic_scoring.agent.http import ClientPool, status_phrase
 from dynamic_scoring.agent.proxy import ProxySettings, TargetChecked, proxy_mounts
 from dynamic_scoring.agent.scorer_client.client import call_scorer
 from dynamic_scoring.agent.source.prometheus import RangeWindow, known_error_type, query_range
-from dynamic_scoring.guarded_transport import AsyncGuardedBackend
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy, metadata_header
+from dynamic_scoring.outbound.guarded_transport import AsyncGuardedBackend
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dynamic_scoring.agent.scorer_client.answer import decode_answer
-from dynamic_scoring.wire import ScoringResponse
+from dynamic_scoring.contract.wire import ScoringResponse
 
 _scalars = st.one_of(
     st.text(max_size=8),

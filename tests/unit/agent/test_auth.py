@@ -12,9 +12,9 @@ from dynamic_scoring.agent.http import (
     scrub,
 )
 from dynamic_scoring.agent.memory import MemorySecrets
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
-from dynamic_scoring.urls import redact_url, url_secrets
-from dynamic_scoring.wire import EndpointAuth
+from dynamic_scoring.contract.wire import EndpointAuth
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.outbound.urls import redact_url, url_secrets
 
 URL = "http://scorer.example.com:8000/scoring"
 HOST = "scorer.example.com:8000"

@@ -14,7 +14,7 @@ from dynamic_scoring.agent.items.dimensions import (
 )
 from dynamic_scoring.agent.items.maths import score_value
 from dynamic_scoring.agent.ports import ScoreItem
-from dynamic_scoring.wire import ScoreNormalization, ScoreResult, ScorerSummary
+from dynamic_scoring.contract.wire import ScoreNormalization, ScoreResult, ScorerSummary
 
 
 def r(score: float, **metric: str) -> ScoreResult:

@@ -16,7 +16,7 @@ from dynamic_scoring.agent.items.maths import (
     score_value,
     valid_until,
 )
-from dynamic_scoring.wire import ScoreNormalization
+from dynamic_scoring.contract.wire import ScoreNormalization
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dynamic_scoring.agent.metrics import AgentMetrics, truncate_label
-from dynamic_scoring.wire import ScoreResult
+from dynamic_scoring.contract.wire import ScoreResult
 
 
 def lines(m: AgentMetrics, needle: str) -> list[str]:

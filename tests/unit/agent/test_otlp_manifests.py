@@ -10,7 +10,7 @@ import yaml
 
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import render_agent
-from dynamic_scoring.bind_address import parse_bind_address
+from dynamic_scoring.runtime.bind_address import parse_bind_address
 from tests.unit.addon.helpers import adc, by_kind, mca, variables
 
 

@@ -15,7 +15,7 @@ from dynamic_scoring.agent.source.otlp.selection import (
     parse_selector,
     sanitize_name,
 )
-from dynamic_scoring.wire import OtelSelector, ScorerSummary
+from dynamic_scoring.contract.wire import OtelSelector, ScorerSummary
 
 
 def test_a_vector_selector_with_every_operator() -> None:

@@ -10,7 +10,7 @@ from dynamic_scoring.agent.auth import resolve_credentials
 from dynamic_scoring.agent.errors import SecretInvalid, SecretNotBound, SecretNotFound
 from dynamic_scoring.agent.memory import MemorySecrets
 from dynamic_scoring.agent.own_token import OwnToken
-from dynamic_scoring.wire import EndpointAuth
+from dynamic_scoring.contract.wire import EndpointAuth
 
 PROM = "https://thanos-querier.openshift-monitoring.svc:9091/api/v1/query_range"
 ASK = EndpointAuth.model_validate({"agentServiceAccountToken": True})

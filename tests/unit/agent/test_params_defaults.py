@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dynamic_scoring.agent.items.dimensions import build_items, default_item_names
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.scorer_client.client import has_series, scoring_body
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     MAX_SCORING_PARAMS_BYTES,
     ScorerConfig,
     ScoreResult,

@@ -4,7 +4,7 @@ import pytest
 
 from dynamic_scoring.agent.plan import InvalidSummary, plan_summaries, plan_summary
 from dynamic_scoring.agent.settings import AgentSettings
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 
 def make(**fields: object) -> ScorerSummary:

@@ -30,7 +30,7 @@ from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.agent.plan import plan_summary
 from dynamic_scoring.agent.ports import ScoreItem, SecretContents
 from dynamic_scoring.agent.settings import AgentSettings
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 pytestmark = pytest.mark.anyio
 

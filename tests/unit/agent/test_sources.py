@@ -19,7 +19,7 @@ from dynamic_scoring.agent.source.placeholders import (
     cluster_value,
     substitute,
 )
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 PROM = "http://central:9090/api/v1/query_range"
 

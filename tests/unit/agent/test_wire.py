@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     UPSTREAM_SUMMARY_KEYS,
     ScorerConfig,
     ScorerSummary,

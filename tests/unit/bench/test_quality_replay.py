@@ -34,11 +34,11 @@ from bench.placement_quality.replay import (
     warmup_steps,
 )
 from bench.placement_quality.traces import ClusterLoads
-from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.agent.cycle import CycleEnv
 from dynamic_scoring.agent.items.stabilization import Stabilization
 from dynamic_scoring.ctl import placement_model as pm
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm import placement_policy as pp
 from dynamic_scoring.scorer import parse_request
 
 # --- series ------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dynamic_scoring.agent.errors import SecretNotFound
 from dynamic_scoring.agent.ports import SecretContents
 from dynamic_scoring.ctl.explain_cycle import FileTokens
 from dynamic_scoring.ctl.main import main
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 
 def invoke(tmp_path: Path, *args: str) -> tuple[int, str]:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm import placement_policy as pp
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 

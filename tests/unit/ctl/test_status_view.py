@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from dynamic_scoring.ctl import status as st
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.kube.jsontypes import JSON
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from dynamic_scoring import placement_policy as pp
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.ctl import status as st
+from dynamic_scoring.ocm import placement_policy as pp
 from e2e import demo
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from dynamic_scoring.agent.metrics import AgentMetrics
-from dynamic_scoring.wire import ScoreResult
+from dynamic_scoring.contract.wire import ScoreResult
 
 
 @functools.cache

@@ -22,9 +22,9 @@ from dynamic_scoring.addon.render.token_allow import (
     parse_destination_allow,
     parse_monitoring_role_allow,
 )
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.outbound.secret_binding import listed_destination
 from dynamic_scoring.samples.scorers import cpu, predict
-from dynamic_scoring.secret_binding import listed_destination
 from tests.unit.addon.helpers import mca
 from tests.unit.samples.agent_names import agent_metric_names
 

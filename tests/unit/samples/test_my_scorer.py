@@ -18,7 +18,7 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.ocm.naming import aps_name
 from dynamic_scoring.scorer import ScorerApp
 
 ROOT = Path(__file__).resolve().parents[3]

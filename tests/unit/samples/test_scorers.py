@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamic_scoring.contract.wire import ScorerConfig, ScoringResponse
 from dynamic_scoring.samples.scorers import cpu, predict
 from dynamic_scoring.samples.scorers.server import build_parser, config_document
 from dynamic_scoring.scorer import RequestError, ScoringRequest, Series, parse_request
-from dynamic_scoring.wire import ScorerConfig, ScoringResponse
 
 T0 = 1_800_000_000
 

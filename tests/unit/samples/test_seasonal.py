@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamic_scoring.contract.wire import MAX_HORIZON_SECONDS
 from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.server import build_app, build_parser, config_document, requested_horizon
 from dynamic_scoring.scorer import RequestError, ScoringRequest, Series
 from dynamic_scoring.scorer.testing import check_app
-from dynamic_scoring.wire import MAX_HORIZON_SECONDS
 
 T0 = 1_800_000_000.0
 DAY, STEP = 86_400.0, 300.0

@@ -2,7 +2,7 @@
 (dynamic_scoring.addon.registry.probe).
 
 The library may not import the hub (an import contract).  Both apply the one URL rule
-(``dynamic_scoring.urls``); the rest of the hub's /config rules the library restates, and this test
+(``dynamic_scoring.outbound.urls``); the rest of the hub's /config rules the library restates, and this test
 keeps the two from drifting: whatever the hub refuses, the check reports as an error.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.addon.registry.probe import check_config
+from dynamic_scoring.contract.wire import ScorerConfig
 from dynamic_scoring.scorer.conformance import ERROR, Checker
-from dynamic_scoring.wire import ScorerConfig
 
 GOOD: dict[str, Any] = {
     "name": "s",

@@ -15,8 +15,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, NotFound
+from dynamic_scoring.kube.jsontypes import JSON
 
 
 def merged(target: Any, patch: Any) -> Any:

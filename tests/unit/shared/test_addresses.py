@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy, category, embedded_ipv4
-from dynamic_scoring.guarded_transport import AddressNotAllowed, GuardedBackend, resolve
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy, category, embedded_ipv4
+from dynamic_scoring.outbound.guarded_transport import AddressNotAllowed, GuardedBackend, resolve
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamic_scoring.bind_address import parse_bind_address
+from dynamic_scoring.runtime.bind_address import parse_bind_address
 
 
 @pytest.mark.parametrize(

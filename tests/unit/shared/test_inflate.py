@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from dynamic_scoring.inflate import InflateTooLarge, decompressor, inflate_chunk
+from dynamic_scoring.outbound.inflate import InflateTooLarge, decompressor, inflate_chunk
 
 
 def test_identity_needs_no_decompressor_and_unknown_codings_are_refused() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.backoff import Backoff, capped_exponential, equal_jitter, jittered
+from dynamic_scoring.runtime.backoff import Backoff, capped_exponential, equal_jitter, jittered
 
 
 @given(st.floats(0.01, 5), st.floats(5, 60), st.integers(1, 40))

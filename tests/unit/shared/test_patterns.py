@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.wire import MAX_DIMENSION_LABEL_LENGTH, check_dimension_labels, parse_summaries
+from dynamic_scoring.contract.wire import MAX_DIMENSION_LABEL_LENGTH, check_dimension_labels, parse_summaries
 
 PACKAGE = Path(__file__).resolve().parents[3] / "dynamic_scoring"
 

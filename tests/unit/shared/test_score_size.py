@@ -5,7 +5,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.score_size import (
+from dynamic_scoring.contract.score_size import (
     ETCD_DEFAULT_REQUEST_BYTES,
     MAX_SCORE_BYTES,
     MIN_ITEM_BYTES,

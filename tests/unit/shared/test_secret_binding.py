@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.secret_binding import (
+from dynamic_scoring.outbound.secret_binding import (
     ALLOWED_HOSTS_ANNOTATION,
     ALLOWED_SCORERS_ANNOTATION,
     binding_refusal,

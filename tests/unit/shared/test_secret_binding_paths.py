@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.secret_binding import (
+from dynamic_scoring.outbound.secret_binding import (
     ALLOWED_HOSTS_ANNOTATION,
     binding_refusal,
     parse_allowed_hosts,
     request_paths,
 )
-from dynamic_scoring.urls import normalise_path, path_within
+from dynamic_scoring.outbound.urls import normalise_path, path_within
 
 INGRESS = "https://ingress.example.com"
 

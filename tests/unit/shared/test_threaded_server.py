@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.threaded_server import ThreadedHTTPServer
+from dynamic_scoring.runtime.threaded_server import ThreadedHTTPServer
 
 
 class _Hello(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dynamic_scoring.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
+from dynamic_scoring.runtime.threaded_server import HeadDeadlineHandler, ThreadedHTTPServer
 from e2e.procs import wait_until
 
 HEAD_TIMEOUT = 0.5

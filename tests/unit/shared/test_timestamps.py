@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.timestamps import format_time, micro_time, parse_time
+from dynamic_scoring.kube.timestamps import format_time, micro_time, parse_time
 
 UTC_SECONDS = st.datetimes(
     min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(9999, 1, 1), timezones=st.just(dt.UTC)

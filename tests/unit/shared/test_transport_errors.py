@@ -7,7 +7,7 @@ import ssl
 import httpx
 import pytest
 
-from dynamic_scoring.transport_errors import (
+from dynamic_scoring.outbound.transport_errors import (
     TRANSPORT_EXCEPTIONS,
     FailureKind,
     TransportFailure,

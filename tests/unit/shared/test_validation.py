@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from dynamic_scoring.validation import describe_validation, validation_issues
+from dynamic_scoring.contract.validation import describe_validation, validation_issues
 
 
 class Inner(BaseModel):

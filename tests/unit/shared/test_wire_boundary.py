@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     MAX_INTERVAL_SECONDS,
     ScorerSummary,
     display_name,

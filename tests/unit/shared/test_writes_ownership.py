@@ -14,8 +14,8 @@ from typing import cast
 
 import pytest
 
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import CONFIGMAPS, MULTIKUEUE_CONFIGS
 from dynamic_scoring.kube.writes import NotOurs, Writer, labelled
 from tests.unit.shared.fake_apiserver import FakeApiserver

@@ -72,9 +72,9 @@ from dynamic_scoring.addon.work.builder import (
     dropping_stale_hash,
     owner_reference,
 )
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer, WatchEvent
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     DYNAMIC_SCORERS,
     DYNAMIC_SCORING_CONFIGS,
@@ -85,7 +85,7 @@ from dynamic_scoring.kube.resources import (
 )
 from dynamic_scoring.kube.workqueue import WorkQueue
 from dynamic_scoring.kube.writes import Writer, labelled, merge_patch
-from dynamic_scoring.naming import aps_name
+from dynamic_scoring.ocm.naming import aps_name
 
 log = logging.getLogger(__name__)
 

@@ -43,10 +43,10 @@ from dynamic_scoring.addon.render.token_allow import (
     AgentTokenNotAllowedError,
 )
 from dynamic_scoring.addon.work.builder import build_deploy_works, manifest_applied, work_index
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.conditions import find_condition
 from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     MANAGED_CLUSTER_ADDONS,
     MANIFEST_WORKS,

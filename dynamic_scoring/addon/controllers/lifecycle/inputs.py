@@ -26,9 +26,9 @@ from dynamic_scoring.addon.constants import (
     RESERVED_NO_DEFAULT,
 )
 from dynamic_scoring.addon.controllers import agent_scores, foreign_scores
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.controller import ControllerManager
 from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     ADDON_DEPLOYMENT_CONFIGS,
     CLUSTER_MANAGEMENT_ADDONS,

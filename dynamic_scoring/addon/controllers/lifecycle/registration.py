@@ -53,10 +53,10 @@ from dynamic_scoring.addon.registration.status import (
     supported_configs_patch,
 )
 from dynamic_scoring.addon.render.hub_rbac import granted_score_names, render_hub_rbac, sent_score_names
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeError
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import WatchEvent
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     MANAGED_CLUSTER_ADDONS,
     ROLE_BINDINGS,
@@ -65,7 +65,7 @@ from dynamic_scoring.kube.resources import (
     resource_version,
 )
 from dynamic_scoring.kube.writes import Writer, labelled
-from dynamic_scoring.score_labels import adoptable
+from dynamic_scoring.ocm.score_labels import adoptable
 
 log = logging.getLogger(__name__)
 

@@ -47,13 +47,13 @@ from dynamic_scoring.addon.multikueue import (
     placement_selector,
     rank,
 )
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Objects
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import MULTIKUEUE_CONFIGS, PLACEMENT_DECISIONS, PLACEMENTS, split_key
 from dynamic_scoring.kube.writes import Writer
-from dynamic_scoring.placement_policy import PLACEMENT_LABEL, Misconfigured
+from dynamic_scoring.ocm.placement_policy import PLACEMENT_LABEL, Misconfigured
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynamic_scoring.addon.constants import ADDON_NAME
-from dynamic_scoring.score_labels import written_by_agent
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.ocm.score_labels import written_by_agent
 
 EXPIRED_ANNOTATION = "dynamic-scoring.open-cluster-management.io/expired"
 """Holds the ``validUntil`` this controller last marked as expired; the write OCM reacts to."""

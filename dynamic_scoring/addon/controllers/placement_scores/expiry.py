@@ -30,9 +30,9 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import (
     decide,
     is_ours,
 )
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import NotFound
 from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, object_key
 from dynamic_scoring.kube.writes import NotOurs, Writer
 

@@ -44,14 +44,14 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import (
 )
 from dynamic_scoring.addon.registry.reports import AGENT_CONDITION
 from dynamic_scoring.addon.render.hub_rbac import config_work_summaries
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
 from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES, MANAGED_CLUSTER_ADDONS, MANIFEST_WORKS
 from dynamic_scoring.kube.writes import NotOurs, Writer
-from dynamic_scoring.naming import aps_name
-from dynamic_scoring.score_labels import adoptable, score_labels, written_by_agent
+from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.ocm.score_labels import adoptable, score_labels, written_by_agent
 
 log = logging.getLogger(__name__)
 

@@ -41,15 +41,15 @@ from dynamic_scoring.addon.registry.probe import (
 )
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.addon.registry.round import evaluate_round
-from dynamic_scoring.addresses import STRICT, AddressPolicy
-from dynamic_scoring.guarded_transport import guarded_transport
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.contract.wire import SecretKeyRef
 from dynamic_scoring.kube.api import Forbidden, KubeAPI, NotFound
 from dynamic_scoring.kube.controller import Controller, Result
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import DYNAMIC_SCORERS, SECRETS
 from dynamic_scoring.kube.writes import Writer
-from dynamic_scoring.secret_binding import binding_refusal
-from dynamic_scoring.wire import SecretKeyRef
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy
+from dynamic_scoring.outbound.guarded_transport import guarded_transport
+from dynamic_scoring.outbound.secret_binding import binding_refusal
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _read_secret(
     ``send_to`` are the URLs the value will be sent to.  The DynamicScorer's author names both the
     Secret and those URLs, and the manager may read every Secret in its namespace; so the value is
     used only when the Secret's own ``allowed-hosts`` annotation lists each URL's host and port
-    (``dynamic_scoring.secret_binding``, the rule the agents apply too).  Otherwise the result is
+    (``dynamic_scoring.outbound.secret_binding``, the rule the agents apply too).  Otherwise the result is
     ``SecretNotBound`` and no request is made.  An allowed-scorers annotation on the Secret, when
     present, must also name ``scorer``.
     """

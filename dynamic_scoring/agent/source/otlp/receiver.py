@@ -51,7 +51,7 @@ from dynamic_scoring.agent.source.otlp.access import BearerToken, ReceiverAccess
 from dynamic_scoring.agent.source.otlp.decoding import BodyError, Encoding, encoding_of, inflate, parse
 from dynamic_scoring.agent.source.otlp.store import IngestResult, SeriesStore
 from dynamic_scoring.agent.source.otlp.translation import flatten
-from dynamic_scoring.threaded_server import HeadDeadlines, ThreadedHTTPServer
+from dynamic_scoring.runtime.threaded_server import HeadDeadlines, ThreadedHTTPServer
 
 logger = logging.getLogger("dynamic_scoring.agent.source.otlp")
 

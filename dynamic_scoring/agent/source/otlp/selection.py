@@ -10,7 +10,7 @@ query, because silently scoring a different series than the one written would be
 Metric names are compared after the receiver's translation (``.``, ``-`` and ``/`` become ``_``),
 so ``http.server.duration`` and ``http_server_duration`` select the same series.  Regular
 expressions match the whole label value, as in PromQL, and use RE2 syntax and matching
-(``dynamic_scoring.regex``): they run on label values any pusher chooses, so matching must take
+(``dynamic_scoring.contract.regex``): they run on label values any pusher chooses, so matching must take
 time linear in the value, never a backtracking blow-up that would stall the decoding slot.
 """
 
@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dynamic_scoring.regex import LabelRegex, RegexError, compile_label_regex
-from dynamic_scoring.wire import AttributeMatcher, OtelSelector
+from dynamic_scoring.contract.regex import LabelRegex, RegexError, compile_label_regex
+from dynamic_scoring.contract.wire import AttributeMatcher, OtelSelector
 
 _NAME = r"[A-Za-z_:][A-Za-z0-9_:.\-/]*"
 _LABEL = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -14,9 +14,9 @@ import dataclasses
 from typing import Any, cast
 
 from dynamic_scoring.addon.controllers.lifecycle.inputs import Caches
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI, KubeError
 from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.writes import Writer
 
 

@@ -19,8 +19,8 @@ from dynamic_scoring.addon.controllers.lifecycle.deploy import (
     Deploy,
 )
 from dynamic_scoring.addon.render.agent import render_agent
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.controllers.fakes import Cache, Recorder, lifecycle_caches
 from tests.unit.addon.helpers import mca
 

@@ -19,8 +19,8 @@ from dynamic_scoring.addon.controllers.distribution.controller import (
     Caches,
     Distribution,
 )
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.writes import Writer
 
 

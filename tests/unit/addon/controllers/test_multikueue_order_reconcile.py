@@ -11,9 +11,9 @@ import datetime as dt
 
 from dynamic_scoring.addon.controllers.multikueue import MultiKueueOrder
 from dynamic_scoring.addon.multikueue import ORDER_LABEL, desired_config
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Conflict
-from dynamic_scoring.placement_policy import PLACEMENT_LABEL
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.placement_policy import PLACEMENT_LABEL
 from tests.unit.addon.controllers.fakes import Cache, Recorder
 
 NS = "kueue-system"

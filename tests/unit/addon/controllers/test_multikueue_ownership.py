@@ -12,8 +12,8 @@ from typing import cast
 
 from dynamic_scoring.addon.controllers.multikueue import MultiKueueOrder
 from dynamic_scoring.addon.multikueue import desired_config
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import EVENTS, MULTIKUEUE_CONFIGS
 from dynamic_scoring.kube.writes import Writer
 from tests.unit.addon.controllers.fakes import Cache

@@ -24,12 +24,12 @@ from dynamic_scoring.addon.controllers.placement_scores.decision import EXPIRED_
 from dynamic_scoring.addon.controllers.placement_scores.expiry import ScoreExpiry
 from dynamic_scoring.addon.controllers.placement_scores.external import ExternalAgentScores
 from dynamic_scoring.addon.render.hub_rbac import SUMMARIES_KEY
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import KubeAPI
 from dynamic_scoring.kube.informer import Informer
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import ADDON_PLACEMENT_SCORES
 from dynamic_scoring.kube.writes import Writer
-from dynamic_scoring.score_labels import score_labels
+from dynamic_scoring.ocm.score_labels import score_labels
 from tests.unit.addon.controllers.fakes import Cache
 from tests.unit.shared.fake_apiserver import FakeApiserver
 

@@ -12,10 +12,10 @@ from typing import Any, cast
 import pytest
 
 from dynamic_scoring.addon.controllers.registry.controller import _read_secret
-from dynamic_scoring.jsontypes import JSON
+from dynamic_scoring.contract.wire import SecretKeyRef
 from dynamic_scoring.kube.api import KubeAPI
-from dynamic_scoring.secret_binding import ALLOWED_HOSTS_ANNOTATION
-from dynamic_scoring.wire import SecretKeyRef
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 
 
 class _API:

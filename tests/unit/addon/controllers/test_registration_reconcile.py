@@ -23,9 +23,9 @@ from dynamic_scoring.addon.controllers.lifecycle.registration import (
     woken_by_work,
 )
 from dynamic_scoring.addon.render.hub_rbac import render_hub_rbac
-from dynamic_scoring.jsontypes import JSON
 from dynamic_scoring.kube.api import Forbidden
 from dynamic_scoring.kube.informer import EventType, WatchEvent
+from dynamic_scoring.kube.jsontypes import JSON
 from tests.unit.addon.controllers.fakes import Cache, Recorder, lifecycle_caches
 from tests.unit.addon.helpers import mca
 

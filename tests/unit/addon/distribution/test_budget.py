@@ -28,7 +28,7 @@ from dynamic_scoring.addon.distribution.plan import ClusterInput, Plan, ScorerIn
 from dynamic_scoring.addon.registry.effective import Resolution
 from dynamic_scoring.addon.registry.models import LabelSelector, Mask
 from dynamic_scoring.addon.registry.status import valid_condition
-from dynamic_scoring.wire import ScorerSummary, dump_summaries
+from dynamic_scoring.contract.wire import ScorerSummary, dump_summaries
 
 NS = "open-cluster-management-agent-addon"
 CLUSTERS = [ClusterInput("c1", {"big": "yes"}, NS), ClusterInput("c2", {}, NS), ClusterInput("c3", {}, "")]

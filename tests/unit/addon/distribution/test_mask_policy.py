@@ -7,7 +7,7 @@ import pytest
 from dynamic_scoring.addon.distribution.plan import ClusterInput, ScorerInput, plan
 from dynamic_scoring.addon.distribution.status import accepted_condition
 from dynamic_scoring.addon.registry.models import DynamicScoringConfigSpec, Mask
-from dynamic_scoring.wire import ScorerSummary, dump_summaries, parse_summaries
+from dynamic_scoring.contract.wire import ScorerSummary, dump_summaries, parse_summaries
 
 CLUSTERS = [ClusterInput("c1", {}, "ns"), ClusterInput("c2", {}, "ns")]
 MASKS = [Mask(cluster_name="c2", score_name="gpu")]

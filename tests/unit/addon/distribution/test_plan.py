@@ -13,7 +13,7 @@ from dynamic_scoring.addon.registry.models import LabelSelector, Mask
 from dynamic_scoring.agent.items.naming import (
     aps_name,  # tests may import the agent; the hub passes the rule in
 )
-from dynamic_scoring.wire import ScorerSummary, parse_summaries
+from dynamic_scoring.contract.wire import ScorerSummary, parse_summaries
 
 
 def summary(name: str, score: str) -> ScorerSummary:

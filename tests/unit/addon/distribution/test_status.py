@@ -13,7 +13,7 @@ from dynamic_scoring.addon.distribution.target import config_target_problem
 from dynamic_scoring.addon.registry.models import Mask, SpecProblem
 from dynamic_scoring.addon.registry.reports import ClusterReport
 from dynamic_scoring.agent.items.naming import aps_name
-from dynamic_scoring.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerSummary
 
 S = ScorerSummary(name="a", score_name="cpu", scoring_endpoint="http://s:1/scoring", scoring_interval=30)
 CLUSTERS = [ClusterInput("c2", {}, "ns"), ClusterInput("c1", {}, "")]

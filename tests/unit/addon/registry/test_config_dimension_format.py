@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.probe import fetch_config
+from dynamic_scoring.contract.wire import ScorerConfig, ScoreResult
 from dynamic_scoring.scorer.app import ScorerApp
 from dynamic_scoring.scorer.matrix import ScoringRequest
-from dynamic_scoring.wire import ScorerConfig, ScoreResult
 from tests.unit.addon.registry.test_effective import PROM, SCHEMA, ok, scorer
 
 PER_NODE = "${scoreName}-${node}"

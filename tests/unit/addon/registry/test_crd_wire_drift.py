@@ -15,7 +15,7 @@ from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.fieldmap import HUB_ONLY, SUMMARY_SOURCES
 from dynamic_scoring.addon.registry.models import parse_scorer
 from dynamic_scoring.addon.registry.spellings import canonical
-from dynamic_scoring.wire import (
+from dynamic_scoring.contract.wire import (
     MAX_HORIZON_SECONDS,
     EndpointAuth,
     OtelSpec,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from dynamic_scoring.addon.registry.effective import Resolution, resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.contract.wire import ScorerConfig
 from tests.unit.addon.registry.crdutil import SAMPLES, apply_defaults, crd_schema, stored
 
 SCHEMA = crd_schema("dynamicscorers")

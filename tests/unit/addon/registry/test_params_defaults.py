@@ -6,7 +6,7 @@ from typing import Any
 
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
-from dynamic_scoring.wire import MAX_SCORING_PARAMS_BYTES
+from dynamic_scoring.contract.wire import MAX_SCORING_PARAMS_BYTES
 from tests.unit.addon.registry.crdutil import apply_defaults, crd_schema
 
 SCHEMA = crd_schema("dynamicscorers")["properties"]["spec"]

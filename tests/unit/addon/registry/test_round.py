@@ -7,7 +7,7 @@ from typing import Any
 
 from dynamic_scoring.addon.registry.probe import ConfigResult, ProbeResult
 from dynamic_scoring.addon.registry.round import evaluate_round
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.contract.wire import ScorerConfig
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 UP = ProbeResult(True, "Healthy", "GET http://s:1/healthz answered HTTP 200", 200)

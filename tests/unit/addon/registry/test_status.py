@@ -17,7 +17,7 @@ from dynamic_scoring.addon.registry.status import (
     synced_config_after,
     valid_condition,
 )
-from dynamic_scoring.wire import ScorerConfig
+from dynamic_scoring.contract.wire import ScorerConfig
 
 OLD = {"scoring": {"params": {"name": "old", "interval": 10}}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamic_scoring.urls import has_path, join_url, origin, redact_url, url_problem
+from dynamic_scoring.outbound.urls import has_path, join_url, origin, redact_url, url_problem
 
 
 @pytest.mark.parametrize(

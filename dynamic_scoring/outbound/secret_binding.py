@@ -28,7 +28,7 @@ Entries are separated by commas or whitespace.  Each is one of:
 An entry without a path (or with the path ``/``) allows every path on its host and port, as entries
 always did.  That is too wide on a shared ingress that routes one host to many backends by path
 prefix: the token would reach every backend behind it.  A path prefix narrows it.  The request
-path is compared after ``dynamic_scoring.urls.normalise_path`` (unreserved escapes decoded, dot
+path is compared after ``dynamic_scoring.outbound.urls.normalise_path`` (unreserved escapes decoded, dot
 segments resolved), at a segment boundary (``/team-a`` never covers ``/team-ab``; a trailing ``/``
 on the prefix changes nothing), and the query never counts.  A request path that cannot be
 normalised safely (an encoded ``/``, a backslash, ``..`` above the root, ...) is refused by a
@@ -71,7 +71,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from dynamic_scoring.urls import normalise_path, path_within
+from dynamic_scoring.outbound.urls import normalise_path, path_within
 
 ALLOWED_HOSTS_ANNOTATION = "dynamic-scoring.open-cluster-management.io/allowed-hosts"
 """The annotation on a Secret listing the destinations its values may be sent to."""

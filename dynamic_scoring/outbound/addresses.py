@@ -5,7 +5,8 @@ network position: the hub's scorer probe (``/healthz``, ``/config``) and every s
 agent (Prometheus ``query_range``, the scoring call).  Without a rule, that person could make either
 request the cloud metadata service, a sidecar on loopback, or any other address it can reach, and
 read the status code (and part of the body) back from a status.  Hub and agent share these rules so
-that one decision is made in one place (the connecting backend is ``dynamic_scoring.guarded_transport``).
+that one decision is made in one place (the connecting backend is
+``dynamic_scoring.outbound.guarded_transport``).
 
 The rules, applied to every address a host name resolves to (a name whose answer includes any
 refused address is refused as a whole, so a DNS answer mixing a public and a loopback address

@@ -40,8 +40,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import httpcore
 import httpx
 
-from dynamic_scoring.addresses import STRICT, AddressPolicy, IPAddress
-from dynamic_scoring.transport_errors import causes
+from dynamic_scoring.outbound.addresses import STRICT, AddressPolicy, IPAddress
+from dynamic_scoring.outbound.transport_errors import causes
 
 
 class AddressNotAllowed(httpcore.ConnectError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from dynamic_scoring.jsontypes import JSON
-from dynamic_scoring.timestamps import parse_time
+from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.kube.timestamps import parse_time
 
 PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
 """The label OCM puts on a PlacementDecision: the name of its Placement (same namespace)."""

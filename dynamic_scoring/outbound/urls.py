@@ -27,7 +27,7 @@ import re
 import string
 from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
-from dynamic_scoring.wire import escape_control
+from dynamic_scoring.contract.wire import escape_control
 
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 

@@ -49,9 +49,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from dynamic_scoring.regex import RegexError, compile_label_regex
-from dynamic_scoring.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
-from dynamic_scoring.validation import describe_validation
+from dynamic_scoring.contract.regex import RegexError, compile_label_regex
+from dynamic_scoring.contract.score_size import MAX_SCORE_BYTES_SETTING, MIN_SCORE_BYTES_SETTING
+from dynamic_scoring.contract.validation import describe_validation
 
 UPSTREAM_SUMMARY_KEYS: tuple[str, ...] = (
     "name",
@@ -408,7 +408,7 @@ class AttributeMatcher(_Wire):
     ``name`` is the label name after translation (``service.name`` is ``service_name``).  For
     ``=~`` and ``!~`` the value is a regular expression matched against the whole label value,
     in RE2 syntax as PromQL's (no backreferences or lookaround): pushers choose the values it
-    runs on, so it must match in linear time (``dynamic_scoring.regex``).
+    runs on, so it must match in linear time (``dynamic_scoring.contract.regex``).
     """
 
     name: str
