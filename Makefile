@@ -11,10 +11,14 @@ STAMP  := $(VENV)/.installed
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
 
-$(STAMP): pyproject.toml
+# The three distributions of the one namespace, editable and in one resolve, so that the extras'
+# dynamic-scoring-agent and dynamic-scoring-addon are these checkouts, never an index's.
+EDITABLES := -e ./agent -e ./addon
+
+$(STAMP): pyproject.toml agent/pyproject.toml addon/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q $(EDITABLES) -e '.[dev]'
 	@touch $@
 
 venv: $(STAMP) ## create .venv with the project and its dev tools
@@ -93,7 +97,7 @@ e2e-status: $(STAMP) ## say what the local control plane runs
 	$(BIN)/python -m e2e.cli status
 
 bench: $(STAMP) deps ## run the benchmarks under bench/ (prints numbers; the bench extra adds matplotlib for plots)
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q $(EDITABLES) -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 clean: ## remove the venv and caches in the repo (not the tools cache)

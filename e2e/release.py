@@ -66,6 +66,29 @@ def project_version(repo: Path = REPO) -> str:
     return str(tomllib.loads((repo / "pyproject.toml").read_text())["project"]["version"])
 
 
+MEMBERS = ("addon", "agent")
+"""The distributions beside the root one; each is released with the same version and pins the root's."""
+
+
+def member_problems(declared: str, repo: Path = REPO) -> list[str]:
+    """Every way the hub's and the agent's distributions disagree with the root's version.
+
+    A release publishes one version of all three; a member left at the old version, or pinning an
+    older `dynamic-scoring`, would install a hub or agent against shared code it was not built with.
+    """
+    problems = []
+    for member in MEMBERS:
+        project = tomllib.loads((repo / member / "pyproject.toml").read_text())["project"]
+        if project["version"] != declared:
+            problems.append(
+                f"{member}/pyproject.toml's version is {project['version']}, pyproject.toml's is {declared}"
+            )
+        pins = [d for d in project.get("dependencies", []) if d.split("=")[0].strip() == "dynamic-scoring"]
+        if pins != [f"dynamic-scoring=={declared}"]:
+            problems.append(f"{member}/pyproject.toml must depend on dynamic-scoring=={declared}, not {pins}")
+    return problems
+
+
 def chart_versions(chart: Path = CHART) -> tuple[str, str]:
     """(version, appVersion) of the chart; appVersion is the image tag the chart installs by default."""
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
@@ -97,6 +120,7 @@ def check(tag: str, image_repository: str, owner: str, repo: Path = REPO) -> Rel
     declared = project_version(repo)
     if version != declared:
         problems.append(f"tag {tag} says {version} but pyproject.toml's version is {declared}")
+    problems += member_problems(declared, repo)
     chart_version, app_version = chart_versions(repo / "charts" / "dynamic-scoring")
     if chart_version != declared:
         problems.append(f"Chart.yaml version is {chart_version}, pyproject.toml's is {declared}")

@@ -19,7 +19,7 @@ from dynamic_scoring.contract.wire import ScoreResult
 
 DIMENSION_LABELS: tuple[str, ...] = ("node", "namespace", "pod", "container", "device", "app", "meta")
 """The result labels the agent substitutes into ``scoreDimensionFormat``
-(dynamic_scoring/agent/items/dimensions.py)."""
+(agent/dynamic_scoring/agent/items/dimensions.py)."""
 
 
 MAX_ITEM_NAME_LENGTH = 253

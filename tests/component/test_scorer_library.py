@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-import dynamic_scoring
+import dynamic_scoring.scorer
 from dynamic_scoring.agent.settings import AgentSettings
 from dynamic_scoring.contract.wire import MAX_SCORING_PARAMS_BYTES, MAX_SOURCE_QUERIES, MAX_SOURCES
 from dynamic_scoring.scorer import (
@@ -229,7 +229,7 @@ def peak_rss_kib(pid: int) -> int:
 @pytest.fixture
 def scorer_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
     """The library's server in its own process (its memory is measured alone), with token ``tok``."""
-    tree = str(Path(dynamic_scoring.__file__).resolve().parents[1])  # the code under test, whichever
+    tree = str(Path(dynamic_scoring.scorer.__file__).resolve().parents[2])  # the code under test, whichever
     env = {**os.environ, "PYTHONPATH": tree, "SCORER_TOKEN": "tok"}
     process = subprocess.Popen(
         [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, env=env, cwd=tree

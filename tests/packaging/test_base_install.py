@@ -1,8 +1,10 @@
 """The distribution's base requirements are a scorer's only: pydantic and httpx.
 
-``pip install dynamic-scoring`` is what a scorer image runs (docs/scorer-library.md); the hub's,
-the agent's and the CLI's dependencies are extras.  This reads the built wheel's ``Requires-Dist``,
-the metadata pip resolves from, rather than pyproject.toml, so a build-backend surprise shows too.
+``pip install dynamic-scoring`` is what a scorer image runs (docs/scorer-library.md); the hub and
+the agent are distributions of their own (``dynamic-scoring-addon``, ``dynamic-scoring-agent``),
+which the root's extras name, and they carry their own dependencies: an agent-only install has none
+of the hub's.  This reads the built wheels' ``Requires-Dist``, the metadata pip resolves from, rather
+than the pyproject.toml files, so a build-backend surprise shows too.
 (Installing the wheel into a fresh venv and importing the library takes about 85 s here: measured
 once and written down in docs/scorer-library.md instead of being run every time.)
 """
@@ -23,14 +25,29 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def requires(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three wheels, side by side."""
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(out),
+            *(str(REPO / d) for d in (".", "addon", "agent")),
+        ],
         check=True,
         timeout=300,
     )
-    (wheel,) = out.glob("dynamic_scoring-*.whl")
+    return out
+
+
+def metadata_requires(wheel: Path) -> dict[str, set[str]]:
+    """A wheel's ``Requires-Dist`` by extra ("" for the base), as lower-case project names."""
     with zipfile.ZipFile(wheel) as zf:
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = Parser().parsestr(zf.read(name).decode())
@@ -44,21 +61,75 @@ def requires(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     return by_extra
 
 
+@pytest.fixture(scope="module")
+def requires(built: Path) -> dict[str, set[str]]:
+    (wheel,) = built.glob("dynamic_scoring-*.whl")
+    return metadata_requires(wheel)
+
+
+@pytest.fixture(scope="module")
+def hub_requires(built: Path) -> set[str]:
+    (wheel,) = built.glob("dynamic_scoring_addon-*.whl")
+    return metadata_requires(wheel)[""]
+
+
+@pytest.fixture(scope="module")
+def agent_requires(built: Path) -> set[str]:
+    (wheel,) = built.glob("dynamic_scoring_agent-*.whl")
+    return metadata_requires(wheel)[""]
+
+
 def test_base_requirements_are_what_a_scorer_needs(requires: dict[str, set[str]]) -> None:
     assert requires[""] == {"pydantic", "httpx"}
 
 
-def test_hub_agent_and_cli_dependencies_are_extras(requires: dict[str, set[str]]) -> None:
-    assert {"kubernetes", "prometheus-client", "msgspec", "click"} <= requires["agent"]
-    assert {"kubernetes", "jinja2", "click", "pyyaml"} <= requires["hub"]
+def test_the_hub_and_the_agent_are_extras_of_the_root(requires: dict[str, set[str]]) -> None:
+    assert requires["agent"] == {"dynamic-scoring-agent"}
+    assert requires["hub"] == {"dynamic-scoring-addon"}
     # The build backend writes self-referencing extras (cli = [agent,hub], ...) out in full.
     assert requires["agent"] | requires["hub"] <= requires["cli"]
     assert requires["cli"] <= requires["all"] <= requires["dev"]
     assert {"pytest", "mypy"} <= requires["dev"]
-    # Selector regexes are compiled with RE2 by the agent and validated with it by the hub.
-    assert "google-re2" in requires["agent"] & requires["hub"]
-    for heavy in ("kubernetes", "jinja2", "prometheus-client", "click", "google-re2"):
+    for heavy in ("kubernetes", "jinja2", "prometheus-client", "click", "google-re2", "cryptography"):
         assert heavy not in requires[""]
+
+
+def test_the_hub_and_the_agent_carry_their_own_dependencies(
+    hub_requires: set[str], agent_requires: set[str]
+) -> None:
+    assert {"dynamic-scoring", "kubernetes", "prometheus-client", "msgspec", "click"} <= agent_requires
+    assert {"dynamic-scoring", "kubernetes", "jinja2", "click", "pyyaml", "cryptography"} <= hub_requires
+    # Selector regexes are compiled with RE2 by the agent and validated with it by the hub.
+    assert "google-re2" in agent_requires & hub_requires
+    # What only the hub needs stays out of the agent's distribution.
+    assert not {"jinja2", "cryptography", "pyyaml"} & agent_requires
+
+
+def test_an_agent_only_install_resolves_without_the_hubs_dependencies(built: Path, tmp_path: Path) -> None:
+    """What pip would install for the agent alone, resolved from the index (the agent's wheel and the
+    root's given as the built files, so no index copy of a name can stand in): neither jinja2 nor
+    cryptography, at any depth."""
+    report = tmp_path / "report.json"
+    own = [str(next(built.glob(f"{name}-*.whl"))) for name in ("dynamic_scoring_agent", "dynamic_scoring")]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--dry-run",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            *own,
+        ],
+        check=True,
+        timeout=600,
+    )
+    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert {"dynamic-scoring", "dynamic-scoring-agent", "kubernetes"} <= names
+    assert not {"jinja2", "cryptography", "dynamic-scoring-addon"} & names, sorted(names)
 
 
 # What a base install lacks: every extra's import name.  Blocking them in sys.modules makes any

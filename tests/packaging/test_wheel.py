@@ -1,9 +1,11 @@
-"""The wheel renders the agent exactly as the checkout does, templates included.
+"""The wheels render the agent exactly as the checkout does, templates included.
 
-The Containerfile and any `pip install dynamic-scoring` use the wheel, not the checkout; the agent's
-Jinja templates live outside the Python packages in the repository, so a wheel without them renders
-nothing (it did: the first wheels shipped none).  This builds the real wheel, installs it into a
-private directory and renders one cluster's agent from there.
+The Containerfile and any `pip install dynamic-scoring` use the wheels, not the checkout: three
+distributions under one import name (the root's shared rooms, CLI and scorer library; the hub's
+`addon/`; the agent's `agent/`).  The agent's Jinja templates live outside the Python packages in the
+repository, so a hub wheel without them renders nothing (it did: the first wheels shipped none).
+This builds the real wheels, installs them into a private directory and renders one cluster's agent
+from there.
 """
 
 from __future__ import annotations
@@ -28,21 +30,62 @@ print(json.dumps({"dir": str(t.TEMPLATES_DIR), "manifests": render_agent(mca=mca
 """
 
 
+DISTRIBUTIONS = {
+    "dynamic_scoring": REPO,
+    "dynamic_scoring_addon": REPO / "addon",
+    "dynamic_scoring_agent": REPO / "agent",
+}
+"""Each wheel's file-name prefix and the directory it is built from."""
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(out),
+            *map(str, DISTRIBUTIONS.values()),
+        ],
         check=True,
         timeout=300,
     )
-    (built,) = out.glob("dynamic_scoring-*.whl")
+    built = {name: next(out.glob(f"{name}-*.whl")) for name in DISTRIBUTIONS}
+    assert len(list(out.glob("*.whl"))) == len(DISTRIBUTIONS)
     return built
 
 
-def test_wheel_carries_every_template(wheel: Path) -> None:
+@pytest.fixture(scope="module")
+def site(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three wheels installed together into a private directory, as the image installs them."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            *map(str, wheels.values()),
+        ],
+        check=True,
+        timeout=300,
+    )
+    return target
+
+
+def test_the_hub_wheel_carries_every_template(wheels: dict[str, Path]) -> None:
     in_repo = {p.relative_to(REPO / "templates").as_posix() for p in (REPO / "templates").rglob("*.j2")}
-    with zipfile.ZipFile(wheel) as zf:
+    with zipfile.ZipFile(wheels["dynamic_scoring_addon"]) as zf:
         names = zf.namelist()
     prefix = "dynamic_scoring/addon/templates/"
     packaged = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
@@ -50,29 +93,46 @@ def test_wheel_carries_every_template(wheel: Path) -> None:
     assert packaged == in_repo
 
 
-def test_wheel_installs_one_import_name(wheel: Path) -> None:
+@pytest.mark.parametrize("name", DISTRIBUTIONS)
+def test_each_wheel_installs_one_import_name(wheels: dict[str, Path], name: str) -> None:
     """Only ``dynamic_scoring`` lands in site-packages: a scorer author's own ``agent`` or ``samples``
     module must not collide with ours (the first wheels installed ``addon``, ``agent``, ``ctl`` and
-    ``samples`` as top-level packages)."""
-    with zipfile.ZipFile(wheel) as zf:
-        top = {n.split("/", 1)[0] for n in zf.namelist()}
-        entry_points = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")))
+    ``samples`` as top-level packages).  It is a namespace package: no wheel ships its
+    ``__init__.py``, so the three install side by side without overwriting each other."""
+    with zipfile.ZipFile(wheels[name]) as zf:
+        names = zf.namelist()
+        entry_points = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+    top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"dynamic_scoring"}
+    assert "dynamic_scoring/__init__.py" not in names
     scripts = [line.split("=", 1)[1].strip() for line in entry_points.decode().splitlines() if "=" in line]
     assert scripts and all(s.startswith("dynamic_scoring.") for s in scripts), scripts
 
 
-def test_every_console_script_resolves_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    """Each ``[project.scripts]`` target imports from the wheel alone (not the checkout) and is callable."""
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
-        check=True,
-        timeout=300,
-    )
+def test_the_hub_and_the_agent_each_ship_only_their_own_package(wheels: dict[str, Path]) -> None:
+    """The split is real: the hub's wheel holds ``dynamic_scoring.addon`` alone, the agent's
+    ``dynamic_scoring.agent`` alone, and the root's neither."""
+
+    def packages(name: str) -> set[str]:
+        with zipfile.ZipFile(wheels[name]) as zf:
+            return {
+                n.split("/")[1]
+                for n in zf.namelist()
+                if n.startswith("dynamic_scoring/") and n.count("/") > 1
+            }
+
+    assert packages("dynamic_scoring_addon") == {"addon"}
+    assert packages("dynamic_scoring_agent") == {"agent"}
+    assert not {"addon", "agent"} & packages("dynamic_scoring")
+
+
+def test_every_console_script_resolves_from_the_installed_wheels(site: Path, tmp_path: Path) -> None:
+    """Each ``[project.scripts]`` target of the three imports from the wheels alone (not the checkout)
+    and is callable."""
     check = (
         "import importlib, importlib.metadata as md, sys\n"
-        "eps = [e for e in md.distribution('dynamic-scoring').entry_points if e.group == 'console_scripts']\n"
+        "eps = [e for d in ('dynamic-scoring', 'dynamic-scoring-addon', 'dynamic-scoring-agent')\n"
+        "       for e in md.distribution(d).entry_points if e.group == 'console_scripts']\n"
         "assert eps, 'no console scripts'\n"
         "for e in eps:\n"
         "    fn = e.load()\n"
@@ -94,14 +154,7 @@ def test_every_console_script_resolves_from_the_installed_wheel(wheel: Path, tmp
     assert int(done.stdout) == 6
 
 
-def test_installed_wheel_renders_what_the_checkout_renders(wheel: Path, tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
-        check=True,
-        timeout=300,
-    )
-
+def test_installed_wheels_render_what_the_checkout_renders(site: Path, tmp_path: Path) -> None:
     def render(pythonpath: str) -> dict[str, object]:
         env = {**os.environ, "PYTHONPATH": pythonpath}
         done = subprocess.run(
@@ -110,7 +163,7 @@ def test_installed_wheel_renders_what_the_checkout_renders(wheel: Path, tmp_path
         return dict(json.loads(done.stdout))
 
     from_wheel = render(str(site))
-    from_checkout = render(str(REPO))
+    from_checkout = render(os.pathsep.join(str(REPO / d) for d in (".", "addon", "agent")))
     assert Path(str(from_wheel["dir"])).is_relative_to(site), from_wheel["dir"]
     assert Path(str(from_checkout["dir"])) == REPO / "templates"
     assert from_wheel["manifests"] == from_checkout["manifests"]

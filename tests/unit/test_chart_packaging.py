@@ -80,7 +80,11 @@ def test_the_version_label_is_the_project_version() -> None:
 
 
 def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_installs() -> None:
-    scripts = pyproject()["project"]["scripts"]
+    scripts = {
+        name
+        for member in (".", "addon", "agent")
+        for name in tomllib.loads((REPO / member / "pyproject.toml").read_text())["project"]["scripts"]
+    }
     manager = yaml.safe_load((REPO / "manifests/manager.yaml").read_text())
     agent = (REPO / "templates/agent/deployment.yaml.j2").read_text()
     (agent_cmd,) = re.findall(r"command:\s*\[([a-z-]+)\]", agent)
@@ -89,8 +93,8 @@ def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_inst
     assert called <= set(scripts)
     runs = " ".join(a for w, a in CONTAINERFILE if w == "RUN")
     assert re.search(
-        r"pip install --no-cache-dir --no-index --no-deps /wheels/project/dynamic_scoring-\*\.whl", runs
-    ), "the project (and so its console scripts) is installed from its wheel"
+        r"pip install --no-cache-dir --no-index --no-deps /wheels/project/dynamic_scoring\*\.whl", runs
+    ), "the project's three wheels (and so their console scripts) are installed"
     assert "-e " not in runs, "an editable install needs the source tree, which the final stage does not copy"
     env = " ".join(a for w, a in final_stage(CONTAINERFILE) if w == "ENV")
     assert "PATH=/opt/venv/bin" in env, "the venv's console scripts must be on PATH for `command:`"

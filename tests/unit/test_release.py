@@ -35,8 +35,14 @@ def step_using(action: str, job: str = "release") -> dict[str, Any]:
     return found
 
 
-def fake_repo(tmp_path: Path, project: str, chart: str, app: str) -> Path:
+def fake_repo(tmp_path: Path, project: str, chart: str, app: str, member: str | None = None) -> Path:
     (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "{project}"\n')
+    for name in release.MEMBERS:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "pyproject.toml").write_text(
+            f'[project]\nname = "x-{name}"\nversion = "{member or project}"\n'
+            f'dependencies = ["dynamic-scoring=={member or project}", "click>=8.1"]\n'
+        )
     shutil.copytree(REPO / "charts/dynamic-scoring", tmp_path / "charts/dynamic-scoring")
     (tmp_path / "CHANGELOG.md").write_text(f"# Changelog\n\n## {project}\n\nWhat changed.\n")
     meta = tmp_path / "charts/dynamic-scoring/Chart.yaml"
@@ -201,3 +207,12 @@ def test_the_command_line_prints_outputs_and_fails_on_a_mismatch(capsys: pytest.
     assert f"image={DEFAULT_IMAGE_REPOSITORY}:{version}\n" in capsys.readouterr().out
     assert release.main([*args, "--tag", "v999.0.0"]) == 1
     assert "999.0.0" in capsys.readouterr().err
+
+
+def test_a_member_distribution_left_behind_stops_the_release(tmp_path: Path) -> None:
+    """The hub's and the agent's distributions ship the root's version and pin the root exactly."""
+    repo = fake_repo(tmp_path, "0.2.0", "0.2.0", "0.2.0", member="0.1.0")
+    with pytest.raises(release.ReleaseError) as caught:
+        release.check("v0.2.0", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring", repo)
+    assert "addon/pyproject.toml's version is 0.1.0" in str(caught.value)
+    assert "agent/pyproject.toml must depend on dynamic-scoring==0.2.0" in str(caught.value)

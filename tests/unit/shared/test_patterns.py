@@ -18,7 +18,15 @@ import pytest
 
 from dynamic_scoring.contract.wire import MAX_DIMENSION_LABEL_LENGTH, check_dimension_labels, parse_summaries
 
-PACKAGE = Path(__file__).resolve().parents[3] / "dynamic_scoring"
+REPO = Path(__file__).resolve().parents[3]
+PORTIONS = [REPO / d / "dynamic_scoring" for d in (".", "addon", "agent")]
+"""The namespace's three portions: the shared rooms, the hub's and the agent's."""
+
+
+def _product_files() -> list[Path]:
+    files = sorted(p for portion in PORTIONS for p in portion.rglob("*.py"))
+    assert any("addon" in p.parts for p in files) and any("agent" in p.parts for p in files)
+    return files
 
 
 def _regex_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
@@ -39,23 +47,23 @@ def _regex_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
 
 def test_no_pattern_in_the_product_ends_with_a_dollar_anchor() -> None:
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _product_files():
         for call, pattern in _regex_calls(ast.parse(path.read_text())):
             multiline = "MULTILINE" in ast.unparse(call) or pattern.startswith("(?m)")
             if pattern.endswith("$") and not pattern.endswith("\\$") and not multiline:
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{call.lineno}: {pattern!r}")
+                found.append(f"{path.relative_to(REPO)}:{call.lineno}: {pattern!r}")
     assert not found, "end these with \\Z (or use fullmatch):\n" + "\n".join(found)
 
 
 def test_no_module_defines_a_pattern_name_twice() -> None:
     """A second ``_LABEL_NAME = re.compile(...)`` silently replaced the first, and its bound."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _product_files():
         names: Counter[str] = Counter()
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _regex_calls(node.value):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        found += [f"{path.relative_to(PACKAGE.parent)}: {n}" for n, c in names.items() if c > 1]
+        found += [f"{path.relative_to(REPO)}: {n}" for n, c in names.items() if c > 1]
     assert not found
 
 

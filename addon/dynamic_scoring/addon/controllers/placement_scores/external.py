@@ -13,8 +13,8 @@ So for such a cluster this controller keeps, per summary the cluster receives:
 
 * the AddOnPlacementScore, created by the hub when missing, labelled as our agents', annotated
   with its score name and owned by the cluster's ManagedClusterAddOn; field tracking is reset after
-  the create, as the agent does (dynamic_scoring/agent/kube/scores.py says why).  An existing object of that
-  name that this addon did not create is someone else's and is left exactly as it is (the scorer
+  the create, as the agent does (agent/dynamic_scoring/agent/kube/scores.py says why).  An existing object
+  of that name that this addon did not create is someone else's and is left exactly as it is (the scorer
   reports ``ScoreNameTaken``), unless the hub admin started the manager with
   ``--adopt-unlabelled-scores`` and the object has no owner and no addon label, as the upstream
   agent leaves them: that one is adopted;

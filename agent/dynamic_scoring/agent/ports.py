@@ -1,9 +1,9 @@
 """The two seams between the agent's scoring core and Kubernetes.
 
 The core never talks to an API server.  It reads credentials through a ``SecretReader`` and hands
-each cycle's outcome to a ``ScorePublisher``; ``dynamic_scoring/agent/kube/`` implements both against the
-managed cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher, which are
-implementations of these ports rather than fakes of Kubernetes.
+each cycle's outcome to a ``ScorePublisher``; ``agent/dynamic_scoring/agent/kube/`` implements both against
+the managed cluster and the hub.  Component tests use a dict-backed reader and an in-memory publisher,
+which are implementations of these ports rather than fakes of Kubernetes.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def _templates_dir() -> Path:
     from the checkout reads the repository's ``templates/`` directly, so edits show without a rebuild.
     """
     packaged = Path(__file__).resolve().parents[1] / "templates"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[3] / "templates"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[4] / "templates"
 
 
 TEMPLATES_DIR = _templates_dir()
