@@ -393,8 +393,13 @@ def test_full_mode_a_changed_config_reaches_the_configmaps(
                     found.add(s["sourceQuery"])
         return found
 
+    def first_summary() -> dict[str, Any] | None:
+        return next((s for s in summaries(hub, clusters[0]) or [] if s["scoreName"] == score), None)
+
     wait_for(lambda: queries() == {"q_one"}, "the first /config on every cluster")
-    (one,) = [s for s in summaries(hub, clusters[0]) or [] if s["scoreName"] == score]
+    # Read inside a wait, not once after it: a probe that times out on a loaded machine turns the
+    # scorer Inactive for a moment, and an Inactive scorer is withdrawn from every ConfigMap.
+    one = wait_for(first_summary, "the first /config's summary on the first cluster")
     assert one["sourceType"] == "Prometheus" and one["scoringInterval"] == 20 and one["sourceRange"] == 300
     scorer.config = {
         **doc,
@@ -425,7 +430,7 @@ def test_full_mode_a_changed_config_reaches_the_configmaps(
         "ConfigSynced=False/InvalidSchema",
     )
     assert "scoring.params.interval" in invalid["message"]
-    assert queries() == {"q_two"}
+    wait_for(lambda: queries() == {"q_two"}, "the last valid /config kept on every cluster")
     hub.delete(DS_V1A1, "DynamicScorer", "full", namespace)
     wait_for(lambda: not queries(), "deleted scorer withdrawn")
 
