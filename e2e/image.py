@@ -63,7 +63,7 @@ WHEEL_SOURCES = (
     "templates",
 )
 # What the dependency wheelhouse is resolved from; a change to any of them downloads it again.
-REQUIREMENT_SOURCES = ("pyproject.toml", "addon/pyproject.toml", "agent/pyproject.toml")
+REQUIREMENT_SOURCES = tuple(REPO / d / "pyproject.toml" for d in DISTRIBUTIONS)
 EXTRAS = "agent,hub"
 ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -234,9 +234,7 @@ def dependency_wheelhouse(arch: str, project: Path) -> Path:
     """
     out = WHEELHOUSE / f"linux-{arch}"
     stamp = out / ".pyproject.sha256"
-    digest = hashlib.sha256(
-        b"".join((REPO / p).read_bytes() for p in REQUIREMENT_SOURCES) + arch.encode()
-    ).hexdigest()
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in REQUIREMENT_SOURCES) + arch.encode()).hexdigest()
     if stamp.is_file() and stamp.read_text() == digest and (out / "requirements.txt").is_file():
         return out
     say(f"downloading dependency wheels for linux/{arch}")

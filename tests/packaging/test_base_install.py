@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from e2e.image import DISTRIBUTIONS
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -38,7 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-deps",
             "-w",
             str(out),
-            *(str(REPO / d) for d in (".", "addon", "agent")),
+            *(str(REPO / d) for d in DISTRIBUTIONS),
         ],
         check=True,
         timeout=300,

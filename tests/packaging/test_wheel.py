@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from e2e.image import DISTRIBUTIONS as DISTRIBUTION_DIRS
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -163,7 +165,7 @@ def test_installed_wheels_render_what_the_checkout_renders(site: Path, tmp_path:
         return dict(json.loads(done.stdout))
 
     from_wheel = render(str(site))
-    from_checkout = render(os.pathsep.join(str(REPO / d) for d in (".", "addon", "agent")))
+    from_checkout = render(os.pathsep.join(str(REPO / d) for d in DISTRIBUTION_DIRS))
     assert Path(str(from_wheel["dir"])).is_relative_to(site), from_wheel["dir"]
     assert Path(str(from_checkout["dir"])) == REPO / "templates"
     assert from_wheel["manifests"] == from_checkout["manifests"]

@@ -21,6 +21,7 @@ import yaml
 
 from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES
 from e2e import chartgen, image
+from e2e.image import DISTRIBUTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dynamic-scoring"
@@ -82,7 +83,7 @@ def test_the_version_label_is_the_project_version() -> None:
 def test_both_entry_points_the_manifests_call_are_console_scripts_the_image_installs() -> None:
     scripts = {
         name
-        for member in (".", "addon", "agent")
+        for member in DISTRIBUTIONS
         for name in tomllib.loads((REPO / member / "pyproject.toml").read_text())["project"]["scripts"]
     }
     manager = yaml.safe_load((REPO / "manifests/manager.yaml").read_text())

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.contract.wire import MAX_DIMENSION_LABEL_LENGTH, check_dimension_labels, parse_summaries
+from e2e.image import DISTRIBUTIONS
 
 REPO = Path(__file__).resolve().parents[3]
-PORTIONS = [REPO / d / "dynamic_scoring" for d in (".", "addon", "agent")]
+PORTIONS = [REPO / d / "dynamic_scoring" for d in DISTRIBUTIONS]
 """The namespace's three portions: the shared rooms, the hub's and the agent's."""
 
 
