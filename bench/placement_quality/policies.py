@@ -13,8 +13,9 @@ Windows.  The samples ship for a 30 s interval (``cpu``: range 300 s, step 15 s;
 600 s, step 15 s, horizon one interval).  The traces have one point per 300 s, so every duration is
 multiplied by 10 (300 s / 30 s): the interval becomes 300 s, the step 300 s (the series' own), and
 the windows keep their length in intervals: ``cpu`` averages 3000 s (11 points, the last 50
-minutes), ``predict`` fits a line to 6000 s (21 points).  ``seasonal`` ships for a 300 s step already
-(a day and an hour of history).
+minutes), ``predict`` fits a line to 6000 s (21 points).  ``seasonal`` ships for a 300 s step already;
+here it keeps the day and an hour of history it had before it took three days, so that it fits the
+3-day blocks of the real fleet (:data:`HISTORY_POLICIES` are the three-day variants).
 
 Horizons.  A forecast is only fair to judge against the workload life it forecasts, so ``predict`` and
 ``seasonal`` run once per life of :data:`LIVES` (15 min, 1 h, 4 h, 12 h), named ``predict-4h`` and so
@@ -34,7 +35,10 @@ predict-<life>   ``samples.scorers.predict.score``: headroom  6000 s   300 s   3
                  of the least-squares line at mid-life
 seasonal-<life>  ``samples.scorers.seasonal.score``: headroom 90000 s  300 s   300 s
                  of the life's mean load from the same hours
-                 of the day before, at today's level
+                 of the day before, at today's level (the
+                 sample before it took three days and the
+                 blend: ``bench.placement_quality.history``
+                 judges those)
 ===============  ===========================================  =======  ======  =========
 
 Stabilized variants use the agent's ``Stabilizer`` with :data:`STABILIZATION`: tolerance 3 points,
@@ -67,7 +71,15 @@ from dynamic_scoring.agent.items.stabilization import Stabilization
 from dynamic_scoring.agent.plan import ScorerPlan, plan_summary
 from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.formulas import headroom_score
-from dynamic_scoring.scorer import ScoreFn, ScorerApp, ScoreResult, ScorerServer, ScoringRequest, result
+from dynamic_scoring.scorer import (
+    ScoreFn,
+    ScorerApp,
+    ScoreResult,
+    ScorerServer,
+    ScoringRequest,
+    recent_weight,
+    result,
+)
 
 CAPACITY = 100.0
 """Load (percent) that scores 0: headroom = 100 - load."""
@@ -157,24 +169,43 @@ def predict_policy(life: str) -> Policy:
     )
 
 
-def seasonal_policy(life: str) -> Policy:
-    """The seasonal sample with its horizon set to ``life`` (the shipped one is ``1h``)."""
+PREVIOUS_SEASONAL_RANGE = seasonal.DAY + seasonal.HOUR
+"""The seasonal sample's window before it took several days of history: a day and an hour."""
+
+
+def seasonal_policy(life: str, days: int = 1, blend: bool = False) -> Policy:
+    """The seasonal sample with its horizon set to ``life``, ``days`` of history, blended or not.
+
+    ``seasonal-<life>`` (one day, the seasonal forecast alone) is the sample as it was before the blend;
+    ``seasonal-1h`` is that sample as it shipped.  ``blend-<life>`` blends with the recent level by the
+    horizon's weight (``dynamic_scoring.scorer.maths.recent_weight``): the sample's default now, and
+    ``blend-1h`` is it as shipped.  ``seasonal<K>d-<life>`` has ``K`` days of history.
+    """
     horizon = LIVES[life] * STEP_SECONDS
-    shipped = " (as shipped)" if horizon == seasonal.HOUR else ""
+    family = ("blend" if blend else "seasonal") + ("" if days == 1 else f"{days}d")
+    one_hour = horizon == seasonal.HOUR and days == 1
+    note = (" (as shipped)" if blend else " (as shipped before the blend)") if one_hour else ""
+    how = ", blended with the last hour by the horizon's weight" if blend else ""
     return Policy(
-        f"seasonal-{life}",
-        f"seasonal sample{shipped}: mean load over the next {life} from the same hours a day earlier,"
-        " at today's level",
+        f"{family}-{life}",
+        f"seasonal sample{note}: mean load over the next {life} from the same hours of {days} earlier"
+        f" day{'s' if days > 1 else ''} at today's level{how}",
         functools.partial(
             seasonal.score,
             capacity=CAPACITY,
             horizon=float(horizon),
             season=float(seasonal.DAY),
             level=float(seasonal.HOUR),
+            blend=blend,
         ),
-        range=seasonal.DEFAULTS.range,
+        range=days * seasonal.DAY + seasonal.HOUR,
         life=life,
     )
+
+
+BLENDED_LIVES = tuple(life for life, steps in LIVES.items() if recent_weight(steps * STEP_SECONDS) > 0)
+"""The lives at which the blend differs from the seasonal forecast alone (15 min and 1 h): from 4 h on
+the sample's default is ``seasonal-<life>`` itself, so nothing more is replayed there."""
 
 
 POLICIES: list[Policy] = [
@@ -193,6 +224,7 @@ POLICIES: list[Policy] = [
     ),
     *(predict_policy(life) for life in LIVES),
     *(seasonal_policy(life) for life in LIVES),
+    *(seasonal_policy(life, blend=True) for life in BLENDED_LIVES),
 ]
 """Every policy, in report order."""
 
@@ -207,7 +239,15 @@ CAPACITY_POLICIES: list[Policy] = [
 ]
 """Policies that read a cluster's capacity: only for runs whose Prometheus stores it."""
 
-BY_NAME = {p.name: p for p in (*POLICIES, *CAPACITY_POLICIES)}
+HISTORY_LIVES = ("1h", "4h", "12h")
+"""The lives at which several days of history are judged (``bench.placement_quality.history``)."""
+HISTORY_DAYS = 3
+
+HISTORY_POLICIES: list[Policy] = [seasonal_policy(life, days=HISTORY_DAYS) for life in HISTORY_LIVES]
+"""The seasonal sample with three days of history: they need a longer fleet block than
+:data:`POLICIES` (three days and an hour of warm-up), so only the history run replays them."""
+
+BY_NAME = {p.name: p for p in (*POLICIES, *CAPACITY_POLICIES, *HISTORY_POLICIES)}
 
 SERVE_TIMEOUT = 30.0
 """Seconds the scorer process may take to start its servers, and to stop them."""
@@ -364,12 +404,17 @@ def serving(policies: Sequence[Policy], prometheus_url: str) -> Iterator[dict[st
 
 
 __all__ = [
+    "BLENDED_LIVES",
     "CAPACITY",
     "CAPACITY_POLICIES",
     "FREE_CORES_QUERY",
     "FREE_CORES_SCALE",
+    "HISTORY_DAYS",
+    "HISTORY_LIVES",
+    "HISTORY_POLICIES",
     "LIVES",
     "POLICIES",
+    "PREVIOUS_SEASONAL_RANGE",
     "QUERY",
     "SHIPPED_SEASONAL",
     "STABILIZATION",

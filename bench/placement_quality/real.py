@@ -64,7 +64,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench import Row, benchmark, verdict
-from bench.placement_quality import anticipation, closed_controller, closed_loop, controller, metrics, replay
+from bench.placement_quality import (
+    anticipation,
+    closed_controller,
+    closed_loop,
+    controller,
+    metrics,
+    replay,
+    targets,
+)
 from bench.placement_quality import fleet as fleet_module
 from bench.placement_quality import prometheus as prom
 from bench.placement_quality.confidence import Band, Interval, effective_clusters, paired_block_bootstrap
@@ -112,6 +120,37 @@ Each scored setup is a whole simulation (a cycle per cluster and step, 6,171 on 
 sample and the shipped seasonal forecast (predict herds like the other forecasts, and a closed loop of
 it at three sizes would cost 2.4 minutes more), at the longer lives the reactive scorer and the
 forecast matched to them at one size."""
+DEFAULT_FORECAST = {"15m": "blend-15m", "1h": "blend-1h", "4h": "seasonal-4h", "12h": "seasonal-12h"}
+"""The seasonal sample as it ships now, its horizon matched to each life: blended with the recent level
+at 15 min and 1 h; from 4 h on the blend's weight is 0, so it is the seasonal forecast alone."""
+TARGET_GAIN = 0.30
+"""The forecast matched to the life must have a mean regret at least 30 % below random's and reactive's."""
+
+
+def default_pairs() -> list[targets.Pair]:
+    """Each life's matched forecast against random, reactive, the sample as shipped before
+    (``seasonal-1h``) and, where the blend differs from it, the seasonal forecast alone; no pair twice."""
+    out: list[targets.Pair] = []
+    for life, new in DEFAULT_FORECAST.items():
+        gain = None if life == "15m" else TARGET_GAIN
+        label = f"{new}/raw"
+        for other, target in (
+            ("random", gain),
+            ("reactive/raw", gain),
+            ("seasonal-1h/raw", None),
+            (f"seasonal-{life}/raw", None),
+        ):
+            pair = targets.Pair(life, label, other, target)
+            if other != label and all((p.life, p.other) != (life, other) for p in out):
+                out.append(pair)
+    return out
+
+
+PAIRS = default_pairs()
+"""The named comparisons behind the sample's defaults, at each life: the matched forecast against
+random and the reactive scorer (with the target), against the sample as shipped before, and the blend
+against the seasonal forecast alone where it differs."""
+
 QUICK_CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "1h": (("reactive", "cpu", "seasonal-1h"), (3.0,)),
 }
@@ -260,6 +299,8 @@ class Half:
     oracle_k3: dict[str, list[OraclePoint]] = dataclasses.field(default_factory=dict)
     """The pick-3 oracle's (a change: the set of 3 differs)."""
     anticipation: list[Anticipation] = dataclasses.field(default_factory=list)
+    targets: list[targets.Target] = dataclasses.field(default_factory=list)
+    """The named comparisons (:data:`PAIRS`, or the run's own) whose policies were replayed."""
 
 
 def judge_half(
@@ -271,6 +312,7 @@ def judge_half(
     judged_days: float,
     policies: Sequence[Policy] = REPLAYED,
     free_cores: NDArray[np.float64] | None = None,
+    pairs: Sequence[targets.Pair] = PAIRS,
 ) -> Half:
     """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
 
@@ -308,6 +350,7 @@ def judge_half(
         oracle={life: frontier(means, STEP_SECONDS) for life, means in tables.items()},
         oracle_k3={life: frontier(means, STEP_SECONDS, k=3) for life, means in tables.items()},
         anticipation=anticipate(results),
+        targets=targets.judge(results, pairs),
     )
 
 
@@ -351,6 +394,7 @@ def _record(
                 "oracle": frontier_record(h.oracle),
                 "oracle_k3": frontier_record(h.oracle_k3),
                 "anticipation": [a.record() for a in h.anticipation],
+                "targets": [t.record() for t in h.targets],
             }
             for h in halves
         },
@@ -511,6 +555,7 @@ def placement_quality(workdir: Path) -> list[Row]:
         rows.extend(oracle_rows(h))
         rows.extend(comparison_rows(h))
         rows.extend(anticipation_rows(h))
+        rows.extend(targets.rows(NAME, h.name, h.targets))
     rows.extend(_agreement_rows(halves))
     return rows
 

@@ -71,6 +71,17 @@ class Series:
         """The mean value expected over the next ``horizon`` seconds, from earlier seasons (see ``maths``)."""
         return maths.seasonal_forecast(self.points, horizon, season=season, level=level)
 
+    def blended_forecast(
+        self,
+        horizon: float,
+        *,
+        season: float = 86_400.0,
+        level: float = 3_600.0,
+        weight: float | None = None,
+    ) -> float:
+        """The seasonal forecast blended with the recent level, by the horizon's weight (see ``maths``)."""
+        return maths.blended_forecast(self.points, horizon, season=season, level=level, weight=weight)
+
 
 @dataclass(frozen=True)
 class ScoringRequest:

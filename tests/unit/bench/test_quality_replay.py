@@ -12,6 +12,7 @@ import pytest
 
 from bench.placement_quality import prometheus as prom
 from bench.placement_quality.policies import (
+    BLENDED_LIVES,
     BY_NAME,
     LIVES,
     POLICIES,
@@ -39,7 +40,7 @@ from dynamic_scoring.agent.items.stabilization import Stabilization
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.ocm import placement_policy as pp
-from dynamic_scoring.scorer import parse_request
+from dynamic_scoring.scorer import parse_request, recent_weight
 
 # --- series ------------------------------------------------------------------------------------------
 
@@ -93,6 +94,7 @@ def test_policies_resolve_to_plans_with_the_cluster_placeholder_and_adapted_wind
         "cpu": (3000, 300),
         **{f"predict-{life}": (6000, 300) for life in LIVES},
         **{f"seasonal-{life}": (90_000, 300) for life in LIVES},
+        **{f"blend-{life}": (90_000, 300) for life in ("15m", "1h")},
     }
 
 
@@ -105,6 +107,13 @@ def test_forecast_horizons_match_the_life_they_are_judged_at() -> None:
         assert predict.score.keywords["horizon"] == (steps + 1) * 150  # a line's value at mid-life
         assert (seasonal.family, predict.family, seasonal.life) == ("seasonal", "predict", life)
     assert by_name[SHIPPED_SEASONAL].score.keywords["horizon"] == 3600  # type: ignore[union-attr]
+    # The blend is replayed only where it differs from the seasonal forecast alone.
+    assert BLENDED_LIVES == ("15m", "1h")
+    for life in BLENDED_LIVES:
+        blend = by_name[f"blend-{life}"].score
+        assert isinstance(blend, functools.partial) and blend.keywords["blend"] is True
+        assert by_name[f"seasonal-{life}"].score.keywords["blend"] is False  # type: ignore[union-attr]
+    assert all(recent_weight(steps * 300) == 0 for life, steps in LIVES.items() if life not in BLENDED_LIVES)
     at_4h = [p.name for p in POLICIES if p.scored and judged_at(p, "4h")]
     assert at_4h == ["reactive", "cpu", "predict-4h", "seasonal-1h", "seasonal-4h"]
     assert {p.score_name for p in POLICIES} >= {"quality_seasonal_12h", "quality_cpu"}

@@ -90,7 +90,7 @@ def test_none_mode_scorer_resolves_to_what_the_scorer_would_have_said() -> None:
     assert s.scoring_interval == served["scoring"]["params"]["interval"]
 
 
-def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history() -> None:
+def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history_and_a_horizon() -> None:
     resolution = resolve(scorer("crs/cpu-seasonal-scorer.yaml"))
     assert not resolution.problems and resolution.summary is not None, resolution
     s = resolution.summary
@@ -102,6 +102,7 @@ def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history() -> None:
         served["source"]["params"]["step"],
     )
     assert s.source_range >= 86_400 + 3_600  # a season plus the level window, else it is only reactive
+    assert s.scoring_params == {"horizon": 3_600}  # the placed work's life, sent as params.horizon
     assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8002/scoring"
     assert s.scoring_interval == served["scoring"]["params"]["interval"]
 

@@ -72,10 +72,34 @@ def test_params_horizon_is_checked() -> None:
             requested_horizon(ScoringRequest([], {"horizon": bad}), 3_600)
 
 
-def test_config_asks_for_a_day_and_an_hour_at_a_coarse_step() -> None:
+def test_config_asks_for_a_day_and_an_hour_at_a_coarse_step_and_says_so() -> None:
     args = build_parser("x", seasonal.DEFAULTS).parse_args([])
-    params = config_document(args, seasonal.DEFAULTS.description).model_dump()["source"]["params"]
+    document = config_document(args, seasonal.DEFAULTS.description).model_dump()
+    params = document["source"]["params"]
     assert params["range"] == 90_000 and params["step"] == 300  # 301 points per series
+    # The history the scorer needs is in its /config, where a reader of the registry looks.
+    assert "needs a day and an hour of Prometheus history" in document["description"]
+
+
+def test_close_ahead_the_default_blends_with_the_last_hour_and_no_blend_does_not() -> None:
+    """12:30, the batch window opens at 13:00: the blend hedges between the quiet hour and the peak."""
+    s = series_until(12.5 * 3_600 + 3 * DAY)
+    request = ScoringRequest([s], {})
+    blended = seasonal.score(request, capacity=100.0, horizon=3_600, season=DAY, level=3_600)
+    alone = seasonal.score(request, capacity=100.0, horizon=3_600, season=DAY, level=3_600, blend=False)
+    load_ahead = (5 * 40.0 + 7 * 90.0) / 12
+    assert alone[0].score == pytest.approx(100.0 - load_ahead, abs=0.01)
+    assert blended[0].score == pytest.approx(100.0 - (load_ahead + 40.0) / 2, abs=0.01)
+    assert blended[0].score == seasonal.score_series(s, 100.0, 3_600, DAY, 3_600, blend=True)
+
+
+def test_far_ahead_the_default_is_the_seasonal_forecast_alone() -> None:
+    """A 12-hour horizon (params.horizon wins over --horizon): the recent level has no say."""
+    s = series_until(12.5 * 3_600 + 3 * DAY)
+    far = seasonal.score(
+        ScoringRequest([s], {"horizon": 43_200}), capacity=100.0, horizon=3_600, season=DAY, level=3_600
+    )
+    assert far[0].score == seasonal.score_series(s, 100.0, 43_200, DAY, 3_600)
 
 
 def test_the_sample_passes_the_scorer_librarys_conformance_check() -> None:
@@ -89,6 +113,14 @@ def test_the_sample_passes_the_scorer_librarys_conformance_check() -> None:
     )
     report = check_app(app, large=False)
     assert report.ok, report
+
+
+def test_no_blend_is_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[argparse.Namespace] = []
+    monkeypatch.setattr(seasonal, "run", lambda args, *_: started.append(args))
+    seasonal.main(["--port", "0"])
+    seasonal.main(["--port", "0", "--no-blend"])
+    assert [a.blend for a in started] == [True, False]
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 
 from dynamic_scoring.scorer import (
     EmptySeriesError,
+    blended_forecast,
     forecast,
     last,
     linear_fit,
     mean,
     rate,
+    recent_weight,
     seasonal_forecast,
     trend,
 )
@@ -201,3 +203,60 @@ def test_the_work_does_not_grow_with_the_horizon(monkeypatch: pytest.MonkeyPatch
         calls = 0
         seasonal_forecast(points, horizon)
         assert calls <= 12 * 4, (horizon, calls)  # 12 samples, at most the 3 days covered (+1)
+
+
+# ----------------------------------------------------------------------------- blended_forecast
+
+
+def test_the_recent_levels_weight_is_half_close_ahead_and_none_far_ahead() -> None:
+    assert recent_weight(0.0) == recent_weight(900.0) == recent_weight(3_600.0) == 0.5
+    assert recent_weight(14_400.0) == recent_weight(43_200.0) == recent_weight(1e10) == 0.0
+    assert recent_weight(3_600.0 + 10_800.0 / 2) == pytest.approx(0.25)  # linear between
+    weights = [recent_weight(h) for h in range(0, 20_000, 500)]
+    assert weights == sorted(weights, reverse=True)
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="horizon"):
+            recent_weight(bad)
+
+
+def test_an_hour_ahead_is_half_the_seasonal_forecast_and_half_the_last_hour() -> None:
+    points = _daily(2, _wave)
+    seasonal, recent = seasonal_forecast(points, 3_600.0), mean(points[-12:])
+    assert abs(seasonal - recent) > 1  # the two differ, so the blend can be told from either
+    assert blended_forecast(points, 3_600.0) == pytest.approx((seasonal + recent) / 2)
+
+
+def test_half_a_day_ahead_is_the_seasonal_forecast_alone() -> None:
+    points = _daily(2, _wave)
+    assert blended_forecast(points, 43_200.0) == pytest.approx(seasonal_forecast(points, 43_200.0))
+
+
+def test_a_given_weight_wins_over_the_horizons() -> None:
+    points = _daily(2, _wave)
+    seasonal, recent = seasonal_forecast(points, 43_200.0), mean(points[-12:])
+    assert blended_forecast(points, 43_200.0, weight=1.0) == pytest.approx(recent)
+    assert blended_forecast(points, 43_200.0, weight=0.25) == pytest.approx(0.25 * recent + 0.75 * seasonal)
+    with pytest.raises(ValueError, match="weight"):
+        blended_forecast(points, 3_600.0, weight=1.5)
+
+
+def test_without_a_season_the_blend_is_the_recent_level() -> None:
+    short = _daily(0.5, _wave)
+    assert blended_forecast(short, 3_600.0) == pytest.approx(mean(short[-12:]))
+
+
+@given(st.lists(st.floats(0, 100), min_size=1, max_size=200), st.floats(0, 2 * DAY))
+def test_the_blend_lies_between_its_parts(values: list[float], horizon: float) -> None:
+    points = [(T0 + STEP * i, v) for i, v in enumerate(values)]
+    season, level = STEP * 24, STEP * 3
+    got = blended_forecast(points, horizon, season=season, level=level)
+    seasonal = seasonal_forecast(points, horizon, season=season, level=level)
+    recent = mean([p for p in points if p[0] > points[-1][0] - level])
+    assert min(seasonal, recent) - 1e-9 <= got <= max(seasonal, recent) + 1e-9
+
+
+def test_the_blend_refuses_what_the_seasonal_forecast_refuses() -> None:
+    with pytest.raises(EmptySeriesError):
+        blended_forecast([], 60.0)
+    with pytest.raises(ValueError, match="horizon"):
+        blended_forecast([(T0, 1.0)], -1.0)
