@@ -14,6 +14,7 @@ from bench import REGISTRY, Row
 MODULES = [
     "bench.agent.cycle",
     "bench.agent.hostile",
+    "bench.forecast_cost",
     "bench.hub.manager",
     "bench.hub.probe",
     "bench.hub.registry",

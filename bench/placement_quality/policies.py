@@ -173,19 +173,29 @@ PREVIOUS_SEASONAL_RANGE = seasonal.DAY + seasonal.HOUR
 """The seasonal sample's window before it took several days of history: a day and an hour."""
 
 
-def seasonal_policy(life: str, days: int = 1, blend: bool = False) -> Policy:
+def seasonal_policy(life: str, days: int = 1, blend: bool = False, weight: float | None = None) -> Policy:
     """The seasonal sample with its horizon set to ``life``, ``days`` of history, blended or not.
 
     ``seasonal-<life>`` (one day, the seasonal forecast alone) is the sample as it was before the blend;
     ``seasonal-1h`` is that sample as it shipped.  ``blend-<life>`` blends with the recent level by the
     horizon's weight (``dynamic_scoring.scorer.maths.recent_weight``): the sample's default now, and
-    ``blend-1h`` is it as shipped.  ``seasonal<K>d-<life>`` has ``K`` days of history.
+    ``blend-1h`` is it as shipped.  ``even-<life>`` blends half and half whatever the horizon (``weight``
+    ½): where the sample does not blend, it shows what blending would cost.  ``seasonal<K>d-<life>`` has
+    ``K`` days of history.
     """
     horizon = LIVES[life] * STEP_SECONDS
-    family = ("blend" if blend else "seasonal") + ("" if days == 1 else f"{days}d")
+    kind = "even" if weight is not None else "blend" if blend else "seasonal"
+    family = kind + ("" if days == 1 else f"{days}d")
     one_hour = horizon == seasonal.HOUR and days == 1
-    note = (" (as shipped)" if blend else " (as shipped before the blend)") if one_hour else ""
-    how = ", blended with the last hour by the horizon's weight" if blend else ""
+    shipped = {"blend": " (as shipped)", "seasonal": " (as shipped before the blend)"}
+    note = shipped.get(kind, "") if one_hour else ""
+    how = (
+        f", blended with the last hour at weight {weight:g}"
+        if weight is not None
+        else ", blended with the last hour by the horizon's weight"
+        if blend
+        else ""
+    )
     return Policy(
         f"{family}-{life}",
         f"seasonal sample{note}: mean load over the next {life} from the same hours of {days} earlier"
@@ -196,7 +206,8 @@ def seasonal_policy(life: str, days: int = 1, blend: bool = False) -> Policy:
             horizon=float(horizon),
             season=float(seasonal.DAY),
             level=float(seasonal.HOUR),
-            blend=blend,
+            blend=blend or weight is not None,
+            weight=weight,
         ),
         range=days * seasonal.DAY + seasonal.HOUR,
         life=life,
@@ -205,7 +216,8 @@ def seasonal_policy(life: str, days: int = 1, blend: bool = False) -> Policy:
 
 BLENDED_LIVES = tuple(life for life, steps in LIVES.items() if recent_weight(steps * STEP_SECONDS) > 0)
 """The lives at which the blend differs from the seasonal forecast alone (15 min and 1 h): from 4 h on
-the sample's default is ``seasonal-<life>`` itself, so nothing more is replayed there."""
+the sample's default is ``seasonal-<life>`` itself, and ``even-<life>`` (half and half) is replayed
+there instead, to show what blending would cost."""
 
 
 POLICIES: list[Policy] = [
@@ -225,6 +237,7 @@ POLICIES: list[Policy] = [
     *(predict_policy(life) for life in LIVES),
     *(seasonal_policy(life) for life in LIVES),
     *(seasonal_policy(life, blend=True) for life in BLENDED_LIVES),
+    *(seasonal_policy(life, weight=0.5) for life in LIVES if life not in BLENDED_LIVES),
 ]
 """Every policy, in report order."""
 

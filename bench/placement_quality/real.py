@@ -129,7 +129,8 @@ TARGET_GAIN = 0.30
 
 def default_pairs() -> list[targets.Pair]:
     """Each life's matched forecast against random, reactive, the sample as shipped before
-    (``seasonal-1h``) and, where the blend differs from it, the seasonal forecast alone; no pair twice."""
+    (``seasonal-1h``) and, where the blend differs from it, the seasonal forecast alone; where it does
+    not, an even blend against the seasonal forecast alone.  No pair twice."""
     out: list[targets.Pair] = []
     for life, new in DEFAULT_FORECAST.items():
         gain = None if life == "15m" else TARGET_GAIN
@@ -143,6 +144,8 @@ def default_pairs() -> list[targets.Pair]:
             pair = targets.Pair(life, label, other, target)
             if other != label and all((p.life, p.other) != (life, other) for p in out):
                 out.append(pair)
+        if not new.startswith("blend"):  # what blending would have cost where the sample does not blend
+            out.append(targets.Pair(life, f"even-{life}/raw", f"seasonal-{life}/raw"))
     return out
 
 

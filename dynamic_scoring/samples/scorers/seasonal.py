@@ -52,10 +52,15 @@ DEFAULTS = Defaults(
 )
 
 
-def expected_load(series: Series, horizon: float, season: float, level: float, blend: bool) -> float:
-    """The mean load expected over the horizon: blended with the recent level, or seasonal alone."""
+def expected_load(
+    series: Series, horizon: float, season: float, level: float, blend: bool, weight: float | None = None
+) -> float:
+    """The mean load expected over the horizon: blended with the recent level, or seasonal alone.
+
+    ``weight`` is the recent level's weight in the blend (default: the horizon's, ``recent_weight``).
+    """
     if blend:
-        return series.blended_forecast(horizon, season=season, level=level)
+        return series.blended_forecast(horizon, season=season, level=level, weight=weight)
     return series.seasonal_forecast(horizon, season=season, level=level)
 
 
@@ -75,11 +80,12 @@ def score(
     season: float,
     level: float,
     blend: bool = True,
+    weight: float | None = None,
 ) -> list[ScoreResult]:
     """One result per series with points, its labels passed through for the dimension format."""
     ahead = requested_horizon(request, horizon)
     return [
-        result(headroom_score(expected_load(s, ahead, season, level, blend), capacity), s.labels)
+        result(headroom_score(expected_load(s, ahead, season, level, blend, weight), capacity), s.labels)
         for s in request.with_points()
     ]
 

@@ -95,6 +95,7 @@ def test_policies_resolve_to_plans_with_the_cluster_placeholder_and_adapted_wind
         **{f"predict-{life}": (6000, 300) for life in LIVES},
         **{f"seasonal-{life}": (90_000, 300) for life in LIVES},
         **{f"blend-{life}": (90_000, 300) for life in ("15m", "1h")},
+        **{f"even-{life}": (90_000, 300) for life in ("4h", "12h")},
     }
 
 
@@ -115,7 +116,7 @@ def test_forecast_horizons_match_the_life_they_are_judged_at() -> None:
         assert by_name[f"seasonal-{life}"].score.keywords["blend"] is False  # type: ignore[union-attr]
     assert all(recent_weight(steps * 300) == 0 for life, steps in LIVES.items() if life not in BLENDED_LIVES)
     at_4h = [p.name for p in POLICIES if p.scored and judged_at(p, "4h")]
-    assert at_4h == ["reactive", "cpu", "predict-4h", "seasonal-1h", "seasonal-4h"]
+    assert at_4h == ["reactive", "cpu", "predict-4h", "seasonal-1h", "seasonal-4h", "even-4h"]
     assert {p.score_name for p in POLICIES} >= {"quality_seasonal_12h", "quality_cpu"}
 
 

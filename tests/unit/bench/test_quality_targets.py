@@ -72,3 +72,4 @@ def test_the_main_runs_pairs_hold_the_issues_targets_once_each() -> None:
     with_target = {(p.life, p.other) for p in PAIRS if p.gain == TARGET_GAIN}
     assert with_target == {(life, o) for life in ("1h", "4h", "12h") for o in ("random", "reactive/raw")}
     assert ("1h", "blend-1h/raw", "seasonal-1h/raw") in keyed  # the blend against the sample before it
+    assert ("12h", "even-12h/raw", "seasonal-12h/raw") in keyed  # what blending would cost where it stops
