@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.placement_quality.policies import LIVES, SHIPPED_SEASONAL
+from bench.placement_quality.policies import BLENDED_LIVES, LIVES, SHIPPED_SEASONAL
 
 ROWS: tuple[tuple[str, str], ...] = (
     ("static", "static (OCM's first cluster by name)"),
@@ -25,7 +25,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("cpu", "cpu (mean of the last 50 min)"),
     ("predict", "predict, horizon = life"),
     ("seasonal", "seasonal, horizon = life"),
-    (SHIPPED_SEASONAL, "seasonal as shipped (1 h horizon)"),
+    (SHIPPED_SEASONAL, "seasonal as shipped before (1 h horizon)"),
+    ("blend", "seasonal sample now, horizon = life (blended to 1 h)"),
+    ("even", "seasonal, horizon = life, an even blend"),
+    ("seasonal3d", "seasonal on 3 days, horizon = life"),
     ("free-cores", "free cores (latest point, capacity x idle share)"),
 )
 """Table rows: a baseline, a policy without a horizon, or a family whose horizon matches each life."""
@@ -37,8 +40,11 @@ MINUS = "\u2212"  # a minus sign, in "a - b"
 
 
 def _policy_at(row: str, life: str) -> str:
-    """The policy a table row stands for at ``life``: ``seasonal`` at 4h is ``seasonal-4h``."""
-    return f"{row}-{life}" if row in ("predict", "seasonal") else row
+    """The policy a table row stands for at ``life``: ``seasonal`` at 4h is ``seasonal-4h``; the sample
+    as it ships now (``blend``) is ``seasonal-<life>`` itself where it does not blend."""
+    if row == "blend" and life not in BLENDED_LIVES:
+        return f"seasonal-{life}"
+    return f"{row}-{life}" if row in ("predict", "seasonal", "blend", "even", "seasonal3d") else row
 
 
 def _find(
@@ -241,6 +247,30 @@ def anticipation(records: Sequence[Record], definition: str) -> str:
     return "\n".join(lines)
 
 
+def targets(held: Sequence[Record], train: Sequence[Record]) -> str:
+    """The named comparisons (``bench.placement_quality.targets``): both regrets, how much lower, the
+    interval of the difference, and the target's verdict, held-out and training half side by side."""
+    by_key = {(t["life"], t["label"], t["other"]): t for t in train}
+    lines = [
+        "| life | policy | against | held-out: regret | lower | difference [95 % CI] | target"
+        " | training half: lower | difference [95 % CI] |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cells(t: Record) -> str:
+        return f"{100 * t['lower']:+.0f} % | {t['difference']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}]"
+
+    for t in held:
+        verdict = DASH if t["met"] is None else ("met" if t["met"] else "**missed**")
+        other = by_key.get((t["life"], t["label"], t["other"]))
+        lines.append(
+            f"| {t['life']} | {t['label'].removesuffix('/raw')} | {t['other'].removesuffix('/raw')} |"
+            f" {t['mine']:.2f} against {t['theirs']:.2f} | {cells(t)} | {verdict} |"
+            f" {cells(other) if other else f'{DASH} | {DASH}'} |"
+        )
+    return "\n".join(lines)
+
+
 def report(record: Record) -> str:
     """Every table of the page, with a heading each, from one run's JSON."""
     halves = record["halves"]
@@ -255,6 +285,8 @@ def report(record: Record) -> str:
         regret_by_life(held["results"], "exact", 3),
         "### Mean regret by life, pick 1, Exact (training half)",
         regret_by_life(train["results"], "exact", 1) if train["results"] else "(not run)",
+        "### The seasonal sample's defaults against the alternatives, pick 1, Exact",
+        targets(held.get("targets", []), train.get("targets", [])),
         "### Every measure, 1 h life, pick 1 (held-out)",
         one_life(held["results"], "1h", 1),
         "### Extra staleness, 1 h life, pick 1 (held-out)",
@@ -359,7 +391,26 @@ def synthetic_report(record: Record) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-RUNS = (("placement-quality.json", report), ("placement-quality-synthetic.json", synthetic_report))
+def history_report(record: Record) -> str:
+    """The history run's tables: regret by life (both halves) and its named comparisons."""
+    halves = record["halves"]
+    held, train = halves["held-out"], halves.get("train", {"results": [], "targets": []})
+    parts = [
+        "### Several days of history: mean regret by life, pick 1, Exact (held-out, 6-day blocks)",
+        regret_by_life(held["results"], "exact", 1),
+        "### Several days of history: mean regret by life, pick 1, Exact (training half, 6-day blocks)",
+        regret_by_life(train["results"], "exact", 1) if train["results"] else "(not run)",
+        "### Three days against one, pick 1, Exact",
+        targets(held.get("targets", []), train.get("targets", [])),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+RUNS = (
+    ("placement-quality.json", report),
+    ("placement-quality-synthetic.json", synthetic_report),
+    ("placement-quality-history.json", history_report),
+)
 """The JSON files a work directory may hold, each with the function that prints its tables."""
 
 
@@ -398,10 +449,12 @@ __all__ = [
     "clear_comparisons",
     "closed_comparisons",
     "closed_loop",
+    "history_report",
     "lags",
     "main",
     "one_life",
     "regret_by_life",
     "report",
     "synthetic_report",
+    "targets",
 ]

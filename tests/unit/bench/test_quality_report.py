@@ -23,11 +23,13 @@ from bench.placement_quality.report import (
     anticipation,
     clear_comparisons,
     closed_comparisons,
+    history_report,
     main,
     regret_by_life,
     report,
     synthetic_report,
 )
+from bench.placement_quality.targets import judge
 
 
 def _record() -> dict[str, Any]:
@@ -61,6 +63,7 @@ def _record() -> dict[str, Any]:
         "results": [r.row() for r in results],
         "comparisons": comparisons,
         "anticipation": [a.record() for a in pq.anticipate(results)],
+        "targets": [t.record() for t in judge(results, pq.PAIRS)],
     }
     return {"halves": {"held-out": half, "train": half}}
 
@@ -80,7 +83,9 @@ def test_report_has_every_table_row_and_life() -> None:
     table = regret_by_life(_record()["halves"]["held-out"]["results"], "exact", 1)
     lines = table.splitlines()
     assert lines[0] == "| policy | life 15m | life 1h | life 4h | life 12h |"
-    assert len(lines) == 2 + 9  # every row, the free-cores scorer's included
+    # every row the main run replays: the free-cores scorer's and the blends' included, not the 3-day one
+    assert len(lines) == 2 + 11
+    assert not any(line.startswith("| seasonal on 3 days") for line in lines)
     assert DASH + "]" not in table and all(line.count("|") == 6 for line in lines)
 
 
@@ -212,3 +217,41 @@ def test_anticipation_is_listed_per_life_and_placer_and_called_only_on_enough_ra
     assert unclear.verdict == "no difference shown"
     none = pq.Anticipation("1h", "loose", "static", 0, None, None, None)
     assert none.verdict == "no ramps" and none.record()["difference"] is None
+
+
+def test_the_defaults_table_lists_every_pair_with_its_verdict_and_the_training_half_beside_it() -> None:
+    record = _record()
+    text = report(record)
+    head = "### The seasonal sample's defaults against the alternatives, pick 1, Exact"
+    assert head in text
+    table = text.split(head)[1].split("###")[0].strip().splitlines()
+    assert len(table) == 2 + len(pq.PAIRS)
+    with_target = [line for line in table[2:] if "| met |" in line or "| **missed** |" in line]
+    assert len(with_target) == sum(p.gain is not None for p in pq.PAIRS) == 6
+    assert all(line.count("|") == 10 for line in table)
+    # The blend at 1 h appears as the sample now; at 4 h the sample now is the seasonal forecast itself.
+    assert any(line.startswith("| 1h | blend-1h | seasonal-1h |") for line in table)
+    assert any(line.startswith("| 4h | seasonal-4h | random |") for line in table)
+
+
+def test_the_history_report_sets_three_days_against_one_on_both_halves() -> None:
+    record = _record()
+    for half in record["halves"].values():
+        half["targets"] = [
+            {
+                "life": "1h",
+                "label": "seasonal3d-1h/raw",
+                "other": "seasonal-1h/raw",
+                "gain": None,
+                "mine": 0.8,
+                "theirs": 0.8,
+                "difference": 0.0,
+                "low": -0.2,
+                "high": 0.2,
+                "lower": 0.0,
+                "met": None,
+            },
+        ]
+    text = history_report(record)
+    assert "Three days against one" in text and "training half, 6-day blocks" in text
+    assert "| 1h | seasonal3d-1h | seasonal-1h | 0.80 against 0.80 | +0 % | +0.00 [-0.20, +0.20] |" in text
