@@ -67,6 +67,7 @@ POLICY_COLOURS = {
     "cpu": "tab:blue",
     "predict": "tab:green",
     "seasonal": "tab:purple",
+    "blend": "tab:pink",
 }
 """One colour per policy family in the churn plot (an unknown one gets grey)."""
 
