@@ -18,6 +18,7 @@ MODULES = [
     "bench.hub.manager",
     "bench.hub.probe",
     "bench.hub.registry",
+    "bench.placement_quality.bias",
     "bench.placement_quality.history",
     "bench.placement_quality.real",
     "bench.placement_quality.synthetic",
