@@ -97,18 +97,15 @@ def placement_quality_bias(workdir: Path) -> list[Row]:
     rows: list[Row] = []
     for policy, values in raw.items():
         life = BY_NAME[policy].life or "1h"
-        published = {("raw", "raw"): values} | {
-            (label, "stabilized"): replay.stabilize(values, times, settings)
-            for label, settings in SETTINGS.items()
+        # Each series is its own "policy" to the judge: "raw", then one per setting.
+        series = {"raw": values} | {
+            label: replay.stabilize(values, times, settings) for label, settings in SETTINGS.items()
         }
-        aligned = {
-            (f"{policy}@{label}", "raw", 0): timeline.aligned(series, 0)
-            for (label, _), series in published.items()
-        }
+        aligned = {(label, "raw", 0): timeline.aligned(scores, 0) for label, scores in series.items()}
         results = evaluate(
             judged, aligned, {}, forms=["exact"], ks=[1], lives=[LIVES[life]], step_seconds=STEP_SECONDS
         )
-        by_label = {r.policy.split("@", 1)[1]: r for r in results if r.variant == "raw"}
+        by_label = {r.policy: r for r in results}
         base = by_label["raw"]
         rows.append(
             Row(
@@ -118,7 +115,7 @@ def placement_quality_bias(workdir: Path) -> list[Row]:
             )
         )
         for label in SETTINGS:
-            offsets = family_offsets(values, published[(label, "stabilized")], names)
+            offsets = family_offsets(values, series[label], names)
             r = by_label[label]
             gap = spread(offsets)
             rows.append(

@@ -25,7 +25,6 @@ Outputs: ``placement-quality-history.csv`` and ``.json`` in the work directory.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import dataclasses
 import json
@@ -48,7 +47,6 @@ from bench.placement_quality.policies import (
     LIVES,
     STABILIZATION,
     Policy,
-    serving,
 )
 from bench.placement_quality.real import (
     QUICK_ENV,
@@ -59,6 +57,8 @@ from bench.placement_quality.real import (
     judge_half,
     oracle_rows,
     result_rows,
+    score_fleet,
+    timing_rows,
 )
 from bench.placement_quality.targets import Pair
 from bench.placement_quality.traces import STEP_SECONDS, ClusterLoads
@@ -126,24 +126,15 @@ def placement_quality_history(workdir: Path) -> list[Row]:
     all_loads = fleet.loads[used]
     times = [float(prom.step_time(s)) for s in timeline.scored]
     loads = all_loads[:, warmup:]
-    began = time.monotonic()
-    server = prom.serve_clusters(workdir / "prometheus", ClusterLoads(names, STEP_SECONDS, all_loads))
-    try:
-        with serving(chosen, server.url) as plans:
-            ready = time.monotonic()
-            _say(f"scoring {len(plans)} policies x {len(names)} clusters x {len(times)} samples")
-            raw = asyncio.run(replay.score_steps(plans, names, times, progress=_say))
-            scored = time.monotonic()
-    finally:
-        server.stop()
-    published = replay.publish(raw, times, timeline, STABILIZATION)
+    scoring = score_fleet(workdir, ClusterLoads(names, STEP_SECONDS, all_loads), chosen, times, _say)
+    published = replay.publish(scoring.raw, times, timeline, STABILIZATION)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
+    judging = time.monotonic()
     halves = [
         judge_half(half, [position[i] for i in r], names, loads, published, judged_days, chosen, pairs=PAIRS)
         for half, r in halves_rows.items()
     ]
-    judged = time.monotonic()
-    cycles = sum(v.size for v in raw.values())
+    judge_seconds = time.monotonic() - judging
     setup = {
         "quick": quick,
         "fleet_days": FLEET_DAYS,
@@ -152,8 +143,8 @@ def placement_quality_history(workdir: Path) -> list[Row]:
         "warmup_steps": warmup,
         "judged_steps": timeline.judged,
         "lives": lives,
-        "cycles": cycles,
-        "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
+        "cycles": scoring.cycles,
+        "seconds": {"start": scoring.start_seconds, "score": scoring.score_seconds, "judge": judge_seconds},
     }
     _record(workdir, halves, setup)
     rows = [
@@ -171,13 +162,7 @@ def placement_quality_history(workdir: Path) -> list[Row]:
             )
             for h in halves
         ),
-        Row(NAME, "real cycles run (policy x cluster x sample)", str(cycles)),
-        Row(
-            NAME,
-            "seconds: Prometheus + scorers up / replay / decide+judge",
-            f"{ready - began:.1f} / {scored - ready:.1f} / {judged - scored:.1f}",
-        ),
-        Row(NAME, "cycles per second", f"{cycles / max(scored - ready, 1e-9):.0f}"),
+        *timing_rows(NAME, scoring, judge_seconds),
     ]
     for h in halves:
         rows.extend(targets.rows(NAME, h.name, h.targets))

@@ -55,7 +55,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,7 @@ from bench.placement_quality.policies import (
 )
 from bench.placement_quality.ranking import FORMS
 from bench.placement_quality.traces import STEP_SECONDS, STEPS_PER_DAY, ClusterLoads
+from dynamic_scoring.agent.plan import ScorerPlan
 
 NAME = "placement-quality"
 KS = (1, 3)
@@ -135,15 +136,11 @@ def default_pairs() -> list[targets.Pair]:
     for life, new in DEFAULT_FORECAST.items():
         gain = None if life == "15m" else TARGET_GAIN
         label = f"{new}/raw"
-        for other, target in (
-            ("random", gain),
-            ("reactive/raw", gain),
-            ("seasonal-1h/raw", None),
-            (f"seasonal-{life}/raw", None),
-        ):
-            pair = targets.Pair(life, label, other, target)
-            if other != label and all((p.life, p.other) != (life, other) for p in out):
-                out.append(pair)
+        # dict.fromkeys keeps the order and drops the repeat (at 1 h the last two are one policy)
+        for other in dict.fromkeys(("random", "reactive/raw", "seasonal-1h/raw", f"seasonal-{life}/raw")):
+            if other != label:
+                target = gain if other in ("random", "reactive/raw") else None
+                out.append(targets.Pair(life, label, other, target))
         if not new.startswith("blend"):  # what blending would have cost where the sample does not blend
             out.append(targets.Pair(life, f"even-{life}/raw", f"seasonal-{life}/raw"))
     return out
@@ -161,6 +158,62 @@ QUICK_CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
 
 def _say(msg: str) -> None:
     print(f"  [{NAME}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A fleet replayed through the agent's cycle: each policy's plan and raw scores, and the time to
+    start Prometheus and the scorers and the time the replay took."""
+
+    plans: Mapping[str, ScorerPlan]
+    raw: dict[str, replay.Scores]
+    start_seconds: float
+    score_seconds: float
+
+    @property
+    def cycles(self) -> int:
+        """Real agent cycles run: policy x cluster x scored sample."""
+        return sum(v.size for v in self.raw.values())
+
+
+def score_fleet(
+    workdir: Path,
+    clusters: ClusterLoads,
+    policies: Sequence[Policy],
+    times: Sequence[float],
+    say: Callable[[str], None],
+    capacities: NDArray[np.float64] | None = None,
+) -> Scored:
+    """Serve ``clusters`` from a real Prometheus under ``workdir``, serve ``policies`` as scoring APIs,
+    and run the agent's cycle for every policy, cluster and time; both are stopped before returning.
+    Every run of this benchmark (real, synthetic, history) replays its fleet this one way."""
+    began = time.monotonic()
+    server = prom.serve_clusters(workdir / "prometheus", clusters, capacities=capacities)
+    try:
+        with serving(policies, server.url) as plans:
+            ready = time.monotonic()
+            say(f"scoring {len(plans)} policies x {len(clusters.names)} clusters x {len(times)} samples")
+            raw = asyncio.run(replay.score_steps(plans, clusters.names, times, progress=say))
+            scored = time.monotonic()
+    finally:
+        server.stop()
+    return Scored(plans, raw, ready - began, scored - ready)
+
+
+def timing_rows(
+    name: str, scored: Scored, judge_seconds: float, extra: tuple[str, float] | None = None
+) -> list[Row]:
+    """The replay's cost: cycles run, seconds per phase (``extra`` adds one more phase) and cycles/s."""
+    phases = ["Prometheus + scorers up", "replay", "decide+judge"]
+    seconds = [scored.start_seconds, scored.score_seconds, judge_seconds]
+    if extra is not None:
+        phases.append(extra[0])
+        seconds.append(extra[1])
+    return [
+        Row(name, "real cycles run (policy x cluster x sample)", str(scored.cycles)),
+        Row(name, "seconds: " + " / ".join(phases), " / ".join(f"{v:.1f}" for v in seconds)),
+        Row(name, "cycles per second", f"{scored.cycles / max(scored.score_seconds, 1e-9):.0f}"),
+    ]
 
 
 def _band(band: Band | None, spec: str = ".2f", scale: float = 1.0) -> str:
@@ -447,27 +500,20 @@ def placement_quality(workdir: Path) -> list[Row]:
     clusters = ClusterLoads(names, STEP_SECONDS, all_loads)
     times = [float(prom.step_time(s)) for s in timeline.scored]
     loads = all_loads[:, WARMUP:]
-    began = time.monotonic()
     capacities = fleet.capacities[used]
-    server = prom.serve_clusters(workdir / "prometheus", clusters, capacities=capacities)
-    try:
-        with serving(REPLAYED, server.url) as plans:
-            ready = time.monotonic()
-            _say(f"scoring {len(plans)} policies x {len(names)} clusters x {len(times)} samples")
-            raw = asyncio.run(replay.score_steps(plans, names, times, progress=_say))
-            scored = time.monotonic()
-    finally:
-        server.stop()
+    scoring = score_fleet(workdir, clusters, REPLAYED, times, _say, capacities)
+    plans, raw = scoring.plans, scoring.raw
     published = replay.publish(raw, times, timeline, STABILIZATION)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
     rows_of = [[position[i] for i in rows] for rows in halves_rows.values()]
     held_rows = rows_of[0]  # the held-out half comes first
     free = fleet.free_cores[used, WARMUP:steps]
+    judging = time.monotonic()
     halves = [
         judge_half(half, rows, names, loads, published, judged_days, free_cores=free)
         for half, rows in zip(halves_rows, rows_of, strict=True)
     ]
-    judged = time.monotonic()
+    judge_seconds = time.monotonic() - judging
     held = halves[0]
     closed = _closed_loop(workdir, held.names, all_loads[held_rows], quick)
     reactive = plans["reactive"]
@@ -482,7 +528,6 @@ def placement_quality(workdir: Path) -> list[Row]:
     series_at_lag0 = {f"{p}/{v}": s[held_rows] for (p, v, lag), s in published.items() if lag == 0}
     segment = _segment(workdir, held.names, series_at_lag0, busiest)
     closed_segment = None if quick else _closed_segment(workdir, held.names, all_loads[held_rows])
-    cycles = sum(v.size for v in raw.values())
     summary = fleet_module.fleet_summary(fleet)
     setup = {
         "quick": quick,
@@ -500,7 +545,7 @@ def placement_quality(workdir: Path) -> list[Row]:
         "effective_clusters": {h.name: h.effective for h in halves},
         "fleet_summary": summary,
         "stabilization": dataclasses.asdict(STABILIZATION),
-        "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
+        "seconds": {"start": scoring.start_seconds, "score": scoring.score_seconds, "judge": judge_seconds},
         "controller_segment": None if segment is None else dataclasses.asdict(segment),
         "closed_loop": {
             "clusters": list(held.names),
@@ -538,13 +583,7 @@ def placement_quality(workdir: Path) -> list[Row]:
             )
             for h in halves
         ),
-        Row(NAME, "real cycles run (policy x cluster x sample)", str(cycles)),
-        Row(
-            NAME,
-            "seconds: Prometheus + scorers up / replay / decide+judge",
-            f"{ready - began:.1f} / {scored - ready:.1f} / {judged - scored:.1f}",
-        ),
-        Row(NAME, "cycles per second", f"{cycles / max(scored - ready, 1e-9):.0f}"),
+        *timing_rows(NAME, scoring, judge_seconds),
         Row(NAME, "note", f"each measure: median [lowest-highest] over {ORDERS} random cluster-name orders"),
         Row(NAME, "note", "a decision at step j uses the score of sample j-1-lag; its workload lives from j"),
         Row(NAME, "plots", ", ".join(str(p) for p in pngs)),

@@ -41,7 +41,6 @@ tables).
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import dataclasses
 import json
@@ -57,7 +56,7 @@ from bench.placement_quality import closed_loop, replay
 from bench.placement_quality import fleet as fleet_module
 from bench.placement_quality import prometheus as prom
 from bench.placement_quality.agreement import Agreement, agree
-from bench.placement_quality.policies import BY_NAME, STABILIZATION, Policy, serving
+from bench.placement_quality.policies import BY_NAME, STABILIZATION, Policy
 from bench.placement_quality.real import NAME as REAL_NAME
 from bench.placement_quality.real import (
     QUICK_ENV,
@@ -70,6 +69,8 @@ from bench.placement_quality.real import (
     judge_half,
     oracle_rows,
     result_rows,
+    score_fleet,
+    timing_rows,
 )
 from bench.placement_quality.traces import STEP_SECONDS, ClusterLoads
 
@@ -122,22 +123,15 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
     names = fleet.names
     times = [float(prom.step_time(s)) for s in timeline.scored]
     loads = fleet.loads[:, warmup:]
-    began = time.monotonic()
     clusters = ClusterLoads(names, STEP_SECONDS, fleet.loads)
-    server = prom.serve_clusters(workdir / "prometheus", clusters, capacities=fleet.capacities)
-    try:
-        with serving(chosen, server.url) as plans:
-            ready = time.monotonic()
-            _say(f"scoring {len(plans)} policies x {len(names)} synthetic clusters x {len(times)} samples")
-            raw = asyncio.run(replay.score_steps(plans, names, times, progress=_say))
-            scored = time.monotonic()
-    finally:
-        server.stop()
+    scoring = score_fleet(workdir, clusters, chosen, times, _say, fleet.capacities)
+    raw = scoring.raw
     published = replay.publish(raw, times, timeline, STABILIZATION)
     judged_days = timeline.judged * STEP_SECONDS / 86_400
     free = fleet.free_cores[:, warmup:]
+    judging = time.monotonic()
     half = judge_half(HALF, range(len(names)), names, loads, published, judged_days, chosen, free)
-    judged = time.monotonic()
+    judge_seconds = time.monotonic() - judging
     setups = closed_loop.setups_for(QUICK_CLOSED_POLICIES if quick else CLOSED_POLICIES, CLOSED_SIZES, ["1h"])
     placements = closed_loop.PLACEMENTS if quick else PLACEMENTS
     closed = closed_loop.simulate(
@@ -155,7 +149,6 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
     closed_records = [comparison_record(c) for c in closed.comparisons]
     open_agreement = None if real is None else agree(open_records, real[0])
     closed_agreement = None if real is None else agree(closed_records, real[1])
-    cycles = sum(v.size for v in raw.values())
     summary = fleet_module.fleet_summary(fleet)
     per_trace = ", ".join(
         f"{fleet_module.SHORT_NAME[family]} {len([f for f in fleet.family if f == family])}"
@@ -172,7 +165,7 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
         "judged_steps": timeline.judged,
         "effective_clusters": half.effective,
         "fleet_summary": summary,
-        "seconds": {"start": ready - began, "score": scored - ready, "judge": judged - scored},
+        "seconds": {"start": scoring.start_seconds, "score": scoring.score_seconds, "judge": judge_seconds},
         "closed_loop": {"placements": placements, "cycles": closed.cycles, "seconds": closed.seconds},
     }
     _record(workdir, half, setup, closed, open_records, closed_records, open_agreement, closed_agreement)
@@ -188,13 +181,7 @@ def placement_quality_synthetic(workdir: Path) -> list[Row]:
             "synthetic fleet",
             f"{len(names)} clusters ({per_trace}), {half.effective:.1f} effective (correlation eigenvalues)",
         ),
-        Row(NAME, "real cycles run (policy x cluster x sample)", str(cycles)),
-        Row(
-            NAME,
-            "seconds: Prometheus + scorers up / replay / decide+judge / closed loop",
-            f"{ready - began:.1f} / {scored - ready:.1f} / {judged - scored:.1f} / {closed.seconds:.1f}",
-        ),
-        Row(NAME, "cycles per second", f"{cycles / max(scored - ready, 1e-9):.0f}"),
+        *timing_rows(NAME, scoring, judge_seconds, ("closed loop", closed.seconds)),
     ]
     rows.extend(_renamed(result_rows(half)))
     rows.extend(_renamed(oracle_rows(half)))

@@ -127,8 +127,9 @@ def seasonal_forecast(
     """
     _check_seasonal(points, horizon, season, level, samples)
     times = [t for t, _ in points]
-    found = _seasonal(points, times, horizon, season, level, samples)
-    return _recent(points, times, level) if found is None else found
+    recent = _recent(points, times, level)
+    found = _seasonal(points, times, recent, horizon, season, level, samples)
+    return recent if found is None else found
 
 
 BLEND_FULL_UNTIL = 3_600.0
@@ -187,7 +188,7 @@ def blended_forecast(
         raise ValueError("weight must be from 0 to 1")
     times = [t for t, _ in points]
     recent = _recent(points, times, level)
-    seasonal = _seasonal(points, times, horizon, season, level, samples)
+    seasonal = _seasonal(points, times, recent, horizon, season, level, samples)
     return recent if seasonal is None else w * recent + (1.0 - w) * seasonal
 
 
@@ -209,11 +210,19 @@ def _recent(points: Sequence[Point], times: Sequence[float], level: float) -> fl
 
 
 def _seasonal(
-    points: Sequence[Point], times: Sequence[float], horizon: float, season: float, level: float, samples: int
+    points: Sequence[Point],
+    times: Sequence[float],
+    recent: float,
+    horizon: float,
+    season: float,
+    level: float,
+    samples: int,
 ) -> float | None:
-    """:func:`seasonal_forecast`'s estimate, or None when the points do not reach a season back."""
+    """:func:`seasonal_forecast`'s estimate, or None when the points do not reach a season back.
+
+    ``recent`` is the mean of the last ``level`` seconds, which the caller has already computed.
+    """
     last_t = times[-1]
-    recent = _recent(points, times, level)
     estimates: list[float] = []
     # Only seasons the points cover can give an estimate: k such that T - k·season is at or before
     # the last point, and the level window k seasons back ends at or after the first.  Looping over
