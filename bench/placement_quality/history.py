@@ -2,9 +2,9 @@
 placement-quality-history``.
 
 Why a run of its own.  The seasonal sample averages every earlier day its window holds, so more
-history is a longer DynamicScorer range.  An outside review found three days much better than one on
-the benchmark's first fleet (four shifted copies of one trace); this run asks the same question on
-independent blocks.  The main run's fleet (``bench.placement_quality.real``) is cut into 3-day blocks so
+history is a longer DynamicScorer range.  On the benchmark's first fleet (four shifted copies of one
+trace) three days looked much better than one; this run asks the same question on independent
+blocks.  The main run's fleet (``bench.placement_quality.real``) is cut into 3-day blocks so
 that every trace sits in both halves of the time split, and a scorer that needs three days of warm-up
 would leave nothing of such a block to judge.  Here the same traces are cut into :data:`FLEET_DAYS`-day
 blocks instead (``bench.placement_quality.fleet``: Alibaba 1, Google 4, Azure 5; held-out half 6
