@@ -75,11 +75,14 @@ def _say(msg: str) -> None:
 
 
 def policies(quick: bool) -> list[Policy]:
-    """The replayed policies: reactive, cpu, the blend at 1 h and the seasonal forecast on 1 and 3 days."""
+    """The replayed policies: reactive, cpu, the blend at 1 h, the seasonal forecast on 1 and 3 days, and
+    the margin recipe (the shipped forecast with the recipe's band) at each life, a second fleet cut for
+    the main run's margin targets."""
     lives = [life for life in HISTORY_LIVES if not (quick and life == "12h")]
     one_day = [BY_NAME[f"seasonal-{life}"] for life in lives]
     three_days = [p for p in HISTORY_POLICIES if p.life in lives]
-    return [BY_NAME["reactive"], BY_NAME["cpu"], BY_NAME["blend-1h"], *one_day, *three_days]
+    recipes = [BY_NAME[f"recipe-{life}"] for life in lives]
+    return [BY_NAME["reactive"], BY_NAME["cpu"], BY_NAME["blend-1h"], *one_day, *three_days, *recipes]
 
 
 def _record(workdir: Path, halves: Sequence[Half], setup: dict[str, Any]) -> None:
@@ -99,6 +102,7 @@ def _record(workdir: Path, halves: Sequence[Half], setup: dict[str, Any]) -> Non
                 "comparisons": [comparison_record(c) for c in h.comparisons],
                 "oracle": frontier_record(h.oracle),
                 "targets": [t.record() for t in h.targets],
+                "margins": [t.record() for t in h.margins],
             }
             for h in halves
         },
@@ -166,6 +170,7 @@ def placement_quality_history(workdir: Path) -> list[Row]:
     ]
     for h in halves:
         rows.extend(targets.rows(NAME, h.name, h.targets))
+        rows.extend(targets.margin_rows(NAME, h.name, h.margins))
     for h in halves:
         rows.extend(_renamed(result_rows(h)))
         rows.extend(_renamed(oracle_rows(h)))

@@ -57,8 +57,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import multiprocessing
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -135,6 +135,8 @@ class Policy:
     step: int = STEP_SECONDS
     life: str | None = None
     query: str = QUERY
+    normalization: Mapping[str, float] | None = None
+    """The DynamicScorer's ``scoreNormalization``, applied by the agent before rounding; None for none."""
 
     @property
     def scored(self) -> bool:
@@ -214,13 +216,35 @@ def seasonal_policy(life: str, days: int = 1, blend: bool = False, weight: float
     )
 
 
+RECIPE_NORMALIZATION: dict[str, float] = {"min": 20.0, "max": 80.0, "targetMin": -100.0, "targetMax": 100.0}
+"""The margin recipe's band: headroom 20..80 % onto -100..100, so 10 score points are 3 load points and the
+AddOn weight 10 + ``Steady`` 1 margin (10 points) asks a challenger to lead by 3 load points, where the
+plain headroom score asks 10.  Loads between 20 and 80 % keep distinct scores; below 20 % every cluster
+scores 100 (they tie, and any of them is a good pick)."""
+
+RECIPE_SPREAD = (RECIPE_NORMALIZATION["max"] - RECIPE_NORMALIZATION["min"]) / (
+    RECIPE_NORMALIZATION["targetMax"] - RECIPE_NORMALIZATION["targetMin"]
+)
+"""Load points per score point under :data:`RECIPE_NORMALIZATION` (0.3)."""
+
+
+def recipe_policy(base: Policy, name: str) -> Policy:
+    """``base`` with the recipe's normalization (:data:`RECIPE_NORMALIZATION`), named ``name``."""
+    return replace(
+        base,
+        name=name,
+        description=base.description + ", headroom 20..80 % normalized onto -100..100",
+        normalization=RECIPE_NORMALIZATION,
+    )
+
+
 BLENDED_LIVES = tuple(life for life, steps in LIVES.items() if recent_weight(steps * STEP_SECONDS) > 0)
 """The lives at which the blend differs from the seasonal forecast alone (15 min and 1 h): from 4 h on
 the sample's default is ``seasonal-<life>`` itself, and ``even-<life>`` (half and half) is replayed
 there instead, to show what blending would cost."""
 
 
-POLICIES: list[Policy] = [
+PLAIN_POLICIES: list[Policy] = [
     Policy("static", "no scores: OCM's default order (name; Balance and Steady as the Placement says)"),
     Policy(
         "reactive",
@@ -239,6 +263,21 @@ POLICIES: list[Policy] = [
     *(seasonal_policy(life, blend=True) for life in BLENDED_LIVES),
     *(seasonal_policy(life, weight=0.5) for life in LIVES if life not in BLENDED_LIVES),
 ]
+"""Every policy whose score is published as its scorer answers (no ``scoreNormalization``)."""
+
+DEFAULT_FORECAST = {life: f"blend-{life}" if life in BLENDED_LIVES else f"seasonal-{life}" for life in LIVES}
+"""The seasonal sample as it ships now, its horizon matched to each life: blended with the recent level
+at 15 min and 1 h; from 4 h on the blend's weight is 0, so it is the seasonal forecast alone."""
+
+_PLAIN = {p.name: p for p in PLAIN_POLICIES}
+RECIPE_POLICIES: list[Policy] = [
+    recipe_policy(_PLAIN["cpu"], "cpu-recipe"),
+    *(recipe_policy(_PLAIN[DEFAULT_FORECAST[life]], f"recipe-{life}") for life in LIVES),
+]
+"""The cpu sample and the shipped forecast at each life with the recipe's band (``recipe-<life>``):
+judged in the margin form against their plain scores in Exact."""
+
+POLICIES: list[Policy] = [*PLAIN_POLICIES, *RECIPE_POLICIES]
 """Every policy, in report order."""
 
 CAPACITY_POLICIES: list[Policy] = [
@@ -300,6 +339,7 @@ def dynamic_scorer(policy: Policy, scorer_url: str, prometheus_url: str) -> dict
             },
             "validForSeconds": VALID_FOR_SECONDS,
             "timeoutSeconds": 30,
+            **({} if policy.normalization is None else {"scoreNormalization": dict(policy.normalization)}),
         },
     }
 
@@ -420,15 +460,20 @@ __all__ = [
     "BLENDED_LIVES",
     "CAPACITY",
     "CAPACITY_POLICIES",
+    "DEFAULT_FORECAST",
     "FREE_CORES_QUERY",
     "FREE_CORES_SCALE",
     "HISTORY_DAYS",
     "HISTORY_LIVES",
     "HISTORY_POLICIES",
     "LIVES",
+    "PLAIN_POLICIES",
     "POLICIES",
     "PREVIOUS_SEASONAL_RANGE",
     "QUERY",
+    "RECIPE_NORMALIZATION",
+    "RECIPE_POLICIES",
+    "RECIPE_SPREAD",
     "SHIPPED_SEASONAL",
     "STABILIZATION",
     "Policy",
@@ -438,6 +483,7 @@ __all__ = [
     "plan_for",
     "predict_policy",
     "reactive_score",
+    "recipe_policy",
     "require_cluster_scoped",
     "scorer_app",
     "seasonal_policy",

@@ -83,6 +83,7 @@ from bench.placement_quality.plots import plot_all
 from bench.placement_quality.policies import (
     BY_NAME,
     CAPACITY_POLICIES,
+    DEFAULT_FORECAST,
     LIVES,
     POLICIES,
     STABILIZATION,
@@ -121,9 +122,6 @@ Each scored setup is a whole simulation (a cycle per cluster and step, 6,171 on 
 sample and the shipped seasonal forecast (predict herds like the other forecasts, and a closed loop of
 it at three sizes would cost 2.4 minutes more), at the longer lives the reactive scorer and the
 forecast matched to them at one size."""
-DEFAULT_FORECAST = {"15m": "blend-15m", "1h": "blend-1h", "4h": "seasonal-4h", "12h": "seasonal-12h"}
-"""The seasonal sample as it ships now, its horizon matched to each life: blended with the recent level
-at 15 min and 1 h; from 4 h on the blend's weight is 0, so it is the seasonal forecast alone."""
 TARGET_GAIN = 0.30
 """The forecast matched to the life must have a mean regret at least 30 % below random's and reactive's."""
 
@@ -150,6 +148,24 @@ PAIRS = default_pairs()
 """The named comparisons behind the sample's defaults, at each life: the matched forecast against
 random and the reactive scorer (with the target), against the sample as shipped before, and the blend
 against the seasonal forecast alone where it differs."""
+
+
+def default_margin_pairs() -> list[targets.MarginPair]:
+    """The margin recipe at each life: the shipped forecast with the recipe's band in the margin form
+    (raw and stabilized) against its plain score in Exact, beside the recipe before (the plain score in
+    the margin form); and the cpu sample's, at 1 h, the README's example."""
+    out: list[targets.MarginPair] = []
+    for life, plain in DEFAULT_FORECAST.items():
+        for variant in ("raw", "stabilized"):
+            out.append(
+                targets.MarginPair(life, f"recipe-{life}/{variant}", f"{plain}/raw", f"{plain}/{variant}")
+            )
+    out += [targets.MarginPair("1h", f"cpu-recipe/{v}", "cpu/raw", f"cpu/{v}") for v in ("raw", "stabilized")]
+    return out
+
+
+MARGIN_PAIRS = default_margin_pairs()
+"""The margin recipe's targets: within 10 % of Exact's regret at no more than a third of its changes."""
 
 QUICK_CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "1h": (("reactive", "cpu", "seasonal-1h"), (3.0,)),
@@ -355,6 +371,8 @@ class Half:
     oracle_k3: dict[str, list[OraclePoint]] = dataclasses.field(default_factory=dict)
     """The pick-3 oracle's (a change: the set of 3 differs)."""
     anticipation: list[Anticipation] = dataclasses.field(default_factory=list)
+    margins: list[targets.MarginTarget] = dataclasses.field(default_factory=list)
+    """The margin recipe's targets (:data:`MARGIN_PAIRS`) whose policies were replayed."""
     targets: list[targets.Target] = dataclasses.field(default_factory=list)
     """The named comparisons (:data:`PAIRS`, or the run's own) whose policies were replayed."""
 
@@ -369,6 +387,7 @@ def judge_half(
     policies: Sequence[Policy] = REPLAYED,
     free_cores: NDArray[np.float64] | None = None,
     pairs: Sequence[targets.Pair] = PAIRS,
+    margin_pairs: Sequence[targets.MarginPair] = MARGIN_PAIRS,
 ) -> Half:
     """Decide and judge the clusters ``rows`` as a fleet of their own (the others unseen).
 
@@ -407,6 +426,7 @@ def judge_half(
         oracle_k3={life: frontier(means, STEP_SECONDS, k=3) for life, means in tables.items()},
         anticipation=anticipate(results),
         targets=targets.judge(results, pairs),
+        margins=targets.judge_margins(results, margin_pairs),
     )
 
 
@@ -451,6 +471,7 @@ def _record(
                 "oracle_k3": frontier_record(h.oracle_k3),
                 "anticipation": [a.record() for a in h.anticipation],
                 "targets": [t.record() for t in h.targets],
+                "margins": [t.record() for t in h.margins],
             }
             for h in halves
         },
@@ -598,6 +619,7 @@ def placement_quality(workdir: Path) -> list[Row]:
         rows.extend(comparison_rows(h))
         rows.extend(anticipation_rows(h))
         rows.extend(targets.rows(NAME, h.name, h.targets))
+        rows.extend(targets.margin_rows(NAME, h.name, h.margins))
     rows.extend(_agreement_rows(halves))
     return rows
 

@@ -29,6 +29,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("blend", "seasonal sample now, horizon = life (blended to 1 h)"),
     ("even", "seasonal, horizon = life, an even blend"),
     ("seasonal3d", "seasonal on 3 days, horizon = life"),
+    ("cpu-recipe", "cpu, headroom 20\u201380 % onto \u2212100\u2026100"),
+    ("recipe", "seasonal sample now, headroom 20\u201380 % onto \u2212100\u2026100"),
     ("free-cores", "free cores (latest point, capacity x idle share)"),
 )
 """Table rows: a baseline, a policy without a horizon, or a family whose horizon matches each life."""
@@ -44,7 +46,7 @@ def _policy_at(row: str, life: str) -> str:
     as it ships now (``blend``) is ``seasonal-<life>`` itself where it does not blend."""
     if row == "blend" and life not in BLENDED_LIVES:
         return f"seasonal-{life}"
-    return f"{row}-{life}" if row in ("predict", "seasonal", "blend", "even", "seasonal3d") else row
+    return f"{row}-{life}" if row in ("predict", "seasonal", "blend", "even", "seasonal3d", "recipe") else row
 
 
 def _find(
@@ -271,6 +273,40 @@ def targets(held: Sequence[Record], train: Sequence[Record]) -> str:
     return "\n".join(lines)
 
 
+def margins(held: Sequence[Record], train: Sequence[Record]) -> str:
+    """The margin recipe's targets (``bench.placement_quality.targets.MarginTarget``): the recipe in the
+    margin form against its plain score in Exact, with the recipe before (the plain score in the margin
+    form) beside it, held-out and training half side by side."""
+    by_key = {(t["life"], t["recipe"]): t for t in train}
+    lines = [
+        "| life | recipe | Exact: regret, changes/day | recipe: regret, changes/day | above Exact [95 % CI]"
+        " | share of Exact's changes | target | recipe before: regret, changes/day"
+        " | training half: above, share, target |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def verdict(t: Record) -> str:
+        return "met" if t["met"] else "**missed**"
+
+    for t in held:
+        other = by_key.get((t["life"], t["recipe"]))
+        before = (
+            DASH
+            if t["previous_regret"] is None
+            else f"{t['previous_regret']:.2f}, {t['previous_changes']:.1f}"
+        )
+        trained = (
+            f"{100 * other['above']:+.0f} %, {other['change_share']:.2f}, {verdict(other)}" if other else DASH
+        )
+        lines.append(
+            f"| {t['life']} | {t['recipe']} | {t['exact_regret']:.2f}, {t['exact_changes']:.1f} |"
+            f" {t['regret']:.2f}, {t['changes']:.1f} | {100 * t['above']:+.0f} %"
+            f" [{t['low']:+.2f}, {t['high']:+.2f}] | {t['change_share']:.2f} | {verdict(t)} | {before} |"
+            f" {trained} |"
+        )
+    return "\n".join(lines)
+
+
 def report(record: Record) -> str:
     """Every table of the page, with a heading each, from one run's JSON."""
     halves = record["halves"]
@@ -279,8 +315,10 @@ def report(record: Record) -> str:
     parts = [
         "### Mean regret by life, pick 1, Exact (held-out)",
         regret_by_life(held["results"], "exact", 1),
-        "### Mean regret by life, pick 1, margin recipe (held-out)",
+        "### Mean regret by life, pick 1, margin form: AddOn 10 + Steady 1 (held-out)",
         regret_by_life(held["results"], "margin", 1),
+        "### The margin recipe against Exact, pick 1",
+        margins(held.get("margins", []), train.get("margins", [])),
         "### Mean regret by life, pick 3, Exact (held-out)",
         regret_by_life(held["results"], "exact", 3),
         "### Mean regret by life, pick 1, Exact (training half)",
@@ -360,7 +398,7 @@ def synthetic_report(record: Record) -> str:
     parts = [
         "### Synthetic fleet: mean regret by life, pick 1, Exact",
         regret_by_life(fleet["results"], "exact", 1),
-        "### Synthetic fleet: mean regret by life, pick 1, margin recipe",
+        "### Synthetic fleet: mean regret by life, pick 1, margin form: AddOn 10 + Steady 1",
         regret_by_life(fleet["results"], "margin", 1),
         "### Synthetic fleet: mean regret by life, pick 3, Exact",
         regret_by_life(fleet["results"], "exact", 3),
@@ -402,6 +440,8 @@ def history_report(record: Record) -> str:
         regret_by_life(train["results"], "exact", 1) if train["results"] else "(not run)",
         "### Three days against one, pick 1, Exact",
         targets(held.get("targets", []), train.get("targets", [])),
+        "### The margin recipe against Exact, pick 1 (6-day blocks)",
+        margins(held.get("margins", []), train.get("margins", [])),
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -452,6 +492,7 @@ __all__ = [
     "history_report",
     "lags",
     "main",
+    "margins",
     "one_life",
     "regret_by_life",
     "report",

@@ -14,9 +14,11 @@ from bench.placement_quality import prometheus as prom
 from bench.placement_quality.policies import (
     BLENDED_LIVES,
     BY_NAME,
+    DEFAULT_FORECAST,
     LIVES,
     POLICIES,
     QUERY,
+    RECIPE_SPREAD,
     SHIPPED_SEASONAL,
     dynamic_scorer,
     free_cores_score,
@@ -96,6 +98,8 @@ def test_policies_resolve_to_plans_with_the_cluster_placeholder_and_adapted_wind
         **{f"seasonal-{life}": (90_000, 300) for life in LIVES},
         **{f"blend-{life}": (90_000, 300) for life in ("15m", "1h")},
         **{f"even-{life}": (90_000, 300) for life in ("4h", "12h")},
+        "cpu-recipe": (3000, 300),  # the recipe changes the score's scale, not its window
+        **{f"recipe-{life}": (90_000, 300) for life in LIVES},
     }
 
 
@@ -116,7 +120,16 @@ def test_forecast_horizons_match_the_life_they_are_judged_at() -> None:
         assert by_name[f"seasonal-{life}"].score.keywords["blend"] is False  # type: ignore[union-attr]
     assert all(recent_weight(steps * 300) == 0 for life, steps in LIVES.items() if life not in BLENDED_LIVES)
     at_4h = [p.name for p in POLICIES if p.scored and judged_at(p, "4h")]
-    assert at_4h == ["reactive", "cpu", "predict-4h", "seasonal-1h", "seasonal-4h", "even-4h"]
+    assert at_4h == [
+        "reactive",
+        "cpu",
+        "predict-4h",
+        "seasonal-1h",
+        "seasonal-4h",
+        "even-4h",
+        "cpu-recipe",
+        "recipe-4h",
+    ]
     assert {p.score_name for p in POLICIES} >= {"quality_seasonal_12h", "quality_cpu"}
 
 
@@ -304,3 +317,21 @@ def test_free_cores_scores_idle_cores_against_the_largest_capacity() -> None:
     assert only.score == pytest.approx(25.0)  # 500 idle cores of 2000: the latest point only
     big = b'{"data": [{"metric": {}, "values": [[0, "3000"]]}], "params": {}}'
     assert free_cores_score(parse_request(big), 2000.0)[0].score == pytest.approx(100.0)
+
+
+def test_the_recipe_policies_are_the_plain_ones_with_the_band_the_agent_applies() -> None:
+    by_name = {p.name: p for p in POLICIES}
+    for life in LIVES:
+        recipe, plain = by_name[f"recipe-{life}"], by_name[DEFAULT_FORECAST[life]]
+        assert (recipe.score, recipe.range, recipe.life) == (plain.score, plain.range, plain.life)
+        plan = plan_for(dynamic_scorer(recipe, "http://127.0.0.1:1", "http://127.0.0.1:2"))
+        band = plan.summary.score_normalization
+        assert band is not None and (band.min, band.max, band.target_min, band.target_max) == (
+            20,
+            80,
+            -100,
+            100,
+        )
+        assert plan_for(dynamic_scorer(plain, "http://a:1", "http://b:2")).summary.score_normalization is None
+    assert by_name["cpu-recipe"].score == by_name["cpu"].score
+    assert RECIPE_SPREAD == 0.3  # 10 score points = 3 load points

@@ -29,7 +29,7 @@ from bench.placement_quality.report import (
     report,
     synthetic_report,
 )
-from bench.placement_quality.targets import judge
+from bench.placement_quality.targets import judge, judge_margins
 
 
 def _record() -> dict[str, Any]:
@@ -64,6 +64,7 @@ def _record() -> dict[str, Any]:
         "comparisons": comparisons,
         "anticipation": [a.record() for a in pq.anticipate(results)],
         "targets": [t.record() for t in judge(results, pq.PAIRS)],
+        "margins": [t.record() for t in judge_margins(results, pq.MARGIN_PAIRS)],
     }
     return {"halves": {"held-out": half, "train": half}}
 
@@ -72,7 +73,8 @@ def test_report_has_every_table_row_and_life() -> None:
     text = report(_record())
     for heading in (
         "pick 1, Exact (held-out)",
-        "margin recipe",
+        "margin form: AddOn 10 + Steady 1",
+        "The margin recipe against Exact",
         "pick 3",
         "training half",
         "Extra staleness",
@@ -83,10 +85,19 @@ def test_report_has_every_table_row_and_life() -> None:
     table = regret_by_life(_record()["halves"]["held-out"]["results"], "exact", 1)
     lines = table.splitlines()
     assert lines[0] == "| policy | life 15m | life 1h | life 4h | life 12h |"
-    # every row the main run replays: the free-cores scorer's and the blends' included, not the 3-day one
-    assert len(lines) == 2 + 11
+    # every row the main run replays: the free-cores scorer's, the blends' and the recipes' included, not
+    # the 3-day one
+    assert len(lines) == 2 + 13
     assert not any(line.startswith("| seasonal on 3 days") for line in lines)
     assert DASH + "]" not in table and all(line.count("|") == 6 for line in lines)
+    margin_table = text.split("### The margin recipe against Exact, pick 1")[1].split("###")[0]
+    recipes = [line for line in margin_table.splitlines() if line.startswith("| ")][1:]
+    assert [line.split(" | ")[:2] for line in recipes[:2]] == [
+        ["| 15m", "recipe-15m/raw"],
+        ["| 15m", "recipe-15m/stabilized"],
+    ]
+    assert len(recipes) == len(pq.MARGIN_PAIRS) and all(line.count("|") == 10 for line in recipes)
+    assert all(("| met |" in line) != ("| **missed** |" in line) for line in recipes)
 
 
 def test_only_comparisons_whose_interval_excludes_zero_are_listed() -> None:
