@@ -10,11 +10,13 @@ when Balance counts, since Balance weighs the other Placements' choices).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dynamic_scoring.ctl import margin
 from dynamic_scoring.ctl import placement_model as pm
 from dynamic_scoring.ctl.hub import (
     MANAGED_CLUSTER_SET_BINDINGS,
@@ -29,6 +31,7 @@ from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.resources import (
     ADDON_PLACEMENT_SCORES,
+    DYNAMIC_SCORERS,
     MANAGED_CLUSTERS,
     PLACEMENT_DECISIONS,
     PLACEMENTS,
@@ -75,6 +78,23 @@ def read_state(api: KubeAPI, placement: JSON) -> pm.HubState:
     )
 
 
+def read_margins(api: KubeAPI, placement: JSON) -> list[margin.Margin]:
+    """The Placement's incumbent margins, each with the DynamicScorers publishing its score.
+
+    Reading the scorers is an extra the decision does not depend on, so a hub that refuses it (no
+    ``list dynamicscorers``, or the CRD not installed) leaves the units unknown and says why, instead
+    of failing the command.
+    """
+    found = margin.margins(placement)
+    if not found:
+        return []
+    try:
+        scorers = list_all(api, DYNAMIC_SCORERS)
+    except KubeError as exc:
+        return margin.unreadable(found, f"could not list DynamicScorers ({exc})")
+    return margin.with_scales(found, margin.scales(scorers))
+
+
 # ----------------------------------------------------------------------------- rendering
 
 
@@ -88,7 +108,7 @@ def _result(v: pm.ClusterVerdict) -> str:
     return "selected" if v.expected else "cut"
 
 
-def _header(e: pm.Explanation) -> list[str]:
+def _header(e: pm.Explanation, found: Sequence[margin.Margin] = ()) -> list[str]:
     number = "all" if e.number_of_clusters is None else str(e.number_of_clusters)
     weights = ", ".join(f"{n} ({w})" for n, w in e.weights) or "none"
     pages = ", ".join(e.decision_pages) or "none"
@@ -98,6 +118,7 @@ def _header(e: pm.Explanation) -> list[str]:
         f"  prioritizers (weight): {weights}",
         f"  PlacementDecisions read: {pages}",
     ]
+    lines += [f"  {m.describe()}" for m in found]
     lines += [f"  controller: {c}" for c in e.controller_says]
     if e.misconfigured:
         lines.append(f"  MISCONFIGURED: {e.misconfigured} (the controller decides no cluster)")
@@ -105,8 +126,11 @@ def _header(e: pm.Explanation) -> list[str]:
     return lines
 
 
-def render_table(e: pm.Explanation) -> str:
-    """All clusters: a table, then one verdict line per cluster, then the overall verdict."""
+def render_table(e: pm.Explanation, found: Sequence[margin.Margin] = ()) -> str:
+    """All clusters: a table, then one verdict line per cluster, then the overall verdict.
+
+    ``found`` are the incumbent margins the header names.
+    """
     names = [n for n, _ in e.weights]
     head = ["CLUSTER", "RESULT", "RANK", "TOTAL", *names, "DECIDED"]
     rows = [head]
@@ -126,12 +150,12 @@ def render_table(e: pm.Explanation) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     verdicts = [f"{v.name}: {v.verdict()}" for v in e.clusters]
-    return "\n".join([*_header(e), "", *table, "", *verdicts, "", overall(e)])
+    return "\n".join([*_header(e, found), "", *table, "", *verdicts, "", overall(e)])
 
 
-def render_cluster(e: pm.Explanation, v: pm.ClusterVerdict) -> str:
+def render_cluster(e: pm.Explanation, v: pm.ClusterVerdict, found: Sequence[margin.Margin] = ()) -> str:
     """One cluster in full: filters, every prioritizer with its source, total, rank and decision."""
-    lines = [*_header(e), "", f"cluster {v.name}"]
+    lines = [*_header(e, found), "", f"cluster {v.name}"]
     if not v.candidate:
         lines.append("  candidate: no (not in the Placement's effective cluster sets)")
     else:
@@ -159,8 +183,10 @@ def overall(e: pm.Explanation) -> str:
     return f"verdict: agrees with the PlacementDecisions ({decided} cluster(s) decided)"
 
 
-def to_json(e: pm.Explanation, only: pm.ClusterVerdict | None = None) -> dict[str, Any]:
-    """The explanation as one JSON document."""
+def to_json(
+    e: pm.Explanation, only: pm.ClusterVerdict | None = None, found: Sequence[margin.Margin] = ()
+) -> dict[str, Any]:
+    """The explanation as one JSON document (``found``: the incumbent margins)."""
     clusters = [only] if only is not None else e.clusters
     return {
         "placement": {"namespace": e.namespace, "name": e.name},
@@ -168,6 +194,23 @@ def to_json(e: pm.Explanation, only: pm.ClusterVerdict | None = None) -> dict[st
         "numberOfClusters": e.number_of_clusters,
         "clusterSets": e.cluster_sets,
         "prioritizers": [{"name": n, "weight": w} for n, w in e.weights],
+        "margins": [
+            {
+                "resourceName": m.resource,
+                "scoreName": m.score,
+                "points": m.points,
+                "scorers": [
+                    {
+                        "scorer": s.scorer,
+                        "units": m.points * s.units_per_point,
+                        "normalized": s.band is not None,
+                    }
+                    for s in m.scales
+                ],
+                "unreadable": m.unreadable or None,
+            }
+            for m in found
+        ],
         "decisionPages": e.decision_pages,
         "misconfigured": e.misconfigured or None,
         "controllerConditions": e.controller_says,
@@ -235,6 +278,7 @@ def why(placement: str, namespace: str, cluster: str | None, kubeconfig: Path | 
     except KubeError as exc:
         unreachable(exc, f"read what Placement {namespace}/{placement} depends on")
     explanation = pm.explain(state, dt.datetime.now(dt.UTC))
+    found = read_margins(api, obj)
     only = None
     if cluster is not None:
         only = explanation.cluster(cluster)
@@ -246,11 +290,11 @@ def why(placement: str, namespace: str, cluster: str | None, kubeconfig: Path | 
                 code=ExitCode.USAGE,
             )
     if output == "json":
-        emit_json(to_json(explanation, only))
+        emit_json(to_json(explanation, only, found))
     elif only is not None:
-        echo_lines(render_cluster(explanation, only))
+        echo_lines(render_cluster(explanation, only, found))
     else:
-        echo_lines(render_table(explanation))
+        echo_lines(render_table(explanation, found))
     wrong = explanation.disagreements if only is None else [v for v in [only] if not v.agrees]
     if wrong or explanation.misconfigured:
         raise SystemExit(int(ExitCode.FINDINGS))

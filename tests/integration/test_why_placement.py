@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,12 +28,17 @@ from dynamic_scoring.kube.resources import MANAGED_CLUSTERS
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
 from e2e.ocm import decided_clusters, label_selected_cluster_set
-from e2e.procs import wait_until
+from e2e.pki import write_kubeconfig
+from e2e.procs import wait_until, wait_value
 
 NS = "why-test"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 CLUSTER_V1B2 = "cluster.open-cluster-management.io/v1beta2"
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
+DS_V1A1 = "dynamic-scoring.open-cluster-management.io/v1alpha1"
+REPO = Path(__file__).resolve().parents[2]
+RBAC_V1 = "rbac.authorization.k8s.io/v1"
+READER = "why-reader"  # a user who may read what the placement controller reads, and not DynamicScorers
 TAINT_KEY = "why.test/maintenance"
 LABEL_KEY = "why.test/tier"
 MEMBER_KEY = "why.test/member"  # selects cluster1 and cluster2 into the test's own cluster set
@@ -106,6 +112,16 @@ PLACEMENTS: dict[str, tuple[JSON, list[str]]] = {
             "tolerations": TOLERATE,
             "prioritizerPolicy": {"mode": "Additive", "configurations": [addon("why-neg", "s", 1)]},
         },
+        ["cluster1"],
+    ),
+    # the README's recipe: AddOn 10 + Steady 1, a 10-point margin, 3 load points through the scorer's band
+    "margin": (
+        exact(
+            addon("why-neg", "s", 10),
+            {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Steady"}, "weight": 1},
+            numberOfClusters=1,
+            tolerations=TOLERATE,
+        ),
         ["cluster1"],
     ),
     # a built-in prioritizer OCM does not have: the controller decides nothing
@@ -189,6 +205,26 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
                     "spec": {"clusterSet": bound},
                 }
             )
+        # The scorer publishing why-neg, as the hub resolved it (status shaped directly: no manager here)
+        hub.apply_yaml((REPO / "manifests" / "crds" / "dynamicscorers.yaml").read_text())
+        wait_until(lambda: _served(hub), timeout=30, what="the DynamicScorer CRD served")
+        scorer = hub.apply(
+            {
+                "apiVersion": DS_V1A1,
+                "kind": "DynamicScorer",
+                "metadata": {"name": "neg", "namespace": NS},
+                "spec": {
+                    "configSyncMode": "None",
+                    "scoring": {
+                        "host": "http://127.0.0.1:9",
+                        "path": "/scoring",
+                        "params": {"name": "why_neg"},
+                    },
+                    "scoreNormalization": {"min": 20, "max": 80, "targetMin": -100, "targetMax": 100},
+                },
+            }
+        )
+        hub.patch_status(scorer, {"scoreName": "why_neg"})
         for name, (spec, _) in PLACEMENTS.items():
             hub.apply(
                 {
@@ -211,6 +247,14 @@ def world(control_plane: ControlPlane) -> Iterator[Client]:
         patch_cluster(
             hub.api, "cluster2", lambda c: {"metadata": {"labels": {LABEL_KEY: None, MEMBER_KEY: None}}}
         )
+
+
+def _served(hub: Client) -> bool:
+    try:
+        hub.items(DS_V1A1, "DynamicScorer", "default")
+    except Exception:
+        return False
+    return True
 
 
 def decided(hub: Client, placement: str) -> list[str]:
@@ -374,3 +418,78 @@ def test_a_misconfigured_placement_is_named_as_the_controller_names_it(
     assert "MISCONFIGURED: incorrect builtin prioritizer: Fastest" in out
     assert "controller: PlacementMisconfigured=True (Misconfigured)" in out and "Fastest" in out
     assert "verdict: agrees with the PlacementDecisions (0 cluster(s) decided)" in out
+
+
+def test_the_margin_is_named_in_points_and_in_the_scorers_units(
+    control_plane: ControlPlane, world: Client
+) -> None:
+    explained(control_plane, world, "margin")
+    code, out = why(control_plane, "margin")
+    assert code == 0, out
+    assert (
+        "incumbent margin: a challenger must lead by more than 10 points of why-neg/s (Steady 1, AddOn 10)"
+        in out
+    )
+    assert f"= 3 in the units of {NS}/neg (scoreNormalization 20..80 onto -100..100)" in out
+    doc = json.loads(why(control_plane, "margin", "-o", "json")[1])
+    assert doc["margins"] == [
+        {
+            "resourceName": "why-neg",
+            "scoreName": "s",
+            "points": 10.0,
+            "scorers": [{"scorer": f"{NS}/neg", "units": pytest.approx(3.0), "normalized": True}],
+            "unreadable": None,
+        }
+    ]
+    # Exact without Steady has no margin to name
+    assert "incumbent margin" not in why(control_plane, "expired")[1]
+
+
+def test_a_user_who_may_not_read_dynamic_scorers_still_gets_the_decision(
+    control_plane: ControlPlane, world: Client, tmp_path: Path
+) -> None:
+    assert control_plane.hub is not None
+    rules = [
+        {"apiGroups": ["cluster.open-cluster-management.io"], "verbs": ["get", "list"], "resources": [r]}
+        for r in (
+            "placements",
+            "placementdecisions",
+            "managedclusters",
+            "managedclustersets",
+            "managedclustersetbindings",
+            "addonplacementscores",
+        )
+    ]
+    role = {"apiVersion": RBAC_V1, "kind": "ClusterRole", "metadata": {"name": READER}, "rules": rules}
+    binding = {
+        "apiVersion": RBAC_V1,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": READER},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": READER},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READER}],
+    }
+    try:
+        world.apply(role)
+        world.apply(binding)
+        cert = control_plane.hub.ca.issue(READER, common_name=READER, client=True)
+        path = write_kubeconfig(
+            tmp_path / "reader.kubeconfig",
+            server=control_plane.hub.server,
+            ca_pem=control_plane.hub.ca.cert_pem,
+            user=READER,
+            client=cert,
+        )
+        explained(control_plane, world, "margin")
+
+        def answer() -> tuple[int, str]:
+            result = CliRunner().invoke(main, ["why", "margin", "-n", NS, "--kubeconfig", str(path)])
+            return result.exit_code, result.output
+
+        # RBAC takes effect through the apiserver's informer: wait until the reader may read the hub
+        _, out = wait_value(answer, lambda r: r[0] == 0, timeout=30, what="the reader's binding in effect")
+        assert "more than 10 points of why-neg/s" in out
+        assert "its scorer's units unknown: could not list DynamicScorers (403" in out, out
+        assert "verdict: agrees with the PlacementDecisions (1 cluster(s) decided)" in out
+    finally:
+        world.delete(RBAC_V1, "ClusterRoleBinding", READER)
+        world.delete(RBAC_V1, "ClusterRole", READER)
