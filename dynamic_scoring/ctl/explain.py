@@ -31,6 +31,7 @@ from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.ports import CONDITION_TYPE, SecretReader
 from dynamic_scoring.ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from dynamic_scoring.ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable
+from dynamic_scoring.ctl.margin import Scale
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
 from dynamic_scoring.ctl.record import query_range_endpoint
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
@@ -197,6 +198,11 @@ def _document(
             "rejected": trace.rejected,
             "clamped": trace.clamped,
         }
+        band = trace.summary.score_normalization
+        if band is not None:
+            # What a Placement's margin of N points is in the scorer's own units (``why`` says it too).
+            scale = Scale("", (band.min, band.max, band.target_min, band.target_max))
+            doc["items"]["unitsPerPoint"] = scale.units_per_point
     hub_until = ((current or {}).get("status") or {}).get("validUntil")
     parsed_until = parse_time(hub_until) if isinstance(hub_until, str) else None
     expired = parsed_until is not None and parsed_until <= datetime.now(UTC)
@@ -281,6 +287,12 @@ def _print_text(doc: dict[str, Any]) -> None:
             echo(f"   ... {s['results'] - PREVIEW} more (-o json shows all)")
         items = doc["items"]
         echo("\n4. items: raw -> normalised -> clamped -> rounded, and the name(s)")
+        if "unitsPerPoint" in items:
+            per = items["unitsPerPoint"]
+            echo(
+                f"   one published point is {per:.3g} of the scorer's units (AddOn 10 + Steady 1's"
+                f" 10-point margin: {10 * per:.3g})"
+            )
         for i in items["perResult"]:
             norm = "-" if i["normalised"] is None else f"{i['normalised']:g}"
             clamped = "-" if i["clamped"] is None else f"{i['clamped']:g}"

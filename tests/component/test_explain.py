@@ -74,6 +74,7 @@ def test_every_stage_of_a_cycle_is_shown_with_the_agents_numbers(
         tuple(i["names"]): (i["raw"], i["normalised"], i["value"]) for i in doc["items"]["perResult"]
     }
     assert per_result[("node-1;team-a;web-2",)] == (1.5, 75.0, 75)
+    assert doc["items"]["unitsPerPoint"] == 0.02  # 0..2 onto 0..100: a point is 0.02 of the scorer's units
     aps = doc["addOnPlacementScore"]
     assert aps["name"] == "cpu-headroom" and aps["namespace"] == "cluster1" and aps["hubRead"] is False
     assert aps["items"] == [
@@ -85,6 +86,10 @@ def test_every_stage_of_a_cycle_is_shown_with_the_agents_numbers(
     text = run(tmp_path, path)
     assert text.exit_code == 0, text.output
     assert "3 series" in text.output and "node-2;team-b;db-1" in text.output and "hub not read" in text.output
+    assert (
+        "one published point is 0.02 of the scorer's units (AddOn 10 + Steady 1's 10-point margin: 0.2)"
+        in (text.output)
+    )
 
 
 def test_clamping_rounding_and_name_collisions_are_shown(scorer: ScorerProcess, tmp_path: Path) -> None:
@@ -109,6 +114,7 @@ def test_clamping_rounding_and_name_collisions_are_shown(scorer: ScorerProcess, 
     assert items["collisions"] == {"oor": [0, 1, 2]}
     assert items["clamped"] == 2
     assert doc["addOnPlacementScore"]["conditionOnly"]["reason"] == "ItemNameCollision"
+    assert "unitsPerPoint" not in items  # no scoreNormalization: a point is a unit
     text = run(tmp_path, path).output
     assert "collision: 'oor' from results [0, 1, 2] (the agent fails the cycle: ItemNameCollision)" in text
 
