@@ -103,6 +103,8 @@ def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history_and_a_hori
     )
     assert s.source_range >= 86_400 + 3_600  # a season plus the level window, else it is only reactive
     assert s.scoring_params == {"horizon": 3_600}  # the placed work's life, sent as params.horizon
+    band = s.score_normalization  # the margin recipe: 10 published points are 3 points of load
+    assert band is not None and (band.min, band.max, band.target_min, band.target_max) == (20, 80, -100, 100)
     assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8002/scoring"
     assert s.scoring_interval == served["scoring"]["params"]["interval"]
 
