@@ -68,6 +68,7 @@ POLICY_COLOURS = {
     "predict": "tab:green",
     "seasonal": "tab:purple",
     "blend": "tab:pink",
+    "recipe": "tab:orange",
 }
 """One colour per policy family in the churn plot (an unknown one gets grey)."""
 
