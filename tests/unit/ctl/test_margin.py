@@ -7,8 +7,6 @@ import pytest
 from dynamic_scoring.ctl.margin import Scale, margins, scales, unreadable, with_scales
 from dynamic_scoring.kube.jsontypes import JSON
 
-pytestmark = pytest.mark.unit
-
 
 def addon(resource: str, score: str, weight: int) -> JSON:
     return {
