@@ -69,6 +69,8 @@ from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import SpecProblem, parse_scorer
 from dynamic_scoring.agent.items.stabilization import Stabilization
 from dynamic_scoring.agent.plan import ScorerPlan, plan_summary
+from dynamic_scoring.contract.wire import ScoreNormalization
+from dynamic_scoring.ctl.margin import band_of, units_per_point
 from dynamic_scoring.samples.scorers import cpu, predict, seasonal
 from dynamic_scoring.samples.scorers.formulas import headroom_score
 from dynamic_scoring.scorer import (
@@ -222,9 +224,7 @@ AddOn weight 10 + ``Steady`` 1 margin (10 points) asks a challenger to lead by 3
 plain headroom score asks 10.  Loads between 20 and 80 % keep distinct scores; below 20 % every cluster
 scores 100 (they tie, and any of them is a good pick)."""
 
-RECIPE_SPREAD = (RECIPE_NORMALIZATION["max"] - RECIPE_NORMALIZATION["min"]) / (
-    RECIPE_NORMALIZATION["targetMax"] - RECIPE_NORMALIZATION["targetMin"]
-)
+RECIPE_SPREAD = units_per_point(band_of(ScoreNormalization.model_validate(RECIPE_NORMALIZATION)))
 """Load points per score point under :data:`RECIPE_NORMALIZATION` (0.3)."""
 
 

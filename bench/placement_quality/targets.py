@@ -58,13 +58,18 @@ class Target:
         return out | {"lower": self.lower, "met": self.met}
 
 
+def _index(results: Sequence[Result]) -> dict[tuple[str, str, int, int, int], Result]:
+    """``results`` by (label, form, k, lag, life steps)."""
+    return {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
+
+
 def _key(label: str, steps: int) -> tuple[str, str, int, int, int]:
     return (label, "-" if label in BASELINES else "exact", 1, 0, steps)
 
 
 def judge(results: Sequence[Result], pairs: Sequence[Pair]) -> list[Target]:
     """Each pair's outcome from one half's results; a pair whose policy was not replayed is left out."""
-    index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
+    index = _index(results)
     out = []
     for pair in pairs:
         steps = LIVES[pair.life]
@@ -141,7 +146,7 @@ class MarginTarget:
 
 def judge_margins(results: Sequence[Result], pairs: Sequence[MarginPair]) -> list[MarginTarget]:
     """Each margin pair's outcome (pick 1, lag 0); a pair whose policies were not replayed is left out."""
-    index = {(r.label, r.form, r.k, r.lag, r.life_steps): r for r in results}
+    index = _index(results)
     out = []
     for pair in pairs:
         steps = LIVES[pair.life]

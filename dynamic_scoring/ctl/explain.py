@@ -31,7 +31,7 @@ from dynamic_scoring.agent.own_token import OwnToken
 from dynamic_scoring.agent.ports import CONDITION_TYPE, SecretReader
 from dynamic_scoring.ctl.explain_cycle import PREVIEW, FileTokens, Trace, run_cycle
 from dynamic_scoring.ctl.hub import default_kubeconfig, hub_api, kubeconfig_option, unreachable
-from dynamic_scoring.ctl.margin import Scale
+from dynamic_scoring.ctl.margin import band_of, units_per_point
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
 from dynamic_scoring.ctl.record import query_range_endpoint
 from dynamic_scoring.kube.api import KubeAPI, KubeError, NotFound
@@ -201,8 +201,7 @@ def _document(
         band = trace.summary.score_normalization
         if band is not None:
             # What a Placement's margin of N points is in the scorer's own units (``why`` says it too).
-            scale = Scale("", (band.min, band.max, band.target_min, band.target_max))
-            doc["items"]["unitsPerPoint"] = scale.units_per_point
+            doc["items"]["unitsPerPoint"] = units_per_point(band_of(band))
     hub_until = ((current or {}).get("status") or {}).get("validUntil")
     parsed_until = parse_time(hub_until) if isinstance(hub_until, str) else None
     expired = parsed_until is not None and parsed_until <= datetime.now(UTC)

@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
+from dynamic_scoring.contract.wire import ScoreNormalization
 from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.ocm import placement_policy as pp
 from dynamic_scoring.ocm.naming import aps_name
@@ -40,10 +43,24 @@ class Scale:
     @property
     def units_per_point(self) -> float:
         """The scorer's units one published point stands for (1 without a normalization)."""
-        if self.band is None:
-            return 1.0
-        low, high, target_low, target_high = self.band
-        return abs(high - low) / abs(target_high - target_low)
+        return units_per_point(self.band)
+
+
+Band = tuple[float, float, float, float]
+"""A ``scoreNormalization`` as (min, max, targetMin, targetMax)."""
+
+
+def band_of(spec: ScoreNormalization) -> Band:
+    """The wire model's normalization as a :data:`Band`."""
+    return (spec.min, spec.max, spec.target_min, spec.target_max)
+
+
+def units_per_point(band: Band | None) -> float:
+    """The scorer's units one published point stands for under ``band`` (1 without one)."""
+    if band is None:
+        return 1.0
+    low, high, target_low, target_high = band
+    return abs(high - low) / abs(target_high - target_low)
 
 
 @dataclass(frozen=True)
@@ -121,20 +138,17 @@ def scales(scorers: Sequence[JSON]) -> dict[str, tuple[Scale, ...]]:
     return {k: tuple(sorted(v, key=lambda s: s.scorer)) for k, v in out.items()}
 
 
-def _band(raw: object) -> tuple[float, float, float, float] | None:
-    """A ``scoreNormalization`` as (min, max, targetMin, targetMax), None when absent or unusable."""
+def _band(raw: object) -> Band | None:
+    """A ``scoreNormalization`` read by the wire model the agent uses (its defaults and checks).
+
+    None when absent or unusable: an unusable one also keeps the scorer from resolving.
+    """
     if not isinstance(raw, Mapping):
         return None
     try:
-        band = (
-            float(raw["min"]),
-            float(raw["max"]),
-            float(raw.get("targetMin", 0.0)),
-            float(raw.get("targetMax", 100.0)),
-        )
-    except (KeyError, TypeError, ValueError):
+        return band_of(ScoreNormalization.model_validate(raw))
+    except ValidationError:
         return None
-    return None if band[0] == band[1] or band[2] == band[3] else band
 
 
 def with_scales(found: Sequence[Margin], by_resource: Mapping[str, tuple[Scale, ...]]) -> list[Margin]:
@@ -150,4 +164,15 @@ def unreadable(found: Sequence[Margin], reason: str) -> list[Margin]:
     return [Margin(m.resource, m.score, m.addon_weight, m.steady_weight, (), reason) for m in found]
 
 
-__all__ = ["STEADY_POINTS", "Margin", "Scale", "margins", "scales", "unreadable", "with_scales"]
+__all__ = [
+    "STEADY_POINTS",
+    "Band",
+    "Margin",
+    "Scale",
+    "band_of",
+    "margins",
+    "scales",
+    "units_per_point",
+    "unreadable",
+    "with_scales",
+]
