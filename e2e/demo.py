@@ -2,9 +2,12 @@
 
 Steps (each printed with its elapsed time): tools (built or reused) -> the local OCM control plane
 in `.e2e/demo` -> `helm install` of the hub side -> `clusteradm addon enable` on cluster1 and
-cluster2 -> the sample CPU scorer and its DynamicScorer -> a Placement choosing the cluster with
-the most CPU headroom.  Then the live view refreshes in place every second while the synthetic
-load moves from one cluster to the other every `--shift-every` seconds, so the decision follows.
+cluster2 -> the seasonal sample scorer and its DynamicScorer cpu-seasonal-4h -> the sample
+Placement (AddOn 10 + Steady 1 on a score banded 20..80 % onto -100..100) choosing the cluster with
+the most CPU headroom.  The demo's Prometheus window is seconds, not the day the forecast needs, so
+the scorer scores the recent mean, as on a freshly installed cluster.  Then the live view
+refreshes in place every second while the synthetic load moves from one cluster to the other
+every `--shift-every` seconds, so the decision follows.
 
 Ctrl-C (or SIGTERM) stops the scorer, the gateway and every process of the control plane, and
 checks no port is left held.  `--once` runs the same steps without the live view: one load shift,
@@ -128,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             m.enable()
         with timed(
             say,
-            "sample CPU scorer (python -m dynamic_scoring.samples.scorers.cpu) and the metrics gateway",
+            "seasonal sample scorer (python -m dynamic_scoring.samples.scorers.seasonal), metrics gateway",
             t0,
         ):
             m.start_gateway()
             base = m.start_scorer()
-        with timed(say, "DynamicScorer cpu-headroom, DynamicScoringConfig, Placement", t0):
+        with timed(say, f"DynamicScorer {m.scorer}, DynamicScoringConfig, Placement", t0):
             m.register(base)
         with timed(say, "first scores on both clusters and the first decision", t0):
             m.wait_ranked("cluster1", timeout=180)

@@ -1,8 +1,9 @@
 """The whole loop as a user runs it, as steps shared by `make demo` (e2e.demo) and the mission test.
 
 install the hub side with the documented Helm command -> `clusteradm addon enable` on both
-clusters -> start the sample CPU scorer -> register it as a DynamicScorer -> a Placement picks the
-cluster with the most CPU headroom -> shift the synthetic load -> the decision follows.
+clusters -> start the seasonal sample scorer -> register it as the sample DynamicScorer
+cpu-seasonal-4h -> the sample Placement (the margin recipe) picks the cluster with the most CPU
+headroom -> shift the synthetic load -> the decision follows.
 
 One thing the local environment needs that a real fleet does not: each managed cluster has its
 own Prometheus on its own loopback port, while a DynamicScorer names one `source.host` for every
@@ -64,18 +65,19 @@ CRD_NAMES = (
     "dynamicscorers.dynamic-scoring.open-cluster-management.io",
     "dynamicscoringconfigs.dynamic-scoring.open-cluster-management.io",
 )
-SCORER = "cpu-headroom"  # the DynamicScorer
-SCORE = "cpu_headroom"  # its score name: the sample CPU scorer's default
+SCORER = "cpu-seasonal-4h"  # the DynamicScorer the sample Placement reads (work that stays hours)
+SCORE = "cpu_seasonal_4h"  # its score name
 USER_NS = "dynamic-scoring-samples"  # where the sample Placement lives (samples/placement/placement.yaml)
 PLACEMENT = "least-loaded"
-SAMPLE_SCORER = REPO / "samples" / "crs" / "cpu-headroom-scorer.yaml"
+SAMPLE_SCORER = REPO / "samples" / "crs" / "cpu-seasonal-scorer.yaml"
 SAMPLE_CONFIG = REPO / "samples" / "crs" / "dynamicscoringconfig.yaml"
 SAMPLE_PLACEMENT = REPO / "samples" / "placement" / "placement.yaml"
 TENANT_SECRET = "demo-metrics-tenant"
 TENANT_HEADER = "X-Scope-OrgID"
 DEMO_PODS = ("app-1", "app-2")
 CAPACITY_CORES = 4.0
-HEAVY, LIGHT = 3.4, 0.4  # cores: 15 and 90 on the sample scorer's headroom scale (4 cores = 0)
+# cores: headroom 35 and 65 % of 4 cores, -50 and +50 once the sample's band maps 20..80 onto -100..100
+HEAVY, LIGHT = 2.6, 1.4
 
 Progress = Callable[[str], None]
 
@@ -83,21 +85,6 @@ Progress = Callable[[str], None]
 def sample_documents(path: Path) -> list[JSON]:
     """The YAML documents of one sample file, as a user would `kubectl apply -f` it."""
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-
-
-@functools.cache
-def sample_margin() -> float:
-    """The sample Placement's incumbent margin in points of the demo's score (headroom).
-
-    `Steady` gives the chosen cluster 100 at its weight; the headroom score counts at its own
-    weight, so a challenger takes over only when its headroom leads by more than this.
-    """
-    (placement,) = [d for d in sample_documents(SAMPLE_PLACEMENT) if d.get("kind") == "Placement"]
-    weights: dict[str, int] = {}
-    for c in placement["spec"]["prioritizerPolicy"]["configurations"]:
-        coordinate = c["scoreCoordinate"]
-        weights[coordinate.get("builtIn") or coordinate["addOn"]["scoreName"]] = int(c["weight"])
-    return 100.0 * weights.get("Steady", 0) / weights[SCORE]
 
 
 @functools.cache
@@ -219,6 +206,9 @@ class Mission:
     clusters: tuple[str, ...] = CLUSTERS
     # the Placement `decision` reads: (namespace, name)
     placement_ref: tuple[str, str] = (USER_NS, PLACEMENT)
+    # which of the sample file's DynamicScorers the steps register and read (the Kueue samples read
+    # the one-hour one)
+    scorer: str = SCORER
 
     @property
     def valid_for_seconds(self) -> int:
@@ -366,11 +356,16 @@ class Mission:
         return self.gateway
 
     def start_scorer(self) -> str:
-        """The sample CPU scorer (`python -m dynamic_scoring.samples.scorers.cpu`) on a free loopback port."""
+        """The seasonal sample scorer (`python -m dynamic_scoring.samples.scorers.seasonal`) on loopback.
+
+        The demo's window holds seconds, not a day, so the scorer forecasts what it does on a fresh
+        cluster: the window's mean load, which follows a load shift within an interval.
+        """
         port = free_port()
-        argv = [sys.executable, "-m", "dynamic_scoring.samples.scorers.cpu", "--port", str(port)]
+        argv = [sys.executable, "-m", "dynamic_scoring.samples.scorers.seasonal", "--port", str(port)]
         argv += ["--capacity-cores", str(CAPACITY_CORES), "--interval", str(self.interval)]
-        self.scorer_proc = Proc("sample-cpu-scorer", argv, self.work_dir / "sample-cpu-scorer.log", cwd=REPO)
+        log = self.work_dir / "sample-seasonal-scorer.log"
+        self.scorer_proc = Proc("sample-seasonal-scorer", argv, log, cwd=REPO)
         self.scorer_proc.start()
         base = f"http://127.0.0.1:{port}"
 
@@ -381,23 +376,29 @@ class Mission:
         wait_until(healthy, timeout=30, what="the sample scorer's /healthz", proc=self.scorer_proc)
         return base
 
+    @property
+    def score_name(self) -> str:
+        """The score name the registered sample DynamicScorer publishes (its ``params.name``)."""
+        return str(self.sample_scorer()["spec"]["scoring"]["params"]["name"])
+
+    def sample_scorer(self) -> JSON:
+        """``self.scorer``'s document in samples/crs/cpu-seasonal-scorer.yaml, as the user applies it."""
+        found = [d for d in sample_documents(SAMPLE_SCORER) if d["metadata"]["name"] == self.scorer]
+        assert len(found) == 1 and found[0]["kind"] == "DynamicScorer", (SAMPLE_SCORER, self.scorer)
+        return found[0]
+
     def dynamic_scorer(self, base: str) -> JSON:
-        """The sample DynamicScorer (samples/crs/cpu-headroom-scorer.yaml), pointed at this machine.
+        """The sample DynamicScorer (samples/crs/cpu-seasonal-scorer.yaml), pointed at this machine.
 
         What a user edits when applying the sample to their own fleet is all that changes: where the
-        scorer and the metrics are, and the demo's short window.  The sample's Full sync mode would
-        take the query and the interval from the scorer's ``/config``; the demo sets them in the spec
-        (sync mode None) so a load shift shows within seconds instead of a minute.
+        scorer and the metrics are, and the demo's short window (seconds, not the day and an hour the
+        forecast needs, so it scores the recent mean).  The score name, horizon and band stay the
+        sample's, so the sample Placement's margin is the recipe's: 10 points, 3 of headroom.
         """
         assert self.gateway is not None
-        scorer = sample_documents(SAMPLE_SCORER)[0]
-        assert scorer["kind"] == "DynamicScorer" and scorer["metadata"]["name"] == SCORER, SAMPLE_SCORER
+        scorer = self.sample_scorer()
         spec = scorer["spec"]
-        spec.update(
-            configURL=f"{base}/config",
-            configSyncMode="None",
-            validForSeconds=self.valid_for_seconds,
-        )
+        spec.update(configURL=f"{base}/config", validForSeconds=self.valid_for_seconds)
         spec["source"].update(
             host=self.gateway.url,
             params={
@@ -410,7 +411,7 @@ class Mission:
                 "headers": [{"name": TENANT_HEADER, "secretKeyRef": {"name": TENANT_SECRET, "key": "tenant"}}]
             },
         )
-        spec["scoring"].update(host=base, params={"name": SCORE, "interval": self.interval})
+        spec["scoring"].update(host=base, params={**spec["scoring"]["params"], "interval": self.interval})
         return scorer
 
     def register(self, base: str) -> None:
@@ -423,15 +424,14 @@ class Mission:
     def placement(self) -> None:
         """The sample Placement (samples/placement/placement.yaml): its namespace, binding and Placement.
 
-        It weighs two scores, ``cpu_forecast`` (x2) and ``cpu_headroom`` (x1).  The demo runs only the
-        CPU scorer, so every cluster's forecast is missing and counts 0, and the headroom decides.
+        It weighs the four-hour seasonal score (x10) and ``Steady`` (x1): the margin recipe.
         """
         for doc in sample_documents(SAMPLE_PLACEMENT):
             self.hub.apply(doc)
 
     def delete_scorer(self) -> None:
         """Delete the DynamicScorer (its scores must follow)."""
-        self.hub.delete(DS_V1A1, "DynamicScorer", SCORER, NAMESPACE)
+        self.hub.delete(DS_V1A1, "DynamicScorer", self.scorer, NAMESPACE)
 
     # ----------------------------------------------------------------- load and observation
     def load_file(self, cluster: str) -> LoadFile:
@@ -467,12 +467,12 @@ class Mission:
 
     def aps(self, cluster: str) -> JSON | None:
         """This scorer's AddOnPlacementScore in the cluster's namespace on the hub."""
-        return self.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(SCORE), cluster)
+        return self.hub.find(APS_V1A1, "AddOnPlacementScore", aps_name(self.score_name), cluster)
 
     def score(self, cluster: str) -> int | None:
         """The published score, if the APS has one."""
         for item in ((self.aps(cluster) or {}).get("status") or {}).get("scores") or []:
-            if item.get("name") == SCORE:
+            if item.get("name") == self.score_name:
                 return int(item["value"])
         return None
 
@@ -528,6 +528,20 @@ class Mission:
             ranked, timeout=timeout, what=f"scores on both clusters and the Placement choosing {leader}"
         )
 
+    def margin(self) -> float:
+        """The incumbent margin of the Placement `decision` reads, in points of this mission's score.
+
+        `Steady` gives the chosen cluster 100 at its weight; the score counts at its own weight, so
+        a challenger takes over only when its score leads by more than this (0 without `Steady`).
+        """
+        namespace, name = self.placement_ref
+        placement = self.hub.get(CLUSTER_V1B1, "Placement", name, namespace)
+        weights: dict[str, int] = {}
+        for c in placement["spec"]["prioritizerPolicy"]["configurations"]:
+            coordinate = c["scoreCoordinate"]
+            weights[coordinate.get("builtIn") or coordinate["addOn"]["scoreName"]] = int(c["weight"])
+        return 100.0 * weights.get("Steady", 0) / weights[self.score_name]
+
     def shift(self, to: str, timeout: float) -> Flip:
         """Move the load away from `to` and time the scores crossing, then the decision following.
 
@@ -540,7 +554,7 @@ class Mission:
         self.set_load(to, LIGHT)
         crossed: float | None = None
         deadline = start + timeout
-        margin = sample_margin()
+        margin = self.margin()
         while time.monotonic() < deadline:
             if crossed is None:
                 a, b = self.score(to), self.score(other)

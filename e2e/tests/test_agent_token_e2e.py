@@ -6,7 +6,7 @@ lets it ``get namespaces``).  This story puts the real kube-rbac-proxy (componen
 ``kube-rbac-proxy``, ``e2e.rbacproxy``) on loopback in front of cluster2's real Prometheus,
 checking tokens against cluster2's kube-apiserver and asking for an audience of its own.  The
 installation is the OpenShift story's (chart with ``manager.platform=openshift``, the agent in the
-built image as the SCC's UID, the sample CPU scorer), reused as is.
+built image as the SCC's UID, the sample scorer), reused as is.
 
 * An AddOnDeploymentConfig names the proxy in ``AgentTokenDestinations`` with its audience.  The
   manager refuses it while the hub admin allows no destination (the default): ``ManifestApplied``

@@ -26,6 +26,7 @@ import yaml
 
 from dynamic_scoring.kube.api import MERGE_PATCH
 from dynamic_scoring.kube.jsontypes import JSON
+from dynamic_scoring.ocm.naming import aps_name
 from e2e.argocd import (
     ARGO_V1A1,
     NAMESPACE,
@@ -36,6 +37,7 @@ from e2e.argocd import (
 )
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
+from e2e.mission import SCORE
 from e2e.procs import wait_until, wait_value
 
 pytestmark = pytest.mark.late_tools
@@ -97,24 +99,19 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
         controller.uninstall()
         print(f"\nargocd: stop and uninstall {time.monotonic() - stopping:.1f} s")
         for cluster in ("cluster1", "cluster2"):
-            for aps in ("cpu-headroom", "cpu-forecast"):
-                hub.delete(APS_V1A1, "AddOnPlacementScore", aps, cluster)
+            hub.delete(APS_V1A1, "AddOnPlacementScore", aps_name(SCORE), cluster)
 
 
-def set_scores(hub: Client, cluster: str, *, headroom: int, forecast: int) -> None:
-    """The two AddOnPlacementScores the sample Placement weighs, valid for an hour."""
+def set_score(hub: Client, cluster: str, value: int) -> None:
+    """The AddOnPlacementScore the sample Placement weighs (the four-hour forecast), valid for an hour."""
     valid_until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for name, item, value in (
-        ("cpu-headroom", "cpu_headroom", headroom),
-        ("cpu-forecast", "cpu_forecast", forecast),
-    ):
-        obj = {
-            "apiVersion": APS_V1A1,
-            "kind": "AddOnPlacementScore",
-            "metadata": {"name": name, "namespace": cluster},
-        }
-        hub.apply(obj)
-        hub.patch_status(obj, {"scores": [{"name": item, "value": value}], "validUntil": valid_until})
+    obj = {
+        "apiVersion": APS_V1A1,
+        "kind": "AddOnPlacementScore",
+        "metadata": {"name": aps_name(SCORE), "namespace": cluster},
+    }
+    hub.apply(obj)
+    hub.patch_status(obj, {"scores": [{"name": SCORE, "value": value}], "validUntil": valid_until})
 
 
 def decided(hub: Client, placement: str) -> list[str]:
@@ -160,9 +157,9 @@ def test_sample_applicationset_generates_one_application_per_decided_cluster_and
 ) -> None:
     hub = env.hub
     placement = sample("placement.yaml", "Placement")["metadata"]["name"]
-    # Weighted (2 x forecast + headroom): cluster1 2 x 80 + 85 = 245 against cluster2 2 x 20 + 30 = 70.
-    set_scores(hub, "cluster1", headroom=85, forecast=80)
-    set_scores(hub, "cluster2", headroom=30, forecast=20)
+    # 10 x score: cluster1 10 x 60 = 600 against cluster2 10 x -40 = -400.
+    set_score(hub, "cluster1", 60)
+    set_score(hub, "cluster2", -40)
     # As the user does it: the generator's ConfigMap, the RBAC and the Placement first, so that a
     # decision exists when the ApplicationSet is created (otherwise the first generation fails and
     # the controller retries only after its 3-minute error requeue).
@@ -213,9 +210,10 @@ def test_sample_applicationset_generates_one_application_per_decided_cluster_and
         what="the ApplicationSet's ResourcesUpToDate=True",
     )
 
-    # The forecast turns: cluster1 2 x 10 + 85 = 105 against cluster2 2 x 70 + 30 = 170.
-    set_scores(hub, "cluster1", headroom=85, forecast=10)
-    set_scores(hub, "cluster2", headroom=30, forecast=70)
+    # The forecast turns: cluster1 10 x -20 + 100 (Steady, the incumbent) = -200 + 100 = -100 against
+    # cluster2 10 x 50 = 500: a lead of 70 points, past the recipe's 10-point margin.
+    set_score(hub, "cluster1", -20)
+    set_score(hub, "cluster2", 50)
     wait_until(
         lambda: decided(hub, placement) == ["cluster2"],
         timeout=60,

@@ -3,8 +3,8 @@
 The whole path, on the session's control plane with a third managed cluster added for it:
 
 * our addon installed as users install it (`helm install`, `clusteradm addon enable` on the two
-  workers), the sample CPU scorer registered as a DynamicScorer, each worker's agent scoring it
-  from its own Prometheus;
+  workers), the seasonal sample scorer registered as the DynamicScorer the Kueue samples read
+  (cpu-seasonal, the one-hour forecast), each worker's agent scoring it from its own Prometheus;
 * Kueue v0.19.2 with its webhooks as the MultiKueue manager on the hub and as the worker on
   cluster2 and cluster3 (`samples/kueue/worker.yaml`); the hub's own cluster, labelled
   `local-cluster` as OCM labels a self-managed hub, is left out by the sample Placement;
@@ -51,7 +51,17 @@ from e2e.kueue import (
     kueue_build,
     worker_token_secret,
 )
-from e2e.mission import ADDON_V1A1, CHART, NAMESPACE, RELEASE, SAMPLE_CONFIG, Mission, sample_documents
+from e2e.mission import (
+    ADDON_V1A1,
+    CHART,
+    HEAVY,
+    LIGHT,
+    NAMESPACE,
+    RELEASE,
+    SAMPLE_CONFIG,
+    Mission,
+    sample_documents,
+)
 from e2e.procs import Proc, listening_addresses, wait_until, wait_value
 
 pytestmark = [pytest.mark.own_install, pytest.mark.late_tools]
@@ -68,7 +78,6 @@ PLACEMENT = "least-loaded"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
 JOB_NS = "default"
 INTERVAL, WINDOW = 2, 5
-HEAVY, LIGHT = 3.4, 0.4
 TIMINGS: dict[str, float] = {}
 MSA_V1B1 = "authentication.open-cluster-management.io/v1beta1"
 CLUSTER_PERMISSION_V1A1 = "rbac.open-cluster-management.io/v1alpha1"
@@ -196,6 +205,7 @@ def fleet(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             work_dir=tmp_path_factory.mktemp("kueue-mission"),
             clusters=WORKERS,
             placement_ref=(KUEUE_NS, PLACEMENT),
+            scorer="cpu-seasonal",
         )
         fleet = Fleet(m)
         loads = {c: m.load_file(c).read() for c in WORKERS}

@@ -3,9 +3,10 @@
 On the session's control plane: the user's own objects first (the agent namespace with a tenant
 Secret on each cluster, the Placement's namespace), a snapshot of every object on the hub and on
 cluster2, then `helm install` (the documented command), `clusteradm addon enable` on both
-clusters, the sample CPU scorer registered as a DynamicScorer, and a Placement choosing the
-cluster with the most CPU headroom.  The tests are the story's steps, in file order, on one
-installation; the last one uninstalls and compares with the snapshot.
+clusters, the seasonal sample scorer registered as the sample DynamicScorer cpu-seasonal-4h, and
+the sample Placement (the margin recipe) choosing the cluster with the most CPU headroom.  The
+tests are the story's steps, in file order, on one installation; the last one uninstalls and
+compares with the snapshot.
 
 The scoring interval is 5 s and the Prometheus window 5 s (`irate` over 5 s, scraped every 1 s),
 so the whole story takes about two minutes.
@@ -233,10 +234,11 @@ def test_the_placement_picks_the_higher_scored_cluster(story: Story) -> None:
     m = story.m
 
     def settled() -> bool:
-        # 0.4 of 4 cores -> 90, 3.4 -> 15 on the sample scorer's headroom scale, give or take
-        # rounding; the first scores after the load was set may still average in the start-up load
+        # 1.4 of 4 cores -> headroom 65 -> +50, 2.6 -> 35 -> -50 once the band maps 20..80 onto
+        # -100..100, give or take rounding; the first scores after the load was set may still
+        # average in the start-up load
         light, heavy = m.score("cluster1"), m.score("cluster2")
-        return light is not None and heavy is not None and 85 <= light <= 95 and 10 <= heavy <= 20
+        return light is not None and heavy is not None and 40 <= light <= 60 and -60 <= heavy <= -40
 
     wait_until(settled, timeout=3 * (INTERVAL + WINDOW), what="scores of the set load on both clusters")
     wait_until(lambda: m.decision() == ["cluster1"], timeout=FLIP_BOUND, what="the decision on cluster1")

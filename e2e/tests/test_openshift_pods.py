@@ -6,7 +6,7 @@ a pod naming no user gets the namespace's first UID and fsGroup and runs with GI
 another UID is not started, with OpenShift's message.  The story: the hub's and cluster2's
 namespaces get OpenShift's annotations, cluster2 is labelled `vendor=OpenShift` as Red Hat ACM
 labels it, the chart is installed with `manager.platform=openshift`, the addon enabled on cluster2
-and the sample CPU scorer registered.  The manager leads, the agent publishes its score, both run
+and the sample scorer registered.  The manager leads, the agent publishes its score, both run
 as the SCC's UID from the built image on a read-only root, and a pod that pins the image's user
 (what every pod did before `Platform`) is refused.
 """

@@ -150,9 +150,10 @@ def set_score(hub: Kubectl, cluster: str, aps: str, item: str, value: int) -> No
     )  # fmt: skip
 
 
-def set_cluster_scores(hub: Kubectl, cluster: str, headroom: int, forecast: int) -> None:
-    set_score(hub, cluster, "cpu-headroom", "cpu_headroom", headroom)
-    set_score(hub, cluster, "cpu-forecast", "cpu_forecast", forecast)
+def set_cluster_scores(hub: Kubectl, cluster: str, value: int) -> None:
+    """Both seasonal samples' scores: the four-hour one (sample and Argo CD) and the one-hour one (Kueue)."""
+    set_score(hub, cluster, "cpu-seasonal-4h", "cpu_seasonal_4h", value)
+    set_score(hub, cluster, "cpu-seasonal", "cpu_seasonal", value)
 
 
 def argocd_generator_clusters(hub: Kubectl, namespace: str, placement: str) -> list[str]:
@@ -202,7 +203,7 @@ def placements(hub: Kubectl, consumer_namespaces: tuple[str, ...]) -> Iterator[s
         yield "least-loaded"
     finally:
         for cluster in ("cluster1", "cluster2"):
-            hub.run("delete", "addonplacementscore", "cpu-headroom", "cpu-forecast", "-n", cluster,
+            hub.run("delete", "addonplacementscore", "cpu-seasonal-4h", "cpu-seasonal", "-n", cluster,
                     "--ignore-not-found")  # fmt: skip
         for o in objects:
             if o["kind"] != "Namespace":
@@ -214,28 +215,41 @@ def placements(hub: Kubectl, consumer_namespaces: tuple[str, ...]) -> Iterator[s
 def test_placement_decisions_carry_what_argocd_and_kueue_read_and_follow_a_flip(
     hub: Kubectl, placements: str
 ) -> None:
-    # Weighted totals (2 x forecast + headroom): cluster1 2 x 80 + 85 = 245, cluster2 2 x 20 + 30 = 70.
-    set_cluster_scores(hub, "cluster1", headroom=85, forecast=80)
-    set_cluster_scores(hub, "cluster2", headroom=30, forecast=20)
+    # 10 x score: cluster1 600, cluster2 -400
+    set_cluster_scores(hub, "cluster1", 60)
+    set_cluster_scores(hub, "cluster2", -40)
 
-    def everywhere(expected: str) -> bool:
-        sample = argocd_generator_clusters(hub, "dynamic-scoring-samples", placements)
-        argo = argocd_generator_clusters(hub, "argocd", placements)
-        kueue = kueue_clusters(hub, placements)
-        return sample == argo == kueue == [expected]
+    def decided() -> tuple[list[str], list[str], list[str]]:
+        return (
+            argocd_generator_clusters(hub, "dynamic-scoring-samples", placements),
+            argocd_generator_clusters(hub, "argocd", placements),
+            kueue_clusters(hub, placements),
+        )
 
-    wait_until(lambda: everywhere("cluster1"), timeout=90, what="every Placement to decide cluster1")
+    wait_until(
+        lambda: decided() == (["cluster1"],) * 3, timeout=90, what="every Placement to decide cluster1"
+    )
     decisions = hub.get_json("placementdecisions", "-n", "argocd", "-l", f"{PLACEMENT_LABEL}={placements}")
     [decision] = decisions["items"]
     assert decision["metadata"]["labels"][PLACEMENT_LABEL] == placements
     assert [d["clusterName"] for d in decision["status"]["decisions"]] == ["cluster1"]
 
-    # The forecast turns: cluster1 2 x 10 + 85 = 105 against cluster2 2 x 70 + 30 = 170. The
-    # higher present headroom alone would have kept cluster1; the weights let the forecast lead.
-    set_cluster_scores(hub, "cluster1", headroom=85, forecast=10)
-    set_cluster_scores(hub, "cluster2", headroom=30, forecast=70)
+    # cluster2 leads by 5 points: the jobs' Placement (no Steady) moves; the recipe's (Steady 1 at
+    # AddOn 10, a 10-point margin) keeps its cluster: 10 x 0 + 100 against 10 x 5.
+    set_cluster_scores(hub, "cluster1", 0)
+    set_cluster_scores(hub, "cluster2", 5)
+    wait_until(
+        lambda: decided()[2] == ["cluster2"], timeout=90, what="the Kueue Placement to move to cluster2"
+    )
+    assert decided()[:2] == (["cluster1"], ["cluster1"]), "a 5-point lead moved the margin recipe's Placement"
+
+    # cluster2 leads by 30 points, past the margin: every copy follows.
+    set_cluster_scores(hub, "cluster1", -20)
+    set_cluster_scores(hub, "cluster2", 10)
     flipped = time.monotonic()
-    wait_until(lambda: everywhere("cluster2"), timeout=90, what="every Placement to follow to cluster2")
+    wait_until(
+        lambda: decided() == (["cluster2"],) * 3, timeout=90, what="every Placement to follow to cluster2"
+    )
     print(
         f"score flip to all three decisions following: {time.monotonic() - flipped:.1f} s"
     )  # docs/samples.md

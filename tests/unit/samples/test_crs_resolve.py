@@ -43,8 +43,8 @@ def served_config(defaults: Defaults, container: str) -> dict[str, Any]:
     return result
 
 
-def scorer(path: str, synced: dict[str, Any] | None = None) -> DynamicScorer:
-    [obj] = load(path)
+def scorer(path: str, synced: dict[str, Any] | None = None, index: int = 0) -> DynamicScorer:
+    obj = load(path)[index]
     if synced is not None:
         obj["status"] = {"lastSyncedConfig": synced}
     parsed = parse_scorer(obj)
@@ -90,19 +90,25 @@ def test_none_mode_scorer_resolves_to_what_the_scorer_would_have_said() -> None:
     assert s.scoring_interval == served["scoring"]["params"]["interval"]
 
 
-def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history_and_a_horizon() -> None:
-    resolution = resolve(scorer("crs/cpu-seasonal-scorer.yaml"))
+@pytest.mark.parametrize(
+    ("index", "name", "horizon"), [(0, "cpu_seasonal", 3_600), (1, "cpu_seasonal_4h", 14_400)]
+)
+def test_the_seasonal_scorers_resolve_to_a_day_and_an_hour_of_history_and_a_horizon(
+    index: int, name: str, horizon: int
+) -> None:
+    resolution = resolve(scorer("crs/cpu-seasonal-scorer.yaml", index=index))
     assert not resolution.problems and resolution.summary is not None, resolution
     s = resolution.summary
     served = served_config(seasonal.DEFAULTS, "seasonal")
-    assert s.score_name == served["scoring"]["params"]["name"] == "cpu_seasonal"
+    assert served["scoring"]["params"]["name"] == "cpu_seasonal"
+    assert s.score_name == name
     assert (s.source_query, s.source_range, s.source_step) == (
         served["source"]["params"]["query"],
         served["source"]["params"]["range"],
         served["source"]["params"]["step"],
     )
     assert s.source_range >= 86_400 + 3_600  # a season plus the level window, else it is only reactive
-    assert s.scoring_params == {"horizon": 3_600}  # the placed work's life, sent as params.horizon
+    assert s.scoring_params == {"horizon": horizon}  # the placed work's life, sent as params.horizon
     band = s.score_normalization  # the margin recipe: 10 published points are 3 points of load
     assert band is not None and (band.min, band.max, band.target_min, band.target_max) == (20, 80, -100, 100)
     assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8002/scoring"
@@ -118,11 +124,11 @@ def test_the_seasonal_scorer_resolves_to_a_day_and_an_hour_of_history_and_a_hori
     ],
 )
 def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
-    [obj] = load(path)
     [service] = [d for d in load("crs/sample-scorers.yaml") if d["kind"] == "Service"]
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     host = f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{ports[container]}"
-    assert obj["spec"]["configURL"] == f"{host}/config"
+    for obj in load(path):
+        assert obj["spec"]["configURL"] == f"{host}/config"
     # no --advertise-url: /config names no scoring host, so the agents call the configURL's origin
     # (ours and the upstream Go manager alike; upstream mishandles a scoring.host in /config)
     assert not [a for a in container_args(container) if a.startswith("--advertise-url")]

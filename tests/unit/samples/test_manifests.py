@@ -89,49 +89,102 @@ def test_the_scorer_crs_name_the_scorers_scores() -> None:
     )
 
 
-def test_the_placement_points_at_the_scorers_addonplacementscores() -> None:
-    placement = one("placement/placement.yaml", "Placement")
-    configurations = placement["spec"]["prioritizerPolicy"]["configurations"]
-    coordinates = {
+def prioritizers(placement: dict[str, Any]) -> dict[str, int]:
+    """Each prioritizer's weight, by score name (AddOn) or built-in name."""
+    return {
+        c["scoreCoordinate"].get("builtIn") or c["scoreCoordinate"]["addOn"]["scoreName"]: c["weight"]
+        for c in placement["spec"]["prioritizerPolicy"]["configurations"]
+    }
+
+
+def addon_coordinates(placement: dict[str, Any]) -> dict[str, str]:
+    """Each AddOn prioritizer's score name and the AddOnPlacementScore it reads."""
+    return {
         c["scoreCoordinate"]["addOn"]["scoreName"]: c["scoreCoordinate"]["addOn"]["resourceName"]
-        for c in configurations
+        for c in placement["spec"]["prioritizerPolicy"]["configurations"]
         if c["scoreCoordinate"]["type"] == "AddOn"
     }
-    # With "${scoreName}" the item is the score name; the APS is the sanitised score name.
-    assert coordinates == {name: aps_name(name) for name in (cpu.DEFAULTS.name, predict.DEFAULTS.name)}
-    # The incumbent margin: Steady beside the AddOn scores, 20 points of headroom, 10 of forecast
-    weights = {
-        c["scoreCoordinate"].get("builtIn") or c["scoreCoordinate"]["addOn"]["scoreName"]: c["weight"]
-        for c in configurations
+
+
+def seasonal_scorers() -> dict[str, dict[str, Any]]:
+    """The seasonal sample's DynamicScorers, by the score name each publishes."""
+    return {d["spec"]["scoring"]["params"]["name"]: d for d in docs("crs/cpu-seasonal-scorer.yaml")}
+
+
+def test_the_seasonal_scorers_differ_only_in_score_name_and_horizon() -> None:
+    scorers = seasonal_scorers()
+    assert {n: s["spec"]["scoring"]["params"]["horizon"] for n, s in scorers.items()} == {
+        "cpu_seasonal": 3_600,
+        "cpu_seasonal_4h": 14_400,
     }
-    assert weights == {predict.DEFAULTS.name: 10, cpu.DEFAULTS.name: 5, "Steady": 1}
-    assert placement["spec"]["prioritizerPolicy"]["mode"] in ("Additive", "Exact")
+    short, long = (scorers[n]["spec"] for n in ("cpu_seasonal", "cpu_seasonal_4h"))
+    strip = {"description", "scoring"}
+    assert {k: v for k, v in short.items() if k not in strip} == {
+        k: v for k, v in long.items() if k not in strip
+    }
+    assert {**short["scoring"], "params": None} == {**long["scoring"], "params": None}
+    for scorer in scorers.values():  # the margin recipe's band: 10 points are 3 points of headroom
+        assert scorer["spec"]["scoreNormalization"] == {
+            "min": 20,
+            "max": 80,
+            "targetMin": -100,
+            "targetMax": 100,
+        }
+
+
+def test_the_placement_is_the_margin_recipe_on_the_four_hour_forecast() -> None:
+    placement = one("placement/placement.yaml", "Placement")
+    # With "${scoreName}" the item is the score name; the APS is the sanitised score name.
+    assert addon_coordinates(placement) == {"cpu_seasonal_4h": aps_name("cpu_seasonal_4h")}
+    assert "cpu_seasonal_4h" in seasonal_scorers()
+    # AddOn 10 + Steady 1: a challenger must lead by 100 x 1 / 10 = 10 points, 3 of headroom
+    assert prioritizers(placement) == {"cpu_seasonal_4h": 10, "Steady": 1}
+    assert placement["spec"]["prioritizerPolicy"]["mode"] == "Exact"
     binding = one("placement/placement.yaml", "ManagedClusterSetBinding")
     assert binding["metadata"]["namespace"] == placement["metadata"]["namespace"]
     assert binding["metadata"]["name"] == binding["spec"]["clusterSet"]
     assert placement["spec"]["clusterSets"] == [binding["spec"]["clusterSet"]]
 
 
-@pytest.mark.parametrize("path", ["argocd/placement.yaml", "kueue/placement.yaml"])
-def test_consumer_placements_are_the_sample_placement_in_their_namespace(path: str) -> None:
+def test_the_argo_cd_placement_is_the_sample_placement_in_its_namespace() -> None:
     reference = one("placement/placement.yaml", "Placement")
-    copy = one(path, "Placement")
-    spec = dict(copy["spec"])
-    if path.startswith("kueue/"):
-        # MultiKueue cannot dispatch to its own manager: the hub's cluster is left out
-        assert spec.pop("predicates") == [
-            {
-                "requiredClusterSelector": {
-                    "labelSelector": {
-                        "matchExpressions": [{"key": "local-cluster", "operator": "DoesNotExist"}]
-                    }
-                }
-            }
-        ]
-    assert spec == reference["spec"] and copy["metadata"]["name"] == reference["metadata"]["name"]
-    binding = one(path, "ManagedClusterSetBinding")
-    assert binding["metadata"]["namespace"] == copy["metadata"]["namespace"]
+    copy = one("argocd/placement.yaml", "Placement")
+    assert copy["spec"] == reference["spec"] and copy["metadata"]["name"] == reference["metadata"]["name"]
+    binding = one("argocd/placement.yaml", "ManagedClusterSetBinding")
+    assert binding["metadata"]["namespace"] == copy["metadata"]["namespace"] == "argocd"
     assert binding["spec"] == one("placement/placement.yaml", "ManagedClusterSetBinding")["spec"]
+
+
+@pytest.mark.parametrize("path", ["kueue/placement.yaml", "kueue/ordered/placement.yaml"])
+def test_kueue_placements_read_the_one_hour_forecast_without_a_margin(path: str) -> None:
+    placement = one(path, "Placement")
+    # Jobs stay about an hour and a decision change only steers the next one: Exact, no Steady
+    assert prioritizers(placement) == {"cpu_seasonal": 10}
+    assert addon_coordinates(placement) == {"cpu_seasonal": aps_name("cpu_seasonal")}
+    assert placement["spec"]["prioritizerPolicy"]["mode"] == "Exact"
+    assert seasonal_scorers()["cpu_seasonal"]["spec"]["scoring"]["params"]["horizon"] == 3_600
+    # MultiKueue cannot dispatch to its own manager: the hub's cluster is left out
+    assert placement["spec"]["predicates"] == [
+        {
+            "requiredClusterSelector": {
+                "labelSelector": {"matchExpressions": [{"key": "local-cluster", "operator": "DoesNotExist"}]}
+            }
+        }
+    ]
+    assert (
+        placement["spec"]["clusterSets"]
+        == one("placement/placement.yaml", "Placement")["spec"]["clusterSets"]
+    )
+    binding = one(path, "ManagedClusterSetBinding")
+    assert binding["metadata"]["namespace"] == placement["metadata"]["namespace"] == "kueue-system"
+    assert binding["spec"] == one("placement/placement.yaml", "ManagedClusterSetBinding")["spec"]
+
+
+def test_the_kueue_placement_keeps_the_sample_name_and_picks_one_cluster() -> None:
+    reference = one("placement/placement.yaml", "Placement")
+    placement = one("kueue/placement.yaml", "Placement")
+    assert placement["metadata"]["name"] == reference["metadata"]["name"]
+    assert placement["spec"]["numberOfClusters"] == reference["spec"]["numberOfClusters"] == 1
 
 
 # -- Argo CD ----------------------------------------------------------------------------------------
