@@ -90,6 +90,54 @@ HOT = 80.0
 COST_CAP = 0.99
 """Utilisation at which the slowdown ``1 / (1 - u)`` is capped (cost 100)."""
 
+SPREAD_ADDON_WEIGHT = 10
+"""The AddOn weight of a spread form's score (the margin recipe's), beside the spread prioritizer."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A spread form: each workload is its own Placement, deciding once on arrival (pick 1), in turn.
+
+    Its total is ``10 x score + weight x spread`` where ``spread`` is OCM's ``Balance`` formula over a
+    count of decisions per cluster: 100 for a cluster with none, else ``2 * trunc(100 * (0.5 - n /
+    max n))``, so the most used cluster gets -100.  ``window`` is None for ``Balance`` itself (every
+    live workload's Placement holds a decision), or the steps a decision counts for: a hub-side account
+    of placements the metrics may not show yet, published as a score of its own.  Each decision counts
+    at once, so the next workload of the same step already sees it.  A placed workload stays: the
+    Placement of work that stays holds its cluster (``Steady``); a later move is not modelled.
+    """
+
+    weight: int
+    window: int | None
+
+    @property
+    def form(self) -> str:
+        """The setup's ``form`` string: ``balance-<weight>`` or ``inflight-<window>-<weight>``."""
+        if self.window is None:
+            return f"balance-{self.weight}"
+        return f"inflight-{self.window}-{self.weight}"
+
+    @classmethod
+    def parse(cls, form: str) -> Spread | None:
+        """The spread form ``form`` names, or None for ``exact``, ``margin`` or ``-``."""
+        kind, _, rest = form.partition("-")
+        if kind == "balance":
+            return cls(int(rest), None)
+        if kind == "inflight":
+            window, _, weight = rest.partition("-")
+            return cls(int(weight), int(window))
+        return None
+
+
+def balance_scores(counts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """OCM's ``Balance`` prioritizer's scores for decision ``counts`` per cluster (100 with none)."""
+    top = int(counts.max()) if counts.size else 0
+    if top == 0:
+        return np.full(counts.shape, 100, dtype=np.int64)
+    usage = counts.astype(np.float64) / top
+    scores = 2 * np.trunc(100.0 * (0.5 - usage)).astype(np.int64)
+    return np.where(counts > 0, scores, 100).astype(np.int64)
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -113,8 +161,11 @@ class Setup:
 
     @property
     def label(self) -> str:
-        """``policy/variant``, or the baseline's name."""
-        return f"{self.policy}/{self.variant}" if self.scored else self.policy
+        """``policy/variant`` (``+form`` for a spread form), or the baseline's name."""
+        if not self.scored:
+            return self.policy
+        spread = Spread.parse(self.form)
+        return f"{self.policy}/{self.variant}" + ("" if spread is None else f"+{spread.form}")
 
     @property
     def life_steps(self) -> int:
@@ -228,6 +279,10 @@ class Loop:
                 raise ValueError(f"{self.setup.label}: a scored setup needs the step's scores")
             self.raw.append(scores.copy())
             published = self._publish(step, scores)
+            spread = Spread.parse(self.setup.form)
+            if spread is not None:
+                self._spread(step, published, count, spread)
+                return
             model = self._decide(published)
             picked = model if decider is None else decider(published)
             self._previous = (picked,)
@@ -253,6 +308,25 @@ class Loop:
             else:
                 raise ValueError(f"unknown loop baseline {policy!r}: one of {', '.join(LOOP_BASELINES)}")
             self.place(step, cluster, 1)
+
+    def _spread(self, step: int, published: NDArray[np.int64], count: int, spread: Spread) -> None:
+        """Place each of the step's ``count`` workloads by its own Placement, one after the other."""
+        life = self.setup.life_steps
+        reach = life if spread.window is None else min(spread.window, life)
+        counts = np.zeros(self.clusters, dtype=np.int64)
+        for placed_at, cluster, n in self.placed:
+            if step - reach < placed_at <= step:  # still live (Balance) and inside the window
+                counts[cluster] += n
+        tie = self.clusters - 1 - self.order
+        top = published.max()
+        for _ in range(count):
+            total = SPREAD_ADDON_WEIGHT * published + spread.weight * balance_scores(counts)
+            picked = int(np.argmax(total * self.clusters + tie))
+            self.decisions += 1
+            self.ties += int(np.count_nonzero(published == top) > 1)
+            self.picks.append((picked, picked))
+            self.place(step, picked, 1)
+            counts[picked] += 1
 
     def _least(self, seen: NDArray[np.float64], candidates: NDArray[np.int64]) -> int:
         """The least loaded of ``candidates``; a tie goes to the name that sorts first."""
@@ -361,7 +435,9 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
         (s, c, n) for s, c, n in loop.placed if first <= s and s + loop.setup.life_steps <= total.shape[1]
     ]
     picked = [c for _, c, _ in judged]
-    changes = sum(1 for a, b in itertools.pairwise(picked) if a != b) if loop.setup.scored else None
+    # a spread form's Placements decide once each: consecutive workloads on other clusters are no moves
+    moves = loop.setup.scored and Spread.parse(loop.setup.form) is None
+    changes = sum(1 for a, b in itertools.pairwise(picked) if a != b) if moves else None
     span = max(len({s for s, _, _ in judged}), 1)
     return LoopResult(
         setup=loop.setup,
@@ -599,13 +675,16 @@ __all__ = [
     "LOOP_BASELINES",
     "PLACEMENTS",
     "SIZES",
+    "SPREAD_ADDON_WEIGHT",
     "Loop",
     "LoopComparison",
     "LoopResult",
     "Setup",
     "Simulated",
+    "Spread",
     "arrivals",
     "backend",
+    "balance_scores",
     "compare_loops",
     "history",
     "judge",

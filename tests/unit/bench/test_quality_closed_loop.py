@@ -9,6 +9,7 @@ from bench.placement_quality import closed_loop as cl
 from bench.placement_quality.experiment import decide_fast, decide_next, tie_order
 from bench.placement_quality.ranking import FORMS, Form
 from bench.placement_quality.remote_write import _varint, encode
+from dynamic_scoring.ctl.placement_model import balance_scores
 
 
 @pytest.mark.parametrize("life", [3, 12, 48, 144])
@@ -157,3 +158,60 @@ def test_more_placements_place_more_work_a_step_and_all_of_a_scored_step_goes_to
     assert loop.added[1, 2] == 10.0
     loops = cl.make_loops([setup], np.zeros((4, 30)), 2, placements=3)
     assert loops[0].arrivals[0] == 3
+
+
+@pytest.mark.parametrize(
+    "counts", [[0, 0, 0], [0, 1, 2, 4], [3, 3, 1], [5, 0, 2, 7, 1], [1, 2, 3, 4, 5, 6, 7]]
+)
+def test_balance_scores_are_ocms_balance_as_the_placement_model_computes_it(counts: list[int]) -> None:
+    names = [f"c{i}" for i in range(len(counts))]
+    decisions = [
+        {"status": {"decisions": [{"clusterName": n}]}}
+        for n, k in zip(names, counts, strict=True)
+        for _ in range(k)
+    ]
+    model = balance_scores(names, decisions)
+    assert cl.balance_scores(np.array(counts, dtype=np.int64)).tolist() == [model[n][0] for n in names]
+
+
+def test_spread_forms_parse_back_and_name_the_setup() -> None:
+    for spread in (cl.Spread(1, None), cl.Spread(3, 12)):
+        assert cl.Spread.parse(spread.form) == spread
+    assert (
+        cl.Spread.parse("exact") is None
+        and cl.Spread.parse("margin") is None
+        and cl.Spread.parse("-") is None
+    )
+    setup = cl.Setup("recipe-1h", "raw", "inflight-12-1", 3.0, "1h")
+    assert setup.label == "recipe-1h/raw+inflight-12-1"
+    assert cl.Setup("recipe-1h", "raw", "exact", 3.0, "1h").label == "recipe-1h/raw"
+
+
+def test_balance_spreads_a_steps_arrivals_that_one_placement_would_herd() -> None:
+    # 15 m life: 8 arrivals a step. Equal scores: the plain form sends all 8 to one cluster; with
+    # Balance each Placement sees the decisions before it, so they spread evenly over the 4 clusters.
+    herd = _loop("cpu", np.zeros((4, 10)), variant="raw", form="exact")
+    herd.step(2, np.full(4, 50, dtype=np.int64))
+    assert [(c, n) for _, c, n in herd.placed] == [(0, 8)]
+    spread = _loop("cpu", np.zeros((4, 10)), variant="raw", form="balance-1")
+    spread.step(2, np.full(4, 50, dtype=np.int64))
+    assert sorted(c for _, c, _ in spread.placed) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert spread.decisions == 8
+    # A lead of more than 200 x 1 / 10 = 20 points beats the whole Balance range: all go there.
+    lead = _loop("cpu", np.zeros((4, 10)), variant="raw", form="balance-1")
+    lead.step(2, np.array([50, 71, 50, 50], dtype=np.int64))
+    assert {c for _, c, _ in lead.placed} == {1}
+
+
+def test_the_in_flight_account_forgets_decisions_older_than_its_window() -> None:
+    base = np.zeros((2, 12))
+    # Balance remembers every live workload: cluster 0's earlier work keeps steering the next away.
+    balance = _loop("cpu", base, variant="raw", form="balance-1")
+    balance.place(1, 0, 4)
+    balance.step(3, np.array([52, 50], dtype=np.int64))
+    assert [c for _, c, _ in balance.placed[1:]][:4] == [1, 1, 1, 1]
+    # A one-step window has forgotten them by step 3: the higher score takes the first arrival again.
+    inflight = _loop("cpu", base, variant="raw", form="inflight-1-1")
+    inflight.place(1, 0, 4)
+    inflight.step(3, np.array([52, 50], dtype=np.int64))
+    assert [c for _, c, _ in inflight.placed[1:]][:2] == [0, 1]
