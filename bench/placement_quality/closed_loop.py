@@ -70,6 +70,7 @@ from bench.placement_quality.prometheus import METRIC, step_time
 from bench.placement_quality.ranking import Form
 from bench.placement_quality.remote_write import RemoteWriter, Samples
 from bench.placement_quality.replay import CONCURRENCY, LOOPBACK, score_once
+from bench.placement_quality.spread import SPREAD_ADDON_WEIGHT, Spread, balance_scores, setup_label
 from dynamic_scoring.agent.http import ClientPool
 from dynamic_scoring.agent.items.stabilization import Stabilizer
 from dynamic_scoring.agent.plan import ScorerPlan
@@ -89,54 +90,6 @@ HOT = 80.0
 
 COST_CAP = 0.99
 """Utilisation at which the slowdown ``1 / (1 - u)`` is capped (cost 100)."""
-
-SPREAD_ADDON_WEIGHT = 10
-"""The AddOn weight of a spread form's score (the margin recipe's), beside the spread prioritizer."""
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A spread form: each workload is its own Placement, deciding once on arrival (pick 1), in turn.
-
-    Its total is ``10 x score + weight x spread`` where ``spread`` is OCM's ``Balance`` formula over a
-    count of decisions per cluster: 100 for a cluster with none, else ``2 * trunc(100 * (0.5 - n /
-    max n))``, so the most used cluster gets -100.  ``window`` is None for ``Balance`` itself (every
-    live workload's Placement holds a decision), or the steps a decision counts for: a hub-side account
-    of placements the metrics may not show yet, published as a score of its own.  Each decision counts
-    at once, so the next workload of the same step already sees it.  A placed workload stays: the
-    Placement of work that stays holds its cluster (``Steady``); a later move is not modelled.
-    """
-
-    weight: int
-    window: int | None
-
-    @property
-    def form(self) -> str:
-        """The setup's ``form`` string: ``balance-<weight>`` or ``inflight-<window>-<weight>``."""
-        if self.window is None:
-            return f"balance-{self.weight}"
-        return f"inflight-{self.window}-{self.weight}"
-
-    @classmethod
-    def parse(cls, form: str) -> Spread | None:
-        """The spread form ``form`` names, or None for ``exact``, ``margin`` or ``-``."""
-        kind, _, rest = form.partition("-")
-        if kind == "balance":
-            return cls(int(rest), None)
-        if kind == "inflight":
-            window, _, weight = rest.partition("-")
-            return cls(int(weight), int(window))
-        return None
-
-
-def balance_scores(counts: NDArray[np.int64]) -> NDArray[np.int64]:
-    """OCM's ``Balance`` prioritizer's scores for decision ``counts`` per cluster (100 with none)."""
-    top = int(counts.max()) if counts.size else 0
-    if top == 0:
-        return np.full(counts.shape, 100, dtype=np.int64)
-    usage = counts.astype(np.float64) / top
-    scores = 2 * np.trunc(100.0 * (0.5 - usage)).astype(np.int64)
-    return np.where(counts > 0, scores, 100).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -162,10 +115,7 @@ class Setup:
     @property
     def label(self) -> str:
         """``policy/variant`` (``+form`` for a spread form), or the baseline's name."""
-        if not self.scored:
-            return self.policy
-        spread = Spread.parse(self.form)
-        return f"{self.policy}/{self.variant}" + ("" if spread is None else f"+{spread.form}")
+        return setup_label(self.policy, self.variant, self.form)
 
     @property
     def life_steps(self) -> int:
@@ -617,9 +567,13 @@ class Simulated:
 def setups_for(
     policies: Sequence[str], sizes: Sequence[float], lives: Sequence[str], *, form: str = "exact"
 ) -> list[Setup]:
-    """Every scored policy (raw) and every loop baseline, at each size and life."""
+    """Every scored policy (raw) and every loop baseline, at each size and life.
+
+    A policy written ``name+form`` (``recipe-1h+balance-1``) is placed in that form instead of ``form``.
+    """
+    scored = [(p.partition("+")[0], p.partition("+")[2] or form) for p in policies]
     return [
-        *(Setup(p, "raw", form, size, life) for life in lives for size in sizes for p in policies),
+        *(Setup(p, "raw", f, size, life) for life in lives for size in sizes for p, f in scored),
         *(Setup(b, "-", "-", size, life) for life in lives for size in sizes for b in LOOP_BASELINES),
     ]
 
@@ -675,16 +629,13 @@ __all__ = [
     "LOOP_BASELINES",
     "PLACEMENTS",
     "SIZES",
-    "SPREAD_ADDON_WEIGHT",
     "Loop",
     "LoopComparison",
     "LoopResult",
     "Setup",
     "Simulated",
-    "Spread",
     "arrivals",
     "backend",
-    "balance_scores",
     "compare_loops",
     "history",
     "judge",

@@ -41,6 +41,7 @@ from bench.placement_quality import metrics
 from bench.placement_quality.policies import POLICIES, SHIPPED_SEASONAL, STABILIZATION
 from bench.placement_quality.prometheus import step_time
 from bench.placement_quality.replay import LIFE_STEPS, Scores, Timeline, decide, decide_static, stabilize
+from bench.placement_quality.spread import Spread
 from bench.placement_quality.traces import STEPS_PER_DAY
 from dynamic_scoring.agent.items.stabilization import Stabilization
 
@@ -419,18 +420,21 @@ def plot_closed_loop(results: Sequence[Mapping[str, Any]], out: Path, life: str 
     if not here:
         raise ValueError(f"no closed-loop result at the {life} life to plot")
     fig, (hot, slow) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    labels = sorted({(str(r["policy"]), str(r["variant"])) for r in here}, key=lambda pv: (pv[1] == "-", pv))
-    for policy, variant in labels:
-        rows = sorted(
-            (r for r in here if (r["policy"], r["variant"]) == (policy, variant)), key=lambda r: r["size"]
-        )
+
+    def key(r: Mapping[str, Any]) -> tuple[str, str, str]:
+        return str(r["policy"]), str(r["variant"]), str(r.get("form", "exact"))
+
+    labels = sorted({key(r) for r in here}, key=lambda pvf: (pvf[1] == "-", pvf))
+    for policy, variant, form in labels:
+        rows = sorted((r for r in here if key(r) == (policy, variant, form)), key=lambda r: r["size"])
         sizes = [float(r["size"]) for r in rows]
         family = policy if variant == "-" else policy.split("-", 1)[0]
+        spread = Spread.parse(form)
         style = {
             "color": POLICY_COLOURS.get(family, "grey"),
-            "linestyle": "--" if variant == "-" else "-",
-            "marker": "s" if variant == "-" else "o",
-            "label": policy,
+            "linestyle": "--" if variant == "-" else (":" if spread else "-"),
+            "marker": "s" if variant == "-" else ("^" if spread else "o"),
+            "label": policy if spread is None else f"{policy}+{spread.form}",
         }
         hot.plot(sizes, [100 * float(r["hot_share"]) for r in rows], **style)
         slow.plot(sizes, [float(r["slowdown"]) for r in rows], **style)

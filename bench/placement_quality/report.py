@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement_quality.policies import BLENDED_LIVES, LIVES, SHIPPED_SEASONAL
+from bench.placement_quality.spread import setup_label
 
 ROWS: tuple[tuple[str, str], ...] = (
     ("static", "static (OCM's first cluster by name)"),
@@ -202,7 +203,7 @@ def closed_loop(results: Sequence[Record]) -> str:
     ]
     lives = list(LIVES)
     for r in sorted(results, key=lambda r: (lives.index(r["life"]), *_closed_key(r)[1:])):
-        label = r["policy"] if r["variant"] == "-" else f"{r['policy']}/{r['variant']}"
+        label = setup_label(str(r["policy"]), str(r["variant"]), str(r.get("form", "exact")))
         ties = DASH if r["tie_share"] is None else f"{100 * r['tie_share']:.1f} %"
         changes = DASH if r["changes_per_day"] is None else f"{r['changes_per_day']:.0f}"
         lines.append(

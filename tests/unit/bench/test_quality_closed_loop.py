@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from bench.placement_quality import closed_loop as cl
+from bench.placement_quality import report
+from bench.placement_quality import spread as sp
 from bench.placement_quality.experiment import decide_fast, decide_next, tie_order
 from bench.placement_quality.ranking import FORMS, Form
 from bench.placement_quality.remote_write import _varint, encode
@@ -171,16 +173,16 @@ def test_balance_scores_are_ocms_balance_as_the_placement_model_computes_it(coun
         for _ in range(k)
     ]
     model = balance_scores(names, decisions)
-    assert cl.balance_scores(np.array(counts, dtype=np.int64)).tolist() == [model[n][0] for n in names]
+    assert sp.balance_scores(np.array(counts, dtype=np.int64)).tolist() == [model[n][0] for n in names]
 
 
 def test_spread_forms_parse_back_and_name_the_setup() -> None:
-    for spread in (cl.Spread(1, None), cl.Spread(3, 12)):
-        assert cl.Spread.parse(spread.form) == spread
+    for spread in (sp.Spread(1, None), sp.Spread(3, 12)):
+        assert sp.Spread.parse(spread.form) == spread
     assert (
-        cl.Spread.parse("exact") is None
-        and cl.Spread.parse("margin") is None
-        and cl.Spread.parse("-") is None
+        sp.Spread.parse("exact") is None
+        and sp.Spread.parse("margin") is None
+        and sp.Spread.parse("-") is None
     )
     setup = cl.Setup("recipe-1h", "raw", "inflight-12-1", 3.0, "1h")
     assert setup.label == "recipe-1h/raw+inflight-12-1"
@@ -215,3 +217,17 @@ def test_the_in_flight_account_forgets_decisions_older_than_its_window() -> None
     inflight.place(1, 0, 4)
     inflight.step(3, np.array([52, 50], dtype=np.int64))
     assert [c for _, c, _ in inflight.placed[1:]][:2] == [0, 1]
+
+
+def test_setups_take_a_policys_own_spread_form_and_the_report_names_it() -> None:
+    setups = cl.setups_for(["recipe-1h+balance-1", "reactive"], [3.0], ["1h"])
+    scored = [(s.policy, s.form, s.label) for s in setups if s.scored]
+    assert scored == [
+        ("recipe-1h", "balance-1", "recipe-1h/raw+balance-1"),
+        ("reactive", "exact", "reactive/raw"),
+    ]
+    assert [s.label for s in setups if not s.scored] == list(cl.LOOP_BASELINES)
+    row = {"policy": "recipe-1h", "variant": "raw", "form": "inflight-12-1", "size": 3.0, "life": "1h"}
+    row |= {"load_mean": 57.0, "load_p95": 64.0, "hot_share": 0.004, "slowdown": 2.4}
+    row |= {"tie_share": 0.1, "changes_per_day": None}
+    assert "| 1h | 3 % | recipe-1h/raw+inflight-12-1 | 57.0 / 64.0 | 0.4 % |" in report.closed_loop([row])
