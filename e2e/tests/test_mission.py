@@ -42,7 +42,9 @@ from e2e.mission import (
     CHART,
     CLUSTERS,
     DS_V1A1,
+    HEAVY,
     INSTALL_NS,
+    LIGHT,
     MANAGER,
     NAMESPACE,
     SCORE,
@@ -118,8 +120,8 @@ def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     m.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}})
     s.before = {c: snapshot(k) for c, k in kubectls.items()}
     loads = {c: m.load_file(c).read() for c in CLUSTERS}  # put back afterwards for later tests
-    m.set_load("cluster1", 0.4)
-    m.set_load("cluster2", 3.4)
+    m.set_load("cluster1", LIGHT)
+    m.set_load("cluster2", HEAVY)
     try:
         m.install()
         m.enable()
@@ -234,7 +236,7 @@ def test_the_placement_picks_the_higher_scored_cluster(story: Story) -> None:
     m = story.m
 
     def settled() -> bool:
-        # 1.4 of 4 cores -> headroom 65 -> +50, 2.6 -> 35 -> -50 once the band maps 20..80 onto
+        # LIGHT, 1.4 of 4 cores -> headroom 65 -> +50, HEAVY 2.6 -> 35 -> -50 once the band maps 20..80 onto
         # -100..100, give or take rounding; the first scores after the load was set may still
         # average in the start-up load
         light, heavy = m.score("cluster1"), m.score("cluster2")
