@@ -180,6 +180,10 @@ class Loop:
         """Every judged step's raw scores (of the sample before it), in step order."""
         self.picks: list[tuple[int, int]] = []
         """Every judged step's (model's pick, pick placed on): equal unless a decider was given."""
+        self._workloads: list[list[int]] = []
+        """A spread form's workloads placed in the judged steps: [start step, cluster it is on now]."""
+        self.moves: list[tuple[int, int, int, int]] = []
+        """A spread form's moves: (step, from cluster, to cluster, the workload's start step)."""
 
     @property
     def clusters(self) -> int:
@@ -260,14 +264,20 @@ class Loop:
             self.place(step, cluster, 1)
 
     def _spread(self, step: int, published: NDArray[np.int64], count: int, spread: Spread) -> None:
-        """Place each of the step's ``count`` workloads by its own Placement, one after the other."""
+        """Re-decide the held Placements (with ``Steady``), then place each of the step's ``count``
+        workloads by its own Placement, one after the other."""
         life = self.setup.life_steps
         reach = life if spread.window is None else min(spread.window, life)
         counts = np.zeros(self.clusters, dtype=np.int64)
         for placed_at, cluster, n in self.placed:
-            if step - reach < placed_at <= step:  # still live (Balance) and inside the window
+            if step - reach < placed_at <= step and placed_at < self.warmup:  # live, inside the window
                 counts[cluster] += n
+        for start, cluster in self._workloads:
+            if step - reach < start <= step:
+                counts[cluster] += 1
         tie = self.clusters - 1 - self.order
+        if spread.steady:
+            self._hold(step, published, counts, spread, tie)
         top = published.max()
         for _ in range(count):
             total = SPREAD_ADDON_WEIGHT * published + spread.weight * balance_scores(counts)
@@ -276,7 +286,36 @@ class Loop:
             self.ties += int(np.count_nonzero(published == top) > 1)
             self.picks.append((picked, picked))
             self.place(step, picked, 1)
+            self._workloads.append([step, picked])
             counts[picked] += 1
+
+    def _hold(
+        self,
+        step: int,
+        published: NDArray[np.int64],
+        counts: NDArray[np.int64],
+        spread: Spread,
+        tie: NDArray[np.int64],
+    ) -> None:
+        """Every live workload's Placement decides again, oldest first; a changed decision moves it."""
+        life = self.setup.life_steps
+        held = np.zeros(self.clusters, dtype=np.int64)
+        for workload in self._workloads:
+            start, cluster = workload
+            if not start < step < start + life:
+                continue
+            counts[cluster] -= 1  # Balance counts every decision but the Placement's own
+            held[cluster] = spread.steady * 100
+            total = SPREAD_ADDON_WEIGHT * published + spread.weight * balance_scores(counts) + held
+            held[cluster] = 0
+            picked = int(np.argmax(total * self.clusters + tie))
+            counts[picked] += 1
+            if picked != cluster:
+                end = min(start + life, self.base.shape[1])
+                self.added[cluster, step:end] -= self.setup.size
+                self.added[picked, step:end] += self.setup.size
+                self.moves.append((step, cluster, picked, start))
+                workload[1] = picked
 
     def _least(self, seen: NDArray[np.float64], candidates: NDArray[np.int64]) -> int:
         """The least loaded of ``candidates``; a tie goes to the name that sorts first."""
@@ -353,6 +392,10 @@ def live_weights(loop: Loop, first: int) -> NDArray[np.float64]:
     for step, cluster, count in loop.placed:
         if first <= step and step + life <= end:
             weights[cluster, step : step + life] += count
+    for step, before, after, start in loop.moves:  # a moved workload lives on elsewhere from its move
+        if first <= start and start + life <= end:
+            weights[before, step : start + life] -= 1
+            weights[after, step : start + life] += 1
     return weights
 
 
@@ -385,9 +428,16 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
         (s, c, n) for s, c, n in loop.placed if first <= s and s + loop.setup.life_steps <= total.shape[1]
     ]
     picked = [c for _, c, _ in judged]
-    # a spread form's Placements decide once each: consecutive workloads on other clusters are no moves
-    moves = loop.setup.scored and Spread.parse(loop.setup.form) is None
-    changes = sum(1 for a, b in itertools.pairwise(picked) if a != b) if moves else None
+    # A spread form's Placements decide once each, so consecutive workloads on other clusters are no
+    # moves: its changes are the moves of judged workloads (None when nothing may move).
+    spread = Spread.parse(loop.setup.form) if loop.setup.scored else None
+    if spread is not None:
+        moved = [m for m in loop.moves if first <= m[3] and m[3] + loop.setup.life_steps <= total.shape[1]]
+        changes = len(moved) if spread.steady else None
+    elif loop.setup.scored:
+        changes = sum(1 for a, b in itertools.pairwise(picked) if a != b)
+    else:
+        changes = None
     span = max(len({s for s, _, _ in judged}), 1)
     return LoopResult(
         setup=loop.setup,

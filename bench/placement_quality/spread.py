@@ -22,36 +22,48 @@ SPREAD_ADDON_WEIGHT = 10
 
 @dataclass(frozen=True)
 class Spread:
-    """A spread form: each workload is its own Placement, deciding once on arrival (pick 1), in turn.
+    """A spread form: each workload is its own Placement, deciding on arrival (pick 1), in turn.
 
     Its total is ``10 x score + weight x spread`` where ``spread`` is OCM's ``Balance`` formula over a
     count of decisions per cluster: 100 for a cluster with none, else ``2 * trunc(100 * (0.5 - n /
     max n))``, so the most used cluster gets -100.  ``window`` is None for ``Balance`` itself (every
     live workload's Placement holds a decision), or the steps a decision counts for: a hub-side account
     of placements the metrics may not show yet, published as a score of its own.  Each decision counts
-    at once, so the next workload of the same step already sees it.  A placed workload stays: the
-    Placement of work that stays holds its cluster (``Steady``); a later move is not modelled.
+    at once, so the next workload of the same step already sees it.
+
+    ``steady`` 0: a placed workload stays where it was placed (no Placement re-decides).  ``steady`` s > 0
+    (``Balance`` only): every live workload's Placement decides again at every step, as OCM re-schedules
+    a Placement whenever its scores change, with ``Steady`` at weight s for the cluster it holds and
+    ``Balance`` counting every decision but its own; a changed decision moves the workload, its load
+    included, for the rest of its life.  The workloads placed before the judged steps do not move.
     """
 
     weight: int
     window: int | None
+    steady: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steady and self.window is not None:
+            raise ValueError("Steady is modelled with Balance only, not with an in-flight window")
 
     @property
     def form(self) -> str:
-        """The setup's ``form`` string: ``balance-<weight>`` or ``inflight-<window>-<weight>``."""
-        if self.window is None:
-            return f"balance-{self.weight}"
-        return f"inflight-{self.window}-{self.weight}"
+        """The setup's ``form``: ``balance-<weight>[-steady<s>]`` or ``inflight-<window>-<weight>``."""
+        if self.window is not None:
+            return f"inflight-{self.window}-{self.weight}"
+        return f"balance-{self.weight}" + (f"-steady{self.steady}" if self.steady else "")
 
     @classmethod
     def parse(cls, form: str) -> Spread | None:
         """The spread form ``form`` names, or None for ``exact``, ``margin`` or ``-``."""
-        kind, _, rest = form.partition("-")
-        if kind == "balance":
-            return cls(int(rest), None)
-        if kind == "inflight":
-            window, _, weight = rest.partition("-")
-            return cls(int(weight), int(window))
+        kind, *fields = form.split("-")
+        steady = 0
+        if fields and fields[-1].startswith("steady"):
+            steady = int(fields.pop()[len("steady") :])
+        if kind == "balance" and len(fields) == 1:
+            return cls(int(fields[0]), None, steady)
+        if kind == "inflight" and len(fields) == 2:
+            return cls(int(fields[1]), int(fields[0]), steady)
         return None
 
 

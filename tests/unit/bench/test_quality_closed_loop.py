@@ -231,3 +231,35 @@ def test_setups_take_a_policys_own_spread_form_and_the_report_names_it() -> None
     row |= {"load_mean": 57.0, "load_p95": 64.0, "hot_share": 0.004, "slowdown": 2.4}
     row |= {"tie_share": 0.1, "changes_per_day": None}
     assert "| 1h | 3 % | recipe-1h/raw+inflight-12-1 | 57.0 / 64.0 | 0.4 % |" in report.closed_loop([row])
+
+
+def test_steady_spread_forms_parse_and_refuse_an_in_flight_window() -> None:
+    assert sp.Spread.parse("balance-3-steady7") == sp.Spread(3, None, 7)
+    assert sp.Spread(3, None, 7).form == "balance-3-steady7"
+    with pytest.raises(ValueError, match="Balance only"):
+        sp.Spread(1, 12, 3)
+
+
+def test_held_placements_move_their_workload_when_steady_is_outweighed_and_the_judge_follows() -> None:
+    # 2 clusters, a 15 m life (3 steps, 8 arrivals a step): equal scores split the first step 4 / 4.
+    def run(form: str) -> cl.Loop:
+        loop = _loop("cpu", np.zeros((2, 12)), variant="raw", form=form, size=5.0)
+        loop.step(2, np.array([50, 50], dtype=np.int64))
+        assert sorted(c for _, c, _ in loop.placed) == [0, 0, 0, 0, 1, 1, 1, 1]
+        loop.step(3, np.array([20, 80], dtype=np.int64))  # cluster 1 leads by 60 points: 600 of score
+        return loop
+
+    light, heavy = run("balance-3-steady1"), run("balance-3-steady9")
+    # Steady 1 (100) loses to the lead until Balance, counting the moved ones, makes up the rest: three
+    # of four move.  Steady 9 (900) outweighs the lead and Balance's whole range: none moves.
+    assert light.moves == [(3, 0, 1, 2)] * 3
+    assert heavy.moves == []
+    for loop in (light, heavy):
+        # the load moved with the workloads: nothing lost or doubled
+        assert np.allclose(loop.added.sum(axis=0)[2:5], [40, 80, 80])
+        weights = cl.live_weights(loop, 2)
+        assert weights.sum(axis=0)[2:5].tolist() == [8, 16, 16]
+    # from the move on, three of step 2's four workloads on cluster 0 live on cluster 1, load and all
+    assert cl.live_weights(light, 2)[:, 2:5].tolist() == [[4, 1, 1], [4, 15, 15]]
+    assert light.added[:, 2:5].tolist() == [[20, 5, 5], [20, 75, 75]]
+    assert cl.live_weights(heavy, 2)[:, 2:5].tolist() == [[4, 4, 4], [4, 12, 12]]
