@@ -74,6 +74,17 @@ class Margin:
     scales: tuple[Scale, ...] = ()
     unreadable: str = ""
     """Why the scorers could not be read (the units are then unknown); empty when they were."""
+    balance_weight: int = 0
+    """``Balance``'s weight: it counts other Placements' decisions, so it widens or narrows the lead."""
+
+    @property
+    def balance_swing(self) -> float:
+        """How far ``Balance`` can move the lead, either way, in points of the score.
+
+        ``200 · wBalance / wAddOn``: its scores run from 100 for a cluster no other Placement chose to
+        -100 for the most chosen.
+        """
+        return 2 * STEADY_POINTS * self.balance_weight / self.addon_weight
 
     @property
     def points(self) -> float:
@@ -86,6 +97,11 @@ class Margin:
             f"incumbent margin: a challenger must lead by more than {self.points:g} points of"
             f" {self.resource}/{self.score} (Steady {self.steady_weight}, AddOn {self.addon_weight})"
         )
+        if self.balance_weight > 0:
+            head += (
+                f", widened or narrowed by up to {self.balance_swing:g} as other Placements' decisions"
+                f" move Balance ({self.balance_weight})"
+            )
         if self.unreadable:
             return f"{head}; its scorer's units unknown: {self.unreadable}"
         if not self.scales:
@@ -114,9 +130,14 @@ def margins(placement: JSON) -> list[Margin]:
     except pp.Misconfigured:
         return []
     steady = sum(w for c, w in weights if c.builtin == pp.STEADY)
+    balance = max(0, sum(w for c, w in weights if c.builtin == pp.BALANCE))
     if steady <= 0:
         return []
-    return [Margin(c.resource, c.score, w, steady) for c, w in weights if not c.builtin and w > 0]
+    return [
+        Margin(c.resource, c.score, w, steady, balance_weight=balance)
+        for c, w in weights
+        if not c.builtin and w > 0
+    ]
 
 
 def scales(scorers: Sequence[JSON]) -> dict[str, tuple[Scale, ...]]:
@@ -154,14 +175,24 @@ def _band(raw: object) -> Band | None:
 def with_scales(found: Sequence[Margin], by_resource: Mapping[str, tuple[Scale, ...]]) -> list[Margin]:
     """``found`` with the scorers publishing each score."""
     return [
-        Margin(m.resource, m.score, m.addon_weight, m.steady_weight, by_resource.get(m.resource, ()))
+        Margin(
+            m.resource,
+            m.score,
+            m.addon_weight,
+            m.steady_weight,
+            by_resource.get(m.resource, ()),
+            balance_weight=m.balance_weight,
+        )
         for m in found
     ]
 
 
 def unreadable(found: Sequence[Margin], reason: str) -> list[Margin]:
     """``found`` marked: the scorers could not be read, for ``reason``."""
-    return [Margin(m.resource, m.score, m.addon_weight, m.steady_weight, (), reason) for m in found]
+    return [
+        Margin(m.resource, m.score, m.addon_weight, m.steady_weight, (), reason, m.balance_weight)
+        for m in found
+    ]
 
 
 __all__ = [

@@ -199,6 +199,7 @@ def to_json(
                 "resourceName": m.resource,
                 "scoreName": m.score,
                 "points": m.points,
+                "balanceSwing": m.balance_swing or None,
                 "scorers": [
                     {
                         "scorer": s.scorer,

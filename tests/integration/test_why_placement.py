@@ -437,6 +437,7 @@ def test_the_margin_is_named_in_points_and_in_the_scorers_units(
             "resourceName": "why-neg",
             "scoreName": "s",
             "points": 10.0,
+            "balanceSwing": None,  # no Balance in this Placement
             "scorers": [{"scorer": f"{NS}/neg", "units": pytest.approx(3.0), "normalized": True}],
             "unreadable": None,
         }

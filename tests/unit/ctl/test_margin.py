@@ -91,3 +91,16 @@ def test_unknown_units_say_why() -> None:
     assert refused.describe().endswith(
         "its scorer's units unknown: could not list DynamicScorers (403 Forbidden: no)"
     )
+
+
+def test_balance_beside_steady_is_named_as_a_swing_of_the_lead() -> None:
+    balanced = {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Balance"}, "weight": 3}
+    (one,) = margins(placement(addon("cpu-free", "cpu_free", 10), steady(7), balanced))
+    assert (one.points, one.balance_weight, one.balance_swing) == (70, 3, 60)
+    assert "widened or narrowed by up to 60 as other Placements' decisions move Balance (3)" in one.describe()
+    (plain,) = margins(placement(addon("cpu-free", "cpu_free", 10), steady(1)))
+    assert plain.balance_swing == 0 and "Balance" not in plain.describe()
+    (additive,) = margins(placement(addon("a", "s", 1), mode=None))  # Additive: Balance 1 and Steady 1
+    assert (additive.points, additive.balance_swing) == (100, 200)
+    (kept,) = unreadable([one], "403")
+    assert kept.balance_weight == 3
