@@ -2,7 +2,8 @@
 
 The placement-quality benchmark's closed loop found that Placements deciding on the same scores pile
 their work onto one cluster, and that OCM's `Balance` prioritizer at weight 3 beside the score at 10
-spreads them when each workload has its own Placement (docs/placement-quality.md, "Against the herd").
+spreads them when each workload has its own Placement (docs/placement-quality.md, "Against the herd";
+the recipe is samples/placement/per-workload.yaml, which this test copies).
 The benchmark's model lets each Placement see the decisions made before it.  Whether OCM's controller
 does when the Placements arrive together, a burst, is what this checks: the controller reads other
 Placements' decisions from its informer cache, so a Placement scheduled before the previous one's
@@ -11,11 +12,14 @@ PlacementDecision is written cannot count it.
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,7 +32,14 @@ CLUSTER_API = "cluster.open-cluster-management.io"
 PLACEMENT_LABEL = f"{CLUSTER_API}/placement"
 CLUSTERS = ("cluster1", "cluster2")
 BURST = 6
-SCORE = "burst-free"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "placement" / "per-workload.yaml"
+RECIPE: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+[_ADDON] = [
+    c["scoreCoordinate"]["addOn"]
+    for c in RECIPE["spec"]["prioritizerPolicy"]["configurations"]
+    if c["scoreCoordinate"]["type"] == "AddOn"
+]
+APS, SCORE = _ADDON["resourceName"], _ADDON["scoreName"]  # the sample's score
 
 
 @pytest.fixture(scope="module")
@@ -54,46 +65,34 @@ def namespace(hub: Kubectl) -> Iterator[str]:
     yield name
     hub.run("delete", "namespace", name, "--wait=true", "--timeout=120s")
     for cluster in CLUSTERS:
-        hub.run("delete", "addonplacementscore", SCORE, "-n", cluster, "--ignore-not-found")
+        hub.run("delete", "addonplacementscore", APS, "-n", cluster, "--ignore-not-found")
 
 
 def set_score(hub: Kubectl, cluster: str, value: int) -> None:
     obj = {
         "apiVersion": f"{CLUSTER_API}/v1alpha1",
         "kind": "AddOnPlacementScore",
-        "metadata": {"name": SCORE, "namespace": cluster},
+        "metadata": {"name": APS, "namespace": cluster},
     }
     hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(obj))
     valid_until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {"status": {"scores": [{"name": SCORE, "value": value}], "validUntil": valid_until}}
     hub.run(
-        "patch", "addonplacementscore", SCORE, "-n", cluster, "--subresource=status", "--type=merge",
+        "patch", "addonplacementscore", APS, "-n", cluster, "--subresource=status", "--type=merge",
         "-p", json.dumps(status),
     )  # fmt: skip
 
 
-def placement(name: str, namespace: str, balance: int) -> dict[str, object]:
-    """One workload's Placement: pick 1, the score at 10, `Balance` at ``balance`` (0: left out)."""
-    configurations: list[dict[str, object]] = [
-        {
-            "scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": SCORE, "scoreName": SCORE}},
-            "weight": 10,
-        }
-    ]
-    if balance:
-        configurations.append(
-            {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Balance"}, "weight": balance}
-        )
-    return {
-        "apiVersion": f"{CLUSTER_API}/v1beta1",
-        "kind": "Placement",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "clusterSets": ["default"],
-            "numberOfClusters": 1,
-            "prioritizerPolicy": {"mode": "Exact", "configurations": configurations},
-        },
-    }
+def placement(name: str, namespace: str, balance: bool) -> dict[str, Any]:
+    """One workload's Placement: the sample recipe, or with ``balance`` False the score alone."""
+    obj = copy.deepcopy(RECIPE)
+    obj["metadata"] = {"name": name, "namespace": namespace}
+    if not balance:
+        policy = obj["spec"]["prioritizerPolicy"]
+        policy["configurations"] = [
+            c for c in policy["configurations"] if c["scoreCoordinate"]["type"] == "AddOn"
+        ]
+    return obj
 
 
 def decisions(hub: Kubectl, namespace: str, prefix: str) -> dict[str, str]:
@@ -108,7 +107,7 @@ def decisions(hub: Kubectl, namespace: str, prefix: str) -> dict[str, str]:
     return out
 
 
-def burst(hub: Kubectl, namespace: str, prefix: str, balance: int) -> Counter[str]:
+def burst(hub: Kubectl, namespace: str, prefix: str, balance: bool) -> Counter[str]:
     """Create ``BURST`` Placements in one apply; once all decided, how many chose each cluster."""
     docs = [placement(f"{prefix}-{i}", namespace, balance) for i in range(BURST)]
     hub.apply(yaml.safe_dump_all(docs))
@@ -124,9 +123,9 @@ def test_a_burst_of_placements_with_balance_spreads_where_the_score_alone_herds(
     hub: Kubectl, namespace: str
 ) -> None:
     # Balance counts every other Placement's decisions on the hub: the balanced burst goes first
-    spread = burst(hub, namespace, "balanced", balance=3)
-    print(f"\nscore + Balance 3: {dict(spread)}")
-    alone = burst(hub, namespace, "alone", balance=0)
+    spread = burst(hub, namespace, "balanced", balance=True)
+    print(f"\nthe recipe (score + Balance + Steady): {dict(spread)}")
+    alone = burst(hub, namespace, "alone", balance=False)
     print(f"score alone: {dict(alone)}")
     assert len(alone) == 1, alone  # equal scores: every Placement takes the same cluster (by name)
     # One worker schedules the Placements in turn, and each counts the decisions its siblings wrote

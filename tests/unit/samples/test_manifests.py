@@ -146,6 +146,20 @@ def test_the_placement_is_the_margin_recipe_on_the_four_hour_forecast() -> None:
     assert placement["spec"]["clusterSets"] == [binding["spec"]["clusterSet"]]
 
 
+def test_the_per_workload_placement_adds_balance_and_a_steady_that_outweighs_it() -> None:
+    placement = one("placement/per-workload.yaml", "Placement")
+    reference = one("placement/placement.yaml", "Placement")
+    weights = prioritizers(placement)
+    assert weights == {"cpu_seasonal_4h": 10, "Balance": 3, "Steady": 7}
+    assert addon_coordinates(placement) == addon_coordinates(reference)
+    # Balance swings the lead by 200 x wBalance / wAddOn; Steady keeps a 10-point lead beyond it
+    swing = 200 * weights["Balance"] / weights["cpu_seasonal_4h"]
+    assert 100 * weights["Steady"] / weights["cpu_seasonal_4h"] - swing == 10
+    assert placement["metadata"]["namespace"] == reference["metadata"]["namespace"]
+    assert placement["spec"]["clusterSets"] == reference["spec"]["clusterSets"]
+    assert placement["spec"]["numberOfClusters"] == 1
+
+
 def test_the_argo_cd_placement_is_the_sample_placement_in_its_namespace() -> None:
     reference = one("placement/placement.yaml", "Placement")
     copy = one("argocd/placement.yaml", "Placement")
