@@ -358,6 +358,8 @@ class LoopResult:
     """Decision changes a day of a scored setup (None for a baseline, which decides per workload)."""
     per_step_slowdown: NDArray[np.float64] = field(repr=False, compare=False)
     per_step_hot: NDArray[np.float64] = field(repr=False, compare=False)
+    per_step_p95: NDArray[np.float64] = field(repr=False, compare=False)
+    """At each step, the 95th percentile of the load the judged workloads alive then experience."""
 
     def row(self) -> dict[str, object]:
         """The flat record for the CSV and JSON files."""
@@ -399,6 +401,18 @@ def live_weights(loop: Loop, first: int) -> NDArray[np.float64]:
     return weights
 
 
+def step_p95(total: NDArray[np.float64], weights: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per step, the workload-weighted 95th percentile of ``total`` (NaN where no workload is alive):
+    the load that 5 % of the workloads alive then meet or exceed."""
+    out = np.full(total.shape[1], np.nan)
+    order = np.argsort(total, axis=0, kind="stable")
+    loads = np.take_along_axis(total, order, axis=0)
+    cumulative = np.cumsum(np.take_along_axis(weights, order, axis=0), axis=0)
+    for t in np.flatnonzero(cumulative[-1] > 0):
+        out[t] = loads[np.searchsorted(cumulative[:, t], 0.95 * cumulative[-1, t]), t]
+    return out
+
+
 def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
     """The measures of every workload ``loop`` placed from step ``first`` whose life fits the series.
 
@@ -419,6 +433,7 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
     per_hot = np.full(alive.size, np.nan)
     per_cost[has] = (weights * cost).sum(axis=0)[has] / alive[has]
     per_hot[has] = (weights * hot).sum(axis=0)[has] / alive[has]
+    per_p95 = step_p95(total, weights)
     mask = weights > 0
     flat, flat_weights = total[mask], weights[mask]
     order = np.argsort(flat, kind="stable")
@@ -450,6 +465,7 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
         changes_per_day=None if changes is None else changes * 86_400 / (span * step_seconds),
         per_step_slowdown=per_cost[first:],
         per_step_hot=per_hot[first:],
+        per_step_p95=per_p95[first:],
     )
 
 
@@ -459,7 +475,7 @@ class LoopComparison:
 
     life: str
     size: float
-    measure: str  # "slowdown" or "hot_share"
+    measure: str  # "slowdown", "hot_share" or "load_p95"
     a: str
     b: str
     interval: Interval
@@ -488,6 +504,7 @@ def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:
                 for measure, x, y in (
                     ("slowdown", a.per_step_slowdown, b.per_step_slowdown),
                     ("hot_share", a.per_step_hot, b.per_step_hot),
+                    ("load_p95", a.per_step_p95, b.per_step_p95),
                 ):
                     keep = np.isfinite(x) & np.isfinite(y)
                     block = max(BLOCK_STEPS, LIVES[life])
@@ -697,4 +714,5 @@ __all__ = [
     "setups_for",
     "simulate",
     "slowdown",
+    "step_p95",
 ]

@@ -113,8 +113,8 @@ each cluster's capacity from the same Prometheus."""
 
 CLOSED: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
     "1h": (("reactive", "cpu", "seasonal-1h", "recipe-1h+balance-3"), closed_loop.SIZES),
-    "4h": (("reactive", "seasonal-4h", "recipe-4h+balance-3"), (3.0,)),
-    "12h": (("reactive", "seasonal-12h", "recipe-12h+balance-3"), (3.0,)),
+    "4h": (("reactive", "seasonal-4h", "recipe-4h+balance-3-steady7"), (3.0,)),
+    "12h": (("reactive", "seasonal-12h", "recipe-12h+balance-3-steady7"), (3.0,)),
 }
 """The closed loop's scored policies and workload sizes per life (every loop baseline runs beside them).
 Each scored setup is a whole simulation (a cycle per cluster and step, 6,171 on the held-out half, about
@@ -123,7 +123,8 @@ sample and the shipped seasonal forecast (predict herds like the other forecasts
 it at three sizes would cost 2.4 minutes more), at the longer lives the reactive scorer and the
 forecast matched to them at one size.  Beside them, at every life, the shipped forecast with the
 recipe's band placed by one Placement per workload with OCM's ``Balance`` at weight 3 beside the score
-at 10 (``bench.placement_quality.spread``): the recipe against the herd."""
+at 10 (``bench.placement_quality.spread``), and ``Steady`` at 7 for work that stays (4 and 12 h), whose
+Placements decide again at every step: the recipe against the herd."""
 TARGET_GAIN = 0.30
 """The forecast matched to the life must have a mean regret at least 30 % below random's and reactive's."""
 

@@ -123,6 +123,19 @@ def test_judge_weighs_every_workload_step_and_caps_the_cost() -> None:
     assert result.per_step_slowdown[:4].tolist() == pytest.approx([2.5, both, both, 100.0])
     assert np.isnan(result.per_step_slowdown[4:]).all()  # no judged workload alive at steps 6 and 7
     assert result.per_step_hot[:4].tolist() == pytest.approx([0, 2 / 3, 2 / 3, 1])
+    # the load the top 5 % of the workloads alive meet: 60 alone, then 115 (two of three there)
+    assert result.per_step_p95[:4].tolist() == [60, 115, 115, 115]
+    assert np.isnan(result.per_step_p95[4:]).all()
+
+
+def test_the_per_step_p95_weighs_workloads_not_clusters() -> None:
+    total = np.array([[10.0, 10.0], [50.0, 50.0], [90.0, 90.0]])
+    weights = np.array([[19.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    # 19 of 20 workloads at 10, one at 50: the 95th percentile is 10 (19 / 20 = 0.95 of them reach it)
+    assert cl.step_p95(total, weights)[0] == 10
+    assert np.isnan(cl.step_p95(total, weights)[1])
+    weights[1, 0] = 2.0  # 19 of 21: the top 5 % are at 50
+    assert cl.step_p95(total, weights)[0] == 50
 
 
 def test_comparisons_pair_steps_and_skip_steps_without_arrivals() -> None:
@@ -134,8 +147,9 @@ def test_comparisons_pair_steps_and_skip_steps_without_arrivals() -> None:
         for step in range(10, 300):
             loop.step(step, None)
     results = [cl.judge(loop, 10, 300) for loop in loops]
-    (slow, hot) = cl.compare_loops(results)
-    assert (slow.measure, hot.measure) == ("slowdown", "hot_share")
+    (slow, hot, p95) = cl.compare_loops(results)
+    assert (slow.measure, hot.measure, p95.measure) == ("slowdown", "hot_share", "load_p95")
+    assert p95.verdict == "least-loaded lower"
     assert slow.interval.steps == np.isfinite(results[0].per_step_slowdown).sum() < 300 - 10
     assert np.isfinite(results[0].per_step_slowdown[4 : 300 - 10 - 48]).all()  # dense once work lives
     assert slow.verdict == "least-loaded lower"  # it always finds the 10 % cluster
