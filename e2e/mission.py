@@ -376,9 +376,12 @@ class Mission:
         wait_until(healthy, timeout=30, what="the sample scorer's /healthz", proc=self.scorer_proc)
         return base
 
-    @property
+    @functools.cached_property
     def score_name(self) -> str:
-        """The score name the registered sample DynamicScorer publishes (its ``params.name``)."""
+        """The score name the registered sample DynamicScorer publishes (its ``params.name``).
+
+        Read from the sample file once: ``score`` polls with it.
+        """
         return str(self.sample_scorer()["spec"]["scoring"]["params"]["name"])
 
     def sample_scorer(self) -> JSON:

@@ -17,7 +17,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from e2e.argocd import (
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.mission import SCORE
+from e2e.ocm import set_addon_score
 from e2e.procs import wait_until, wait_value
 
 pytestmark = pytest.mark.late_tools
@@ -104,14 +104,7 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
 
 def set_score(hub: Client, cluster: str, value: int) -> None:
     """The AddOnPlacementScore the sample Placement weighs (the four-hour forecast), valid for an hour."""
-    valid_until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    obj = {
-        "apiVersion": APS_V1A1,
-        "kind": "AddOnPlacementScore",
-        "metadata": {"name": aps_name(SCORE), "namespace": cluster},
-    }
-    hub.apply(obj)
-    hub.patch_status(obj, {"scores": [{"name": SCORE, "value": value}], "validUntil": valid_until})
+    set_addon_score(hub, cluster, aps_name(SCORE), SCORE, value)
 
 
 def decided(hub: Client, placement: str) -> list[str]:

@@ -13,11 +13,9 @@ PlacementDecision is written cannot count it.
 from __future__ import annotations
 
 import copy
-import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +23,14 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
-from e2e.kube import Kubectl
+from e2e.kube import Client
+from e2e.ocm import decided_clusters, scheduling_stage, set_addon_score
 from e2e.procs import wait_until
 
-CLUSTER_API = "cluster.open-cluster-management.io"
-PLACEMENT_LABEL = f"{CLUSTER_API}/placement"
-CLUSTERS = ("cluster1", "cluster2")
+SUFFIX = uuid.uuid4().hex[:5]
+NS = SET = f"burst-{SUFFIX}"
+MEMBER = "burst.test/member"
+CLUSTERS = tuple(f"burst-{SUFFIX}-{x}" for x in "ab")
 BURST = 6
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "placement" / "per-workload.yaml"
 RECIPE: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
@@ -40,53 +40,30 @@ RECIPE: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     if c["scoreCoordinate"]["type"] == "AddOn"
 ]
 APS, SCORE = _ADDON["resourceName"], _ADDON["scoreName"]  # the sample's score
+# the stage's clusters have no klusterlet: tolerate their availability taints
+TOLERATE = [
+    {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+    {"key": "cluster.open-cluster-management.io/unavailable", "operator": "Exists"},
+]
 
 
 @pytest.fixture(scope="module")
-def hub(control_plane: ControlPlane) -> Kubectl:
-    assert control_plane.hub is not None and control_plane.tools is not None
-    return Kubectl(control_plane.tools.kubectl, control_plane.hub.admin_kubeconfig)
+def hub(control_plane: ControlPlane) -> Iterator[Client]:
+    """Two clusters of the test's own, in a set only its Placements see, each with an equal score."""
+    assert control_plane.hub is not None
+    client = Client(control_plane.hub.admin_kubeconfig, timeout=15)
+    with scheduling_stage(client, NS, SET, MEMBER, CLUSTERS):
+        for cluster in CLUSTERS:
+            set_addon_score(client, cluster, APS, SCORE, 0)
+        yield client
 
 
-@pytest.fixture
-def namespace(hub: Kubectl) -> Iterator[str]:
-    """A namespace bound to the `default` cluster set (both clusters), and one equal score on each."""
-    name = f"burst-{uuid.uuid4().hex[:8]}"
-    hub.run("create", "namespace", name)
-    binding = {
-        "apiVersion": f"{CLUSTER_API}/v1beta2",
-        "kind": "ManagedClusterSetBinding",
-        "metadata": {"name": "default", "namespace": name},
-        "spec": {"clusterSet": "default"},
-    }
-    hub.apply(yaml.safe_dump(binding))
-    for cluster in CLUSTERS:
-        set_score(hub, cluster, 0)
-    yield name
-    hub.run("delete", "namespace", name, "--wait=true", "--timeout=120s")
-    for cluster in CLUSTERS:
-        hub.run("delete", "addonplacementscore", APS, "-n", cluster, "--ignore-not-found")
-
-
-def set_score(hub: Kubectl, cluster: str, value: int) -> None:
-    obj = {
-        "apiVersion": f"{CLUSTER_API}/v1alpha1",
-        "kind": "AddOnPlacementScore",
-        "metadata": {"name": APS, "namespace": cluster},
-    }
-    hub.run("apply", "--server-side", "-f", "-", stdin=json.dumps(obj))
-    valid_until = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {"status": {"scores": [{"name": SCORE, "value": value}], "validUntil": valid_until}}
-    hub.run(
-        "patch", "addonplacementscore", APS, "-n", cluster, "--subresource=status", "--type=merge",
-        "-p", json.dumps(status),
-    )  # fmt: skip
-
-
-def placement(name: str, namespace: str, balance: bool) -> dict[str, Any]:
-    """One workload's Placement: the sample recipe, or with ``balance`` False the score alone."""
+def placement(name: str, balance: bool) -> dict[str, Any]:
+    """One workload's Placement: the sample recipe on the stage's set, or with ``balance`` False the
+    score alone."""
     obj = copy.deepcopy(RECIPE)
-    obj["metadata"] = {"name": name, "namespace": namespace}
+    obj["metadata"] = {"name": name, "namespace": NS}
+    obj["spec"] |= {"clusterSets": [SET], "tolerations": TOLERATE}
     if not balance:
         policy = obj["spec"]["prioritizerPolicy"]
         policy["configurations"] = [
@@ -95,37 +72,24 @@ def placement(name: str, namespace: str, balance: bool) -> dict[str, Any]:
     return obj
 
 
-def decisions(hub: Kubectl, namespace: str, prefix: str) -> dict[str, str]:
-    """Each of the namespace's Placements named ``prefix-*`` and the one cluster it decided, once decided."""
-    items = json.loads(hub.run("get", f"placementdecisions.{CLUSTER_API}", "-n", namespace, "-o", "json"))
-    out: dict[str, str] = {}
-    for item in items["items"]:
-        owner = item["metadata"]["labels"].get(PLACEMENT_LABEL, "")
-        chosen = [d["clusterName"] for d in (item.get("status") or {}).get("decisions") or []]
-        if owner.startswith(f"{prefix}-") and chosen:
-            out[owner] = chosen[0]
-    return out
+def burst(hub: Client, prefix: str, balance: bool) -> Counter[str]:
+    """Create ``BURST`` Placements in one go; once all decided, how many chose each cluster."""
+    names = [f"{prefix}-{i}" for i in range(BURST)]
+    hub.apply_yaml(yaml.safe_dump_all([placement(n, balance) for n in names]))
+
+    def decided() -> list[list[str]] | None:
+        found = [decided_clusters(hub, NS, n) for n in names]
+        return found if all(found) else None
+
+    chosen = wait_until(decided, timeout=90, what=f"all {BURST} Placements {prefix}-* decided")
+    return Counter(cluster for clusters in chosen for cluster in clusters)
 
 
-def burst(hub: Kubectl, namespace: str, prefix: str, balance: bool) -> Counter[str]:
-    """Create ``BURST`` Placements in one apply; once all decided, how many chose each cluster."""
-    docs = [placement(f"{prefix}-{i}", namespace, balance) for i in range(BURST)]
-    hub.apply(yaml.safe_dump_all(docs))
-    decided = wait_until(
-        lambda: d if len(d := decisions(hub, namespace, prefix)) == BURST else None,
-        timeout=90,
-        what=f"all {BURST} Placements {prefix}-* decided",
-    )
-    return Counter(decided.values())
-
-
-def test_a_burst_of_placements_with_balance_spreads_where_the_score_alone_herds(
-    hub: Kubectl, namespace: str
-) -> None:
+def test_a_burst_of_placements_with_balance_spreads_where_the_score_alone_herds(hub: Client) -> None:
     # Balance counts every other Placement's decisions on the hub: the balanced burst goes first
-    spread = burst(hub, namespace, "balanced", balance=True)
+    spread = burst(hub, "balanced", balance=True)
     print(f"\nthe recipe (score + Balance + Steady): {dict(spread)}")
-    alone = burst(hub, namespace, "alone", balance=False)
+    alone = burst(hub, "alone", balance=False)
     print(f"score alone: {dict(alone)}")
     assert len(alone) == 1, alone  # equal scores: every Placement takes the same cluster (by name)
     # One worker schedules the Placements in turn, and each counts the decisions its siblings wrote
