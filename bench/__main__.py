@@ -19,6 +19,7 @@ MODULES = [
     "bench.hub.probe",
     "bench.hub.registry",
     "bench.placement_quality.bias",
+    "bench.placement_quality.herd",
     "bench.placement_quality.history",
     "bench.placement_quality.real",
     "bench.placement_quality.synthetic",
