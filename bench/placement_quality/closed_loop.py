@@ -38,11 +38,13 @@ loaded cluster: the whole step's arrivals go to it, as with a score).
 
 Measures (:func:`judge`), over every judged workload (placed at a judged step, its life inside the
 series), weighted by workload and step of its life: the mean and the 95th percentile of the load it
-experiences (trace plus all placed work on its cluster), the share of its time above :data:`HOT`
-percent, and a convex cost, the M/M/1 slowdown ``1 / (1 - u)`` at utilisation ``u`` (capped at
-:data:`COST_CAP`, so an overloaded step costs 100: the cost of a queue that does not drain).  Per-step
-series (at each step, the mean over the judged workloads alive then) are what the paired bootstrap
-compares, in blocks of at least one life.
+experiences (trace plus all placed work on its cluster), how far that load is above the least loaded
+cluster's at the same step (``regret``: with a workload size of 0, placed work adds nothing and this is
+the open loop's regret, so the same loop prices what a spread form gives up when there is no herd to
+avoid), the share of its time above :data:`HOT` percent, and a convex cost, the M/M/1 slowdown
+``1 / (1 - u)`` at utilisation ``u`` (capped at :data:`COST_CAP`, so an overloaded step costs 100: the
+cost of a queue that does not drain).  Per-step series (at each step, the mean over the judged workloads alive
+then) are what the paired bootstrap compares, in blocks of at least one life.
 
 Tie orders.  Each simulation is a whole run of the loop, so the closed loop cannot afford 20 tie orders
 per setup as the open loop does.  Instead, every size gets its own random name order, shared by every
@@ -351,6 +353,8 @@ class LoopResult:
     workloads: int
     load_mean: float
     load_p95: float
+    regret: float
+    """The mean, over workload-steps, of the load experienced above the least loaded cluster's then."""
     hot_share: float
     slowdown: float
     tie_share: float | None
@@ -360,6 +364,8 @@ class LoopResult:
     per_step_hot: NDArray[np.float64] = field(repr=False, compare=False)
     per_step_p95: NDArray[np.float64] = field(repr=False, compare=False)
     """At each step, the 95th percentile of the load the judged workloads alive then experience."""
+    per_step_regret: NDArray[np.float64] = field(repr=False, compare=False)
+    """At each step, the mean over the judged workloads alive then of their load above the least's."""
 
     def row(self) -> dict[str, object]:
         """The flat record for the CSV and JSON files."""
@@ -372,6 +378,7 @@ class LoopResult:
             "workloads": self.workloads,
             "load_mean": self.load_mean,
             "load_p95": self.load_p95,
+            "regret": self.regret,
             "hot_share": self.hot_share,
             "slowdown": self.slowdown,
             "tie_share": self.tie_share,
@@ -427,12 +434,15 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
     total = loop.base + loop.added
     cost = slowdown(total)
     hot = (total > HOT).astype(np.float64)
+    above = total - total.min(axis=0)  # at size 0, the open loop's regret against the trace
     alive = weights.sum(axis=0)
     has = alive > 0
     per_cost = np.full(alive.size, np.nan)
     per_hot = np.full(alive.size, np.nan)
+    per_regret = np.full(alive.size, np.nan)
     per_cost[has] = (weights * cost).sum(axis=0)[has] / alive[has]
     per_hot[has] = (weights * hot).sum(axis=0)[has] / alive[has]
+    per_regret[has] = (weights * above).sum(axis=0)[has] / alive[has]
     per_p95 = step_p95(total, weights)
     mask = weights > 0
     flat, flat_weights = total[mask], weights[mask]
@@ -459,6 +469,7 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
         workloads=sum(n for _, _, n in judged),
         load_mean=float(np.average(flat, weights=flat_weights)),
         load_p95=p95,
+        regret=float(np.average(above[mask], weights=flat_weights)),
         hot_share=float(np.average(hot[mask], weights=flat_weights)),
         slowdown=float(np.average(cost[mask], weights=flat_weights)),
         tie_share=loop.ties / loop.decisions if loop.decisions else None,
@@ -466,6 +477,7 @@ def judge(loop: Loop, first: int, step_seconds: int) -> LoopResult:
         per_step_slowdown=per_cost[first:],
         per_step_hot=per_hot[first:],
         per_step_p95=per_p95[first:],
+        per_step_regret=per_regret[first:],
     )
 
 
@@ -475,7 +487,7 @@ class LoopComparison:
 
     life: str
     size: float
-    measure: str  # "slowdown", "hot_share" or "load_p95"
+    measure: str  # "slowdown", "hot_share", "load_p95" or "regret"
     a: str
     b: str
     interval: Interval
@@ -487,7 +499,8 @@ class LoopComparison:
 
 
 def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:
-    """Every pair of setups at the same (life, size), on slowdown and hot share; scored setups first.
+    """Every pair of setups at the same (life, size), on slowdown, hot share, the 95th percentile of load
+    and regret; scored setups first.
 
     A step's value is the mean over the judged workloads alive then, so steps before the first and after
     the last judged life are left out of both series alike (the arrivals are the same for every setup).
@@ -505,6 +518,7 @@ def compare_loops(results: Sequence[LoopResult]) -> list[LoopComparison]:
                     ("slowdown", a.per_step_slowdown, b.per_step_slowdown),
                     ("hot_share", a.per_step_hot, b.per_step_hot),
                     ("load_p95", a.per_step_p95, b.per_step_p95),
+                    ("regret", a.per_step_regret, b.per_step_regret),
                 ):
                     keep = np.isfinite(x) & np.isfinite(y)
                     block = max(BLOCK_STEPS, LIVES[life])

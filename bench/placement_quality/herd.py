@@ -7,13 +7,15 @@ minutes, ``Steady`` at 1 and 3, and one decision for all (the plain form).  This
 the same closed loop (``bench.placement_quality.closed_loop``, spread forms in
 ``bench.placement_quality.spread``) on the held-out clusters, and the chosen weight with the plain form
 on the training half, which played no part in the choice (docs/placement-quality.md, "Against the
-herd").
+herd"); and
+what the spread costs where there is no herd: the same recipe forms with workloads of size 0, judged on
+the open loop's regret (:data:`OPEN`).
 
 How.  One ``closed_loop.simulate`` per half over :data:`HELD_OUT` or :data:`TRAINING`, each setup
 beside every loop baseline; the rows are every setup's load, time above 80 %, slowdown and moves a day,
 and each scored setup's comparison with power-of-two choices and round-robin on slowdown, time above
 80 % and the per-step 95th percentile of load.  About 40 scored simulations of 40-50 s each on 2 cores:
-about half an hour.
+about half an hour, and a few minutes for the size-0 run.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ TRAINING: Plan = {
 }
 """The check on the training half: the chosen weight against one decision for all."""
 
+OPEN: Plan = {
+    "1h": ((0.0,), ("recipe-1h+exact", "recipe-1h+balance-3")),
+    "4h": ((0.0,), tuple(f"recipe-4h+{f}" for f in ("margin", "balance-3", "balance-3-steady7"))),
+    "12h": ((0.0,), tuple(f"recipe-12h+{f}" for f in ("margin", "balance-3", "balance-3-steady7"))),
+}
+"""The price of the spread when there is no herd to avoid: the held-out clusters with workloads of size 0
+(placed work adds no load, as in the open loop), where ``regret`` is the open loop's."""
+
 BASELINES = ("power-of-two", "round-robin")
 """The placers each scored setup is compared with."""
 
@@ -88,6 +98,25 @@ def rows(half: str, simulated: closed_loop.Simulated) -> list[Row]:
     return out
 
 
+def open_rows(simulated: closed_loop.Simulated) -> list[Row]:
+    """The size-0 run: every setup's regret, and each scored setup's regret against the other scored
+    setups of its life (what the spread costs) and against random and power-of-two choices."""
+    out = [
+        Row(NAME, f"open life {r.setup.life} {r.setup.label}", f"regret {r.regret:.2f}")
+        for r in simulated.results
+    ]
+    out.extend(
+        Row(
+            NAME,
+            f"open life {c.life}: {c.a} - {c.b} regret",
+            f"{c.interval.difference:+.3f} [{c.interval.low:+.3f}, {c.interval.high:+.3f}]: {c.verdict}",
+        )
+        for c in simulated.comparisons
+        if c.measure == "regret" and "/" in c.a and ("/" in c.b or c.b in ("random", "power-of-two"))
+    )
+    return out
+
+
 def simulate(
     workdir: Path, fleet: Fleet, half: str, rows_of: Sequence[int], plan: Plan
 ) -> closed_loop.Simulated:
@@ -108,9 +137,11 @@ def simulate(
 def placement_quality_herd(workdir: Path) -> list[Row]:
     """The sweep on the held-out half and the check on the training half; see the module docstring."""
     fleet = real_fleet(real.FLEET_DAYS)
+    held_out = [i for i, r in enumerate(fleet.roles) if r == "test"]
     halves = {
-        "held-out": ([i for i, r in enumerate(fleet.roles) if r == "test"], HELD_OUT),
+        "held-out": (held_out, HELD_OUT),
         "training": ([i for i, r in enumerate(fleet.roles) if r == "train"], TRAINING),
+        "open": (held_out, OPEN),
     }
     out: list[Row] = []
     record: dict[str, object] = {}
@@ -118,7 +149,7 @@ def placement_quality_herd(workdir: Path) -> list[Row]:
         simulated = simulate(workdir, fleet, half, rows_of, plan)
         out.append(Row(NAME, f"{half}: simulations / real cycles / seconds", f"{len(simulated.results)}"
                        f" / {simulated.cycles} / {simulated.seconds:.1f}"))  # fmt: skip
-        out.extend(rows(half, simulated))
+        out.extend(open_rows(simulated) if plan is OPEN else rows(half, simulated))
         record[half] = {
             "results": [r.row() for r in simulated.results],
             "comparisons": [
@@ -136,8 +167,10 @@ __all__ = [
     "BASELINES",
     "HELD_OUT",
     "NAME",
+    "OPEN",
     "TRAINING",
     "Plan",
+    "open_rows",
     "placement_quality_herd",
     "rows",
     "setups",

@@ -126,6 +126,10 @@ def test_judge_weighs_every_workload_step_and_caps_the_cost() -> None:
     # the load the top 5 % of the workloads alive meet: 60 alone, then 115 (two of three there)
     assert result.per_step_p95[:4].tolist() == [60, 115, 115, 115]
     assert np.isnan(result.per_step_p95[4:]).all()
+    # regret: above the least loaded cluster then (60 while the first workload lives there, so the two at
+    # 115 are 55 above it, then 50 at the last step, 65 below them); the first is on the least loaded
+    assert result.regret == pytest.approx(2 * (55 + 55 + 65) / 9)
+    assert result.per_step_regret[:4].tolist() == pytest.approx([0, 110 / 3, 110 / 3, 65])
 
 
 def test_the_per_step_p95_weighs_workloads_not_clusters() -> None:
@@ -147,9 +151,15 @@ def test_comparisons_pair_steps_and_skip_steps_without_arrivals() -> None:
         for step in range(10, 300):
             loop.step(step, None)
     results = [cl.judge(loop, 10, 300) for loop in loops]
-    (slow, hot, p95) = cl.compare_loops(results)
-    assert (slow.measure, hot.measure, p95.measure) == ("slowdown", "hot_share", "load_p95")
+    (slow, hot, p95, regret) = cl.compare_loops(results)
+    assert (slow.measure, hot.measure, p95.measure, regret.measure) == (
+        "slowdown",
+        "hot_share",
+        "load_p95",
+        "regret",
+    )
     assert p95.verdict == "least-loaded lower"
+    assert regret.verdict == "least-loaded lower"
     assert slow.interval.steps == np.isfinite(results[0].per_step_slowdown).sum() < 300 - 10
     assert np.isfinite(results[0].per_step_slowdown[4 : 300 - 10 - 48]).all()  # dense once work lives
     assert slow.verdict == "least-loaded lower"  # it always finds the 10 % cluster
