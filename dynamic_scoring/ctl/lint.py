@@ -12,6 +12,8 @@ The rules are those modules', not copies.  Only what is certain offline is check
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,11 +24,13 @@ import yaml
 from pydantic import ValidationError
 
 from dynamic_scoring.addon.distribution.plan import ScorerInput, plan
-from dynamic_scoring.addon.registry.effective import Resolution, resolve
+from dynamic_scoring.addon.registry.crds import open_api_schema
+from dynamic_scoring.addon.registry.effective import KNOWN_PLACEHOLDERS, Resolution, resolve
 from dynamic_scoring.addon.registry.models import API_VERSION, DynamicScorer, DynamicScorerSpec, parse_scorer
 from dynamic_scoring.addon.registry.spellings import normalise_scorer_spec
 from dynamic_scoring.contract.validation import validation_issues
 from dynamic_scoring.ctl.output import ExitCode, echo_lines, emit_json, fail, output_option
+from dynamic_scoring.kube import structural
 
 ERROR = "error"
 WARNING = "warning"
@@ -101,28 +105,44 @@ def _check(scorer: _Scorer) -> tuple[list[Problem], Resolution | None]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         add(ERROR, "metadata.name", "required")
+    # First what the apiserver refuses on a strict apply (the CRD's own schema), then the hub's rules on
+    # what is left once the refused fields are taken out, so one run reports every error.
+    issues = [i for i in structural.check(open_api_schema("dynamicscorers"), obj) if i.field != "metadata"]
+    for issue in issues:
+        add(ERROR, issue.field, issue.message)
+    refused = {i.field for i in issues}
     spec = obj.get("spec", {})
     if not isinstance(spec, Mapping):
-        add(ERROR, "spec", f"is a {type(spec).__name__}, expected an object")
+        if "spec" not in refused:
+            add(ERROR, "spec", f"is a {type(spec).__name__}, expected an object")
         return found, None
-    raw, _ = normalise_scorer_spec(spec)
+    kept = _without(spec, sorted(f.removeprefix("spec") for f in refused if f.startswith("spec")))
+    raw, _ = normalise_scorer_spec(kept)
     try:
         DynamicScorerSpec.model_validate(raw)
     except ValidationError as exc:
         for where, what in validation_issues(exc, prefix="spec"):
-            add(ERROR, where, what)
+            if not _covered(where, refused):
+                add(ERROR, where, what)
         return found, None
-    parsed = parse_scorer(obj)
+    parsed = parse_scorer({**obj, "spec": kept})
     if not isinstance(parsed, DynamicScorer):  # the model accepted the spec above
         add(ERROR, "spec", parsed.message)
         return found, None
     resolution = resolve(parsed)
     for problem in resolution.problems:
-        add(ERROR, problem.field, problem.message)
+        if not _covered(problem.field, refused):
+            add(ERROR, problem.field, problem.message)
     for note in resolution.notes:
         where, sep, what = note.partition(": ")
         if "stays literal in every item name" in note:
-            add(WARNING, where, what)
+            known = ", ".join("${" + p + "}" for p in sorted(KNOWN_PLACEHOLDERS))
+            add(
+                ERROR,
+                where,
+                f"{what}: items that differ only there get one name and collide (ItemNameCollision); "
+                f"the placeholders are {known}",
+            )
         else:
             add(NOTE, where if sep else "", what if sep else note)
     if resolution.pending:
@@ -132,6 +152,15 @@ def _check(scorer: _Scorer) -> tuple[list[Problem], Resolution | None]:
             "Full: what the scorer's /config supplies (query, range, step, interval, score name, "
             "item format) is not checked offline; `dynamic-scoring scorer validate URL` checks it",
         )
+        source = parsed.spec.source
+        if source is None or (source.type != "None" and not source.host):
+            add(
+                WARNING,
+                "spec.source.host",
+                "not set: in Full mode the scorer's /config must give source.host, or the scorer "
+                "turns Invalid when it syncs (a Prometheus source has no default host); set it here "
+                "unless /config names it",
+            )
     formats = parsed.spec.score_dimension_formats or []
     for i, fmt in enumerate(formats):
         if fmt in formats[:i]:
@@ -142,6 +171,57 @@ def _check(scorer: _Scorer) -> tuple[list[Problem], Resolution | None]:
                 "(the later wins)",
             )
     return found, resolution
+
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_DROPPED = object()
+
+
+def _without(spec: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
+    """A copy of ``spec`` without the fields at ``paths`` (``.source.sourse``, ``.queries[1]``)."""
+    kept: dict[str, Any] = copy.deepcopy(dict(spec))
+    for path in paths:
+        parts: list[str | int] = [m[1] if m[1] else int(m[2]) for m in _SEGMENT.finditer(path)]
+        if not parts:
+            continue
+        node: Any = kept
+        for part in parts[:-1]:
+            node = _child(node, part)
+            if node is None:
+                break
+        else:
+            last = parts[-1]
+            if isinstance(node, dict) and isinstance(last, str):
+                node.pop(last, None)
+            elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+                node[last] = _DROPPED
+    compact: dict[str, Any] = _compact(kept)
+    return compact
+
+
+def _child(node: Any, part: str | int) -> Any:
+    if isinstance(node, dict) and isinstance(part, str):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and part < len(node):
+        return node[part]
+    return None
+
+
+def _compact(node: Any) -> Any:
+    """``node`` with every dropped list element taken out."""
+    if isinstance(node, dict):
+        return {k: _compact(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_compact(v) for v in node if v is not _DROPPED]
+    return node
+
+
+def _covered(field: str, refused: set[str]) -> bool:
+    """True when ``field`` is, is inside or contains a field the schema already refused."""
+    return any(
+        field == r or field.startswith((r + ".", r + "[")) or r.startswith((field + ".", field + "["))
+        for r in refused
+    )
 
 
 def lint(paths: list[Path]) -> tuple[list[Problem], int]:

@@ -95,6 +95,23 @@ def test_the_hub_wheel_carries_every_template(wheels: dict[str, Path]) -> None:
     assert packaged == in_repo
 
 
+def test_the_hub_wheel_carries_the_crds_lint_checks_against(wheels: dict[str, Path], site: Path) -> None:
+    in_repo = {p.name for p in (REPO / "manifests" / "crds").glob("*.yaml")}
+    with zipfile.ZipFile(wheels["dynamic_scoring_addon"]) as zf:
+        names = zf.namelist()
+    prefix = "dynamic_scoring/addon/crds/"
+    assert {n.removeprefix(prefix) for n in names if n.startswith(prefix)} == in_repo
+    done = subprocess.run(
+        [sys.executable, "-c", "from dynamic_scoring.addon.registry import crds; print(crds.crds_dir())"],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=site,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(done.stdout.strip()).is_relative_to(site), done.stdout
+
+
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 def test_each_wheel_installs_one_import_name(wheels: dict[str, Path], name: str) -> None:
     """Only ``dynamic_scoring`` lands in site-packages: a scorer author's own ``agent`` or ``samples``
