@@ -248,18 +248,23 @@ class ScorerApp:
             request = parse_request(body)
         except RequestError as exc:
             return self._error(400, method, path, str(exc))
+        # The score function runs to the end first (a generator included), so that what it raises,
+        # a ValueError of the author's or of the maths helpers among it, is never taken for a bad
+        # result: "scoring failed" is the author's code, "invalid result" what it returned.
         try:
-            results = [_checked(i, r) for i, r in enumerate(self.score(request))]
-            response = ScoringResponse(results=results)
-            payload = response.model_dump_json().encode()
+            produced = list(self.score(request))
         except RequestError as exc:  # the score function refused the request (e.g. a bad params value)
             return self._error(400, method, path, str(exc))
-        except (ValidationError, TypeError, ValueError) as exc:
-            log.exception("the score function of %s returned an invalid result", display_name(self.name))
-            return self._error(500, method, path, f"invalid result: {type(exc).__name__}")
         except Exception as exc:  # a bug in the score function: answer, log, keep serving
             log.exception("the score function of %s failed", display_name(self.name))
             return self._error(500, method, path, f"scoring failed: {type(exc).__name__}")
+        try:
+            results = [_checked(i, r) for i, r in enumerate(produced)]
+            response = ScoringResponse(results=results)
+            payload = response.model_dump_json().encode()
+        except (ValidationError, TypeError, ValueError) as exc:
+            log.exception("the score function of %s returned an invalid result", display_name(self.name))
+            return self._error(500, method, path, f"invalid result: {type(exc).__name__}")
         # 1,000 results with the longest names are 0.28 MB: only larger answers are worth measuring
         if (
             len(response.results) > 1000

@@ -7,13 +7,15 @@ with every error finding listed.  It needs no pytest import (a failing check rai
 
 Because the app runs in this process, ``check_app`` also sees what the score function raised (the
 scorer answers only ``500 {"error": "scoring failed: ZeroDivisionError"}``): the report's
-``exceptions`` carry each exception's type, message and last frames, under the check that caused it.
+``exceptions`` carry each exception's type, message and the innermost frames of the author's own code
+(not the library's), under the check that caused it.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
+from pathlib import Path
 from typing import Any
 
 from dynamic_scoring.scorer.app import ScorerApp
@@ -23,6 +25,27 @@ from dynamic_scoring.scorer.serve import ScorerServer
 
 TRACEBACK_FRAMES = 3
 """Frames of a raised exception's traceback kept in the report (the innermost ones)."""
+
+
+_LIBRARY = Path(__file__).resolve().parent
+
+
+def _in_library(frame: traceback.FrameSummary) -> bool:
+    return Path(frame.filename).resolve().is_relative_to(_LIBRARY)
+
+
+def author_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of ``exc`` worth showing an author.
+
+    The innermost :data:`TRACEBACK_FRAMES` outside this library (their own code), and the library frame
+    that raised, when one did (``mean()`` on an empty series); only library frames when the author's
+    code is not on the stack.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [f for f in frames if not _in_library(f)][-TRACEBACK_FRAMES:]
+    if not theirs:
+        return list(frames[-TRACEBACK_FRAMES:])
+    return theirs + ([frames[-1]] if _in_library(frames[-1]) else [])
 
 
 class _Raised(logging.Handler):
@@ -36,7 +59,7 @@ class _Raised(logging.Handler):
         if record.exc_info is None or record.exc_info[1] is None:
             return
         exc = record.exc_info[1]
-        frames = traceback.format_tb(exc.__traceback__, limit=-TRACEBACK_FRAMES)
+        frames = traceback.format_list(author_frames(exc))
         kind = type(exc)
         name = (
             kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
@@ -84,4 +107,4 @@ def assert_conformant(target: ScorerApp | str, **options: Any) -> Report:
     return report
 
 
-__all__ = ["assert_conformant", "check_app"]
+__all__ = ["assert_conformant", "author_frames", "check_app"]

@@ -67,3 +67,21 @@ def test_a_conforming_app_raises_nothing() -> None:
     report = check_app(ScorerApp(fine, name="x", query="up"), large=False, dimension_format="${pod}")
     assert report.ok and report.exceptions == [] and report.findings == []
     assert str(report).endswith("conforms: 0 error(s), 0 warning(s)")
+
+
+def means_everything(request: ScoringRequest) -> list[ScoreResult]:
+    return [result(100 - s.mean(), pod=s.label("pod")) for s in request.series]  # all-NaN: no mean
+
+
+def test_a_library_error_in_the_authors_code_is_scoring_failed_with_the_authors_line() -> None:
+    """``mean()`` of an all-NaN series raises in the library; the author needs their own line."""
+    report = check_app(ScorerApp(means_everything, name="x", query="up"), large=False)
+    (raised,) = report.exceptions
+    assert raised.type == "dynamic_scoring.scorer.maths.EmptySeriesError"
+    assert "in means_everything" in raised.traceback and "s.mean()" in raised.traceback
+    last = raised.traceback.rstrip().splitlines()[-2]  # the frame that raised, in the library's maths
+    assert "maths.py" in last, raised.traceback
+    assert "matrix.py" not in raised.traceback  # the library frames between are left out
+    assert "scorer/app.py" not in raised.traceback  # the library's callers are not the author's concern
+    (finding,) = report.errors
+    assert "scoring failed: EmptySeriesError" in finding.seen and "invalid result" not in finding.seen

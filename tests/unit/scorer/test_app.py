@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from dynamic_scoring.scorer import BearerToken, ScorerApp, ScorerConfig, ScoreResult, ScoringRequest, result
+from dynamic_scoring.scorer.matrix import Series
 
 T0 = 1_800_000_000
 BODY = json.dumps({"data": [{"metric": {"pod": "p1"}, "values": [[T0, "1"], [T0 + 15, "3"]]}]}).encode()
@@ -73,6 +74,10 @@ def broken(kind: str) -> Any:
     def score(request: ScoringRequest) -> Iterable[Any]:
         if kind == "raises":
             raise ZeroDivisionError("bug")
+        if kind == "empty-mean":  # a ValueError of the maths helpers: the author's code failed
+            return [{"metric": {}, "score": Series({}, []).mean()}]
+        if kind == "generator":  # raised while the results are iterated
+            return (1 / 0 for _ in request.series)
         if kind == "nan":
             return [ScoreResult.model_construct(metric={}, score=float("nan"))]
         return [{"metric": {"pod": "p"}, "score": "high"}]
@@ -84,6 +89,8 @@ def broken(kind: str) -> Any:
     ("kind", "message"),
     [
         ("raises", "scoring failed: ZeroDivisionError"),
+        ("empty-mean", "scoring failed: EmptySeriesError"),
+        ("generator", "scoring failed: ZeroDivisionError"),
         ("nan", "invalid result: ValueError"),
         ("wrong", "invalid result: ValidationError"),
     ],
