@@ -7,11 +7,15 @@ judge a scorer by the same rules.  ``lint`` (``dynamic_scoring.ctl.lint``) check
 
 from __future__ import annotations
 
+import json
 import ssl
 from pathlib import Path
+from typing import Any
 
 import click
+import yaml
 
+from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.contract.wire import check_dimension_labels
 from dynamic_scoring.ctl.lint import lint_command
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
@@ -51,6 +55,50 @@ def _dimension_labels(entries: tuple[str, ...]) -> dict[str, str]:
     return labels
 
 
+def _params(entries: tuple[str, ...]) -> dict[str, Any]:
+    """``--param KEY=JSON`` options: each value read as JSON, a bare word as a string."""
+    params: dict[str, Any] = {}
+    for entry in entries:
+        key, sep, text = entry.partition("=")
+        if not sep or not key.strip():
+            fail(
+                f"--param {entry!r}: expected KEY=JSON, e.g. horizon=3600 or model=arima", code=ExitCode.USAGE
+            )
+        try:
+            params[key.strip()] = json.loads(text)
+        except ValueError:
+            params[key.strip()] = text  # model=arima: a bare word is the string it reads as
+    return params
+
+
+def _params_from(path: Path) -> tuple[dict[str, Any], bool]:
+    """The ``spec.scoring.params`` the agent sends for the DynamicScorer in ``path``.
+
+    Also whether the scorer is in ``configSyncMode: Full`` (then ``/config``'s published parameters win,
+    key by key).
+    """
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        fail(f"--params-from {path}: cannot read a YAML document: {exc}", code=ExitCode.USAGE)
+    scorers = [d for d in docs if d.get("kind") == "DynamicScorer"]
+    if len(scorers) != 1:
+        fail(
+            f"--params-from {path}: holds {len(scorers)} DynamicScorers; give a file with exactly one",
+            code=ExitCode.USAGE,
+        )
+    parsed = parse_scorer(scorers[0])
+    if not isinstance(parsed, DynamicScorer):
+        fail(
+            f"--params-from {path}: {parsed.message}",
+            hint=f"dynamic-scoring scorer lint {path} lists every problem",
+            code=ExitCode.USAGE,
+        )
+    spec = parsed.spec
+    params = spec.scoring.params.scorer_params() if spec.scoring and spec.scoring.params else {}
+    return params, spec.config_sync_mode == "Full"
+
+
 @scorer.command()
 @click.argument("url")
 @click.option(
@@ -82,6 +130,21 @@ def _dimension_labels(entries: tuple[str, ...]) -> dict[str, str]:
     help="The DynamicScorer's scoreDimensionLabels, one entry per option: node=instance makes ${node} "
     "read the instance label.",
 )
+@click.option(
+    "--param",
+    "param_entries",
+    multiple=True,
+    metavar="KEY=JSON",
+    help="A scoring.params key the agent sends to the scorer, one per option; the value is JSON, a "
+    "bare word a string: --param horizon=3600 --param model=arima.  Overrides --params-from.",
+)
+@click.option(
+    "--params-from",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A file with one DynamicScorer: send its spec.scoring.params as the agent would, and the "
+    "parameters /config publishes only when its configSyncMode is Full.",
+)
 @output_option
 def validate(
     url: str,
@@ -92,17 +155,23 @@ def validate(
     no_large: bool,
     dimension_format: str | None,
     dimension_labels: tuple[str, ...],
+    param_entries: tuple[str, ...],
+    params_from: Path | None,
     output: str,
 ) -> None:
     """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
 
     Checks /healthz, the /config schema, the scoring path with empty, small, non-finite and large
     (10,000-series) inputs, the answers' schema, scores and labels (every bad result is listed),
-    item names under --dimension-format, latency, and the token.  Exit 0 when nothing is an error
+    item names under --dimension-format, latency, and the token.  Every scoring request carries the
+    params the agent would send: --param and --params-from, and what /config publishes (as a hub in
+    configSyncMode Full sends it; not for a --params-from scorer in None).  Exit 0 when nothing is an error
     (warnings allowed), 1 on any error finding, 2 for bad arguments, 3 when nothing answers at URL.
     """
     token = _read_token(token_file) if token_file is not None else None
     labels = _dimension_labels(dimension_labels)
+    params, full = _params_from(params_from) if params_from is not None else ({}, True)
+    params.update(_params(param_entries))
     try:
         checker = Checker(
             url,
@@ -113,6 +182,8 @@ def validate(
             ca_file=str(ca_file) if ca_file else None,
             dimension_format=dimension_format,
             dimension_labels=labels,
+            params=params,
+            config_params=full,
         )
     except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
         fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)

@@ -42,10 +42,13 @@ from pydantic import ValidationError
 from dynamic_scoring.contract.validation import describe_validation, validation_issues
 from dynamic_scoring.contract.wire import (
     DEFAULT_DIMENSION_FORMAT,
+    MAX_SCORING_PARAMS_BYTES,
+    RESERVED_SCORING_PARAMS,
     ScorerConfig,
     ScoreResult,
     ScoringResponse,
     escape_control,
+    params_size,
 )
 from dynamic_scoring.outbound.transport_errors import TRANSPORT_EXCEPTIONS, FailureKind, classify
 from dynamic_scoring.outbound.urls import url_problem
@@ -125,6 +128,8 @@ class Report:
     config: dict[str, Any] | None = None
     exceptions: list[RaisedError] = field(default_factory=list)
     """What the score function raised, when the app ran in this process (``testing.check_app``)."""
+    params: dict[str, Any] | None = None
+    """The ``params`` sent with every scoring request (None when none were)."""
 
     @property
     def ok(self) -> bool:
@@ -146,6 +151,7 @@ class Report:
             "latency": [asdict(lat) for lat in self.latency],
             "config": self.config,
             "exceptions": [asdict(e) for e in self.exceptions],
+            "params": self.params,
         }
 
     @property
@@ -156,6 +162,8 @@ class Report:
     def text(self) -> str:
         """The report for people: checks, latency, each finding with its fix, exceptions, verdict."""
         lines = [f"scorer {self.url}", f"checks: {', '.join(self.checks)}"]
+        if self.params:
+            lines.append(f"params sent: {json.dumps(self.params, sort_keys=True)}")
         if self.latency:
             lines.append("latency (seconds):")
             lines.append(f"  {'input':<11} {'series':>7} {'requests':>8} {'p50':>8} {'max':>8}")
@@ -231,8 +239,19 @@ def _shown_labels(labels: Mapping[str, Any]) -> str:
     return "{" + escape_control(text) + "}"
 
 
-def status_hint(status: int, method: str, path: str, case: str = "") -> str:
-    """What to do about ``method path`` answering HTTP ``status`` (not 2xx) on input ``case``."""
+def status_hint(
+    status: int,
+    method: str,
+    path: str,
+    case: str = "",
+    *,
+    body: bytes = b"",
+    params: Mapping[str, Any] | None = None,
+) -> str:
+    """What to do about ``method path`` answering HTTP ``status`` (not 2xx) on input ``case``.
+
+    A refusal whose ``body`` mentions a parameter is about the ``params`` sent (or their absence).
+    """
     if status in (401, 403):
         return (
             "the scorer refused the credentials: give the token the agent sends (--token-file); "
@@ -256,6 +275,12 @@ def status_hint(status: int, method: str, path: str, case: str = "") -> str:
             "large": "; this input is 10,000 series (about 14 MB): check its memory and time limits",
         }
         return hint + extra.get(case, "")
+    if 400 <= status < 500 and b"param" in body.lower():
+        sent = f"sent: {', '.join(sorted(params))}" if params else "none were sent"
+        return (
+            f"the scorer refused the request's params ({sent}): give the DynamicScorer's scoring.params "
+            "with --param KEY=JSON or --params-from FILE (params= for check_app)"
+        )
     if 400 <= status < 500:
         return (
             "the scorer refused a well-formed request: accept the agent's body "
@@ -290,10 +315,31 @@ class Checker:
         ca_file: str | None = None,
         dimension_format: str | None = None,
         dimension_labels: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        config_params: bool = True,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {escape_control(url)}")
+        last = parts.path.rstrip("/").rpartition("/")[2]
+        if last in ("config", "scoring", "healthz"):
+            base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/').rpartition('/')[0]}"
+            raise ValueError(
+                f"{escape_control(url)} is the /{escape_control(last)} endpoint, not the scorer's base "
+                f"URL: give {escape_control(base)}"
+            )
+        self.params = dict(params or {})
+        reserved = sorted(RESERVED_SCORING_PARAMS & set(self.params))
+        if reserved:
+            raise ValueError(
+                f"params {', '.join(reserved)}: the agent reads these and never sends them to the scorer"
+            )
+        if params_size(self.params) > MAX_SCORING_PARAMS_BYTES:  # ValueError when not JSON
+            raise ValueError(
+                f"params: more than {MAX_SCORING_PARAMS_BYTES} bytes as JSON (the agent's limit)"
+            )
+        self.config_params = config_params
+        self._config_extras: dict[str, Any] = {}
         self.base = url.rstrip("/")
         self.token = token
         self.scoring_path = scoring_path
@@ -420,6 +466,7 @@ class Checker:
         self.report.config = doc.model_dump(mode="json")
         # scoring.params.scoreDimensionFormat(s): what a hub in configSyncMode Full uses
         self._published_formats = doc.scoring.params.dimension_formats
+        self._config_extras = doc.scoring.params.extra_params
         self._config_rules(doc)
         path = self.scoring_path or doc.scoring.path or "/scoring"
         if not path.startswith("/"):
@@ -513,9 +560,21 @@ class Checker:
             )
         return True
 
+    @property
+    def sent_params(self) -> dict[str, Any]:
+        """The ``params`` of each scoring request.
+
+        The given ones, each replaced by ``/config``'s when it publishes the key and ``config_params``
+        is on: what a hub in ``configSyncMode: Full`` sends.
+        """
+        return {**self.params, **(self._config_extras if self.config_params else {})}
+
     def _scoring(self, path: str) -> None:
+        params = self.sent_params
+        self.report.params = params or None
+
         def body(data: list[dict[str, Any]]) -> bytes:
-            return json.dumps({"data": data}).encode()
+            return json.dumps({"data": data, "params": params} if params else {"data": data}).encode()
 
         cases: list[tuple[str, int, Callable[[], bytes], int]] = [
             ("empty", 0, lambda: body([]), self.repeats),
@@ -523,7 +582,12 @@ class Checker:
             ("non-finite", 3, lambda: body(non_finite_matrix()), 1),
         ]
         if self.large:  # seconds per request, so once
-            cases.append(("large", LARGE_SERIES, lambda: matrix_body(LARGE_SERIES, LARGE_POINTS), 1))
+
+            def large() -> bytes:
+                whole = matrix_body(LARGE_SERIES, LARGE_POINTS)  # {"data":[...]}, cached without params
+                return whole[:-1] + b',"params":' + json.dumps(params).encode() + b"}" if params else whole
+
+            cases.append(("large", LARGE_SERIES, large, 1))
         for name, n_series, make, repeats in cases:
             self.report.checks.append(f"scoring:{name}")
             payload = make()
@@ -554,7 +618,7 @@ class Checker:
                 check,
                 ERROR,
                 f"POST {path} with {size} answered {self._answered(call)}",
-                status_hint(call.status, "POST", path, case),
+                status_hint(call.status, "POST", path, case, body=call.body, params=self.sent_params),
             )
             return False
         if len(call.body) > MAX_RESPONSE_BYTES:
