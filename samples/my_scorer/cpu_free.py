@@ -23,4 +23,4 @@ app = ScorerApp(
 )
 
 if __name__ == "__main__":
-    serve(app, host="0.0.0.0", port=8000)  # every interface: the agents and the hub call it
+    serve(app, port=8000)  # every interface in a pod or container (the agents call it), loopback elsewhere

@@ -528,5 +528,10 @@ def test_notes_give_next_steps_for_either_install_strategy_and_no_repository_pat
     assert "fleet/all-clusters" in placements
     assert "clusteradm addon enable" not in placements
     for text in (manual, placements):
-        assert "docs/" not in text and ".md" not in text and "charts/" not in text, text
-        assert "manifests/" not in text and "samples/" not in text, text
+        # docs by URL, each to a page that exists; no path that only resolves in a checkout
+        urls = re.findall(r"https://github\.com/dynamic-scoring/dynamic-scoring/blob/main/(\S+)", text)
+        assert len(urls) == 3 and all((REPO / u).is_file() for u in urls), urls
+        bare = re.sub(r"https://\S+", "", text)
+        assert "docs/" not in bare and ".md" not in bare and "charts/" not in bare, text
+        assert "manifests/" not in bare and "samples/" not in bare, text
+    assert "--reuse-values" in manual and "'installStrategy.placements[0].name=all-clusters'" in manual
