@@ -25,11 +25,13 @@ models' and the documented limits, restated where the hub's module cannot be sha
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import math
 import ssl
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -849,6 +851,37 @@ def _indices(indices: list[int]) -> str:
 def check(url: str, **options: Any) -> Report:
     """Run every check against the scorer at ``url``; see ``Checker`` for the options."""
     return Checker(url, **options).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dynamic_scoring.scorer.conformance URL``: the check without the CLI's extra.
+
+    The base install (the scorer library alone) has no ``dynamic-scoring scorer validate``, so an
+    author can still run the same checks; the CLI adds the token, TLS, params and item-name options.
+    Exit 0 when nothing is an error, 1 on an error finding, 2 for bad arguments, 3 when nothing answers.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m dynamic_scoring.scorer.conformance",
+        description="Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the "
+        "contract; `dynamic-scoring scorer validate` (the cli extra) runs the same checks with more options.",
+    )
+    parser.add_argument("url", metavar="URL")
+    parser.add_argument("--no-large", action="store_true", help="skip the 10,000-series input")
+    args = parser.parse_args(argv)
+    try:
+        report = check(args.url, large=not args.no_large)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except UnreachableError as exc:
+        print(f"error: {exc}\nhint: is the scorer running and listening on that address?", file=sys.stderr)
+        return 3
+    print(report.text())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
 
 
 __all__ = [
