@@ -195,7 +195,7 @@ def check(paths: Iterable[Path]) -> list[Problem]:
 
 def default_paths() -> list[Path]:
     """What ``make lint`` checks: the README and every document under docs/."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
