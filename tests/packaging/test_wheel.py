@@ -11,6 +11,7 @@ from there.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -93,6 +94,21 @@ def test_the_hub_wheel_carries_every_template(wheels: dict[str, Path]) -> None:
     packaged = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
     assert in_repo, "no templates in the repository?"
     assert packaged == in_repo
+
+
+def test_the_long_description_pypi_shows_has_only_links_that_resolve(wheels: dict[str, Path]) -> None:
+    """PyPI resolves no relative link: each of the README's must be absolute, to a file that exists."""
+    with zipfile.ZipFile(wheels["dynamic_scoring"]) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        text = zf.read(meta).decode()
+    description = text.split("\n\n", 1)[1]
+    assert description.startswith("# dynamic-scoring")
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert len(targets) > 20, targets
+    blob = "https://github.com/dynamic-scoring/dynamic-scoring/blob/main/"
+    assert [t for t in targets if not t.startswith(("https://", "http://"))] == []
+    ours = [t.removeprefix(blob).partition("#")[0] for t in targets if t.startswith(blob)]
+    assert ours and [t for t in ours if not (REPO / t).exists()] == []
 
 
 def test_the_hub_wheel_carries_the_crds_lint_checks_against(wheels: dict[str, Path], site: Path) -> None:
