@@ -110,6 +110,51 @@ def check_repository(image_repository: str, owner: str) -> None:
         )
 
 
+DEVELOPMENT = re.compile(r"-dev\.\d+$")
+"""A checkout between releases says ``<next>-dev.<n>``: PEP 440 reads it as ``<next>.dev<n>``, SemVer (the
+chart) as a pre-release of ``<next>``, and it is a valid image tag, so one string serves all three."""
+
+
+def version_problems(declared: str, repo: Path = REPO) -> list[str]:
+    """Every way the member distributions and the chart disagree with pyproject.toml's ``declared``."""
+    problems = member_problems(declared, repo)
+    chart_version, app_version = chart_versions(repo / "charts" / "dynamic-scoring")
+    if chart_version != declared:
+        problems.append(f"Chart.yaml version is {chart_version}, pyproject.toml's is {declared}")
+    if app_version != declared:
+        problems.append(f"Chart.yaml appVersion is {app_version}, pyproject.toml's is {declared}")
+    return problems
+
+
+def unreleased(repo: Path = REPO) -> str:
+    """The entries of CHANGELOG.md's ``## Unreleased`` section ("" when it has none or is absent)."""
+    try:
+        return notes("Unreleased", repo)
+    except ReleaseError:
+        return ""
+
+
+def checkout_problems(repo: Path = REPO) -> list[str]:
+    """What makes a checkout lie about its release.
+
+    Versions that disagree, or entries under ``## Unreleased`` while the version is a release's (the
+    checkout would call itself that release).
+    """
+    declared = project_version(repo)
+    problems = version_problems(declared, repo)
+    if unreleased(repo) and not DEVELOPMENT.search(declared):
+        problems.append(
+            f"CHANGELOG.md has Unreleased entries but the version is {declared}, a release's: set "
+            f"the next version with -dev.0 (e.g. {_next(declared)}-dev.0) everywhere docs/release.md lists"
+        )
+    return problems
+
+
+def _next(version: str) -> str:
+    major, minor, *_ = (int(p) for p in re.findall(r"\d+", version)[:3])
+    return f"{major}.{minor + 1}.0"
+
+
 def check(tag: str, image_repository: str, owner: str, repo: Path = REPO) -> Release:
     """The release a tag makes, or ReleaseError naming every disagreement."""
     tag = tag.removeprefix("refs/tags/")
@@ -120,12 +165,13 @@ def check(tag: str, image_repository: str, owner: str, repo: Path = REPO) -> Rel
     declared = project_version(repo)
     if version != declared:
         problems.append(f"tag {tag} says {version} but pyproject.toml's version is {declared}")
-    problems += member_problems(declared, repo)
-    chart_version, app_version = chart_versions(repo / "charts" / "dynamic-scoring")
-    if chart_version != declared:
-        problems.append(f"Chart.yaml version is {chart_version}, pyproject.toml's is {declared}")
-    if app_version != declared:
-        problems.append(f"Chart.yaml appVersion is {app_version}, pyproject.toml's is {declared}")
+    if DEVELOPMENT.search(declared):
+        release = DEVELOPMENT.sub("", declared)
+        problems.append(
+            f"{declared} is a development version, never released: set {release} everywhere "
+            f"docs/release.md lists and move the Unreleased entries under '## {release}'"
+        )
+    problems += version_problems(declared, repo)
     try:
         check_repository(image_repository, owner)
     except ReleaseError as err:

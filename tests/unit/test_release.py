@@ -7,6 +7,7 @@ not match pyproject.toml or the chart, or a repository the workflow's token cann
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 from pathlib import Path
@@ -119,7 +120,30 @@ def test_release_notes_are_the_versions_changelog_section(tmp_path: Path) -> Non
     assert release.notes("0.1.0", tmp_path) == "- one\n"
     with pytest.raises(release.ReleaseError, match=re.escape("no section '## 0.3.0'")):
         release.notes("0.3.0", tmp_path)
-    assert release.notes(release.project_version()) != ""  # this checkout's version has its section
+
+
+def test_the_checkout_tells_the_truth_about_its_release() -> None:
+    """Between releases the version is ``<next>-dev.<n>``; a release's own version has its section."""
+    assert release.checkout_problems() == []
+    version = release.project_version()
+    if not release.DEVELOPMENT.search(version):
+        assert release.notes(version) != ""
+
+
+def test_unreleased_entries_under_a_release_version_are_refused(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path, "0.1.0", "0.1.0", "0.1.0")
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## Unreleased\n\n- next\n\n## 0.1.0\n\n- one\n")
+    (problem,) = release.checkout_problems(repo)
+    assert "Unreleased entries but the version is 0.1.0" in problem and "0.2.0-dev.0" in problem
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## Unreleased\n\n## 0.1.0\n\n- one\n")
+    assert release.checkout_problems(repo) == []  # an empty Unreleased heading says nothing
+
+
+def test_a_development_version_is_never_released(tmp_path: Path) -> None:
+    repo = fake_repo(tmp_path, "0.2.0-dev.0", "0.2.0-dev.0", "0.2.0-dev.0")
+    assert release.checkout_problems(repo) == []  # a consistent checkout between releases
+    with pytest.raises(release.ReleaseError, match=re.escape("0.2.0-dev.0 is a development version")):
+        release.check("v0.2.0-dev.0", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring", repo)
 
 
 def test_a_release_without_a_changelog_section_is_refused(tmp_path: Path) -> None:
@@ -130,8 +154,13 @@ def test_a_release_without_a_changelog_section_is_refused(tmp_path: Path) -> Non
 
 
 def test_the_current_versions_agree() -> None:
-    version = release.project_version()
-    made = release.check(f"v{version}", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring")
+    assert release.version_problems(release.project_version()) == []
+
+
+def test_a_release_tag_makes_the_release_of_its_version(tmp_path: Path) -> None:
+    version = "0.2.0"
+    repo = fake_repo(tmp_path, version, version, version)
+    made = release.check(f"v{version}", DEFAULT_IMAGE_REPOSITORY, "dynamic-scoring", repo)
     assert made.image == f"{DEFAULT_IMAGE_REPOSITORY}:{version}"
     assert made.registry == "ghcr.io"
     assert made.chart_repository == "oci://ghcr.io/dynamic-scoring/charts"
@@ -200,8 +229,13 @@ def test_set_chart_repository_refuses_a_layout_it_does_not_know(tmp_path: Path) 
         release.set_chart_repository("ghcr.io/me/dynamic-scoring", tmp_path)
 
 
-def test_the_command_line_prints_outputs_and_fails_on_a_mismatch(capsys: pytest.CaptureFixture[str]) -> None:
-    version = release.project_version()
+def test_the_command_line_prints_outputs_and_fails_on_a_mismatch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    version = "0.2.0"
+    monkeypatch.setattr(
+        release, "check", functools.partial(release.check, repo=fake_repo(tmp_path, *[version] * 3))
+    )
     args = ["check", "--image-repository", DEFAULT_IMAGE_REPOSITORY, "--owner", "dynamic-scoring"]
     assert release.main([*args, "--tag", f"v{version}"]) == 0
     assert f"image={DEFAULT_IMAGE_REPOSITORY}:{version}\n" in capsys.readouterr().out

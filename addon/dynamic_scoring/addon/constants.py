@@ -19,7 +19,7 @@ ADDON_NAME: Final = "dynamic-scoring"
 # DEFAULT_IMAGE itself is only the fallback for a manager started without that variable.
 IMAGE_NAME: Final = "dynamic-scoring"
 DEFAULT_IMAGE_REPOSITORY: Final = "ghcr.io/dynamic-scoring/dynamic-scoring"
-DEFAULT_IMAGE_TAG: Final = "0.1.0"
+DEFAULT_IMAGE_TAG: Final = "0.1.0-dev.0"
 DEFAULT_IMAGE: Final = f"{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"
 AGENT_IMAGE_ENV: Final = "DYNAMIC_SCORING_AGENT_IMAGE"
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dynamic_scoring.addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_REPOSITORY, DEFAULT_IMAGE_TAG
 from dynamic_scoring.addon.controllers.lifecycle.deploy import (
     AGENT_IMAGE_NOT_ALLOWED,
     _reason,
@@ -117,7 +117,7 @@ def test_a_mirror_that_rewrites_to_an_unallowed_registry_is_refused_with_the_fin
     with pytest.raises(AgentImageNotAllowedError) as err:
         render_agent(mca=mca(), adc=config, agent_image_allow=("mirror.example.com",))
     assert err.value.field == "spec.registries"
-    assert err.value.image == "evil.example.com/dynamic-scoring/dynamic-scoring:0.1.0"
+    assert err.value.image == f"evil.example.com/dynamic-scoring/dynamic-scoring:{DEFAULT_IMAGE_TAG}"
     assert f"{DEFAULT_IMAGE!r} rewritten by spec.registries" in str(err.value)
     # the check is on the final image: an allowed ADC Image mirrored elsewhere is refused too
     allowed_image = adc(

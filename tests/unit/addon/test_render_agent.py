@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamic_scoring.addon.constants import DEFAULT_IMAGE
+from dynamic_scoring.addon.constants import DEFAULT_IMAGE, DEFAULT_IMAGE_TAG
 from dynamic_scoring.addon.errors import AddonConfigError
 from dynamic_scoring.addon.render.agent import DEFAULT_RESOURCES, render_agent
 from dynamic_scoring.kube.jsontypes import JSON
@@ -90,7 +90,7 @@ def test_node_placement() -> None:
 def test_registries_rewrite_the_image() -> None:
     rules = [{"source": "ghcr.io/dynamic-scoring", "mirror": "mirror.example.com/ocm"}]
     r = render_agent(mca=mca(), adc=adc(registries=rules), agent_image_allow=("mirror.example.com/ocm",))
-    assert container(r.manifests)["image"] == "mirror.example.com/ocm/dynamic-scoring:0.1.0"
+    assert container(r.manifests)["image"] == f"mirror.example.com/ocm/dynamic-scoring:{DEFAULT_IMAGE_TAG}"
 
 
 def test_customized_image_then_mirrored() -> None:
@@ -277,7 +277,7 @@ def test_cluster_annotation_mirrors_apply_only_without_adc_rules() -> None:
     }
     allow = ("cluster-mirror.example.com", "adc-mirror.example.com")
     plain = render_agent(mca=mca(), adc=None, cluster=cluster, agent_image_allow=allow)
-    assert plain.image == "cluster-mirror.example.com/dynamic-scoring/dynamic-scoring:0.1.0"
+    assert plain.image == f"cluster-mirror.example.com/dynamic-scoring/dynamic-scoring:{DEFAULT_IMAGE_TAG}"
     adc_rules = adc(registries=[{"source": "ghcr.io", "mirror": "adc-mirror.example.com"}])
     rendered = render_agent(mca=mca(), adc=adc_rules, cluster=cluster, agent_image_allow=allow)
     assert rendered.image.startswith("adc-mirror.example.com/")
