@@ -11,7 +11,8 @@ import sys
 
 MISSING_HINT = (
     "error: the dynamic-scoring CLI needs its extra dependencies ({missing} is not installed)\n"
-    "hint: pip install 'dynamic-scoring[cli]'"
+    "hint: pip install 'dynamic-scoring[cli]' (before the first release reaches PyPI, from a checkout: "
+    "pip install ./agent ./addon '.[cli]')"
 )
 
 
