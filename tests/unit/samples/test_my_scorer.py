@@ -95,6 +95,19 @@ def test_the_deployment_serves_what_the_registration_and_the_image_say() -> None
     assert "port=8000" in (MINE / "cpu_free.py").read_text()
     selector = objs["NetworkPolicy"]["spec"]["podSelector"]["matchLabels"]
     assert selector == objs["Deployment"]["spec"]["selector"]["matchLabels"]
+    # the callers: this cluster's agent and the hub manager's pods (its probe), by the installs' own labels
+    [rule] = objs["NetworkPolicy"]["spec"]["ingress"]
+    peers = [{k: v["matchLabels"] for k, v in peer.items() if k != "ipBlock"} for peer in rule["from"]]
+    manager = yaml.safe_load((ROOT / "manifests" / "manager.yaml").read_text())
+    manager_labels = manager["spec"]["template"]["metadata"]["labels"]
+    namespace = yaml.safe_load((ROOT / "manifests" / "namespace.yaml").read_text())["metadata"]["name"]
+    assert {
+        "namespaceSelector": {"kubernetes.io/metadata.name": namespace},
+        "podSelector": {"app.kubernetes.io/name": manager_labels["app.kubernetes.io/name"]},
+    } in peers
+    assert {
+        "namespaceSelector": {"kubernetes.io/metadata.name": "open-cluster-management-agent-addon"}
+    } in peers
 
 
 def test_the_readme_containerfile_is_the_sample_file_without_its_comments() -> None:
