@@ -11,8 +11,8 @@ from there.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import zipfile
