@@ -1,6 +1,8 @@
-"""``dynamic-scoring scorer lint FILE...``: check DynamicScorer files offline, by the hub's own rules.
+"""``dynamic-scoring scorer lint FILE...``: DynamicScorer files checked offline, as cluster and hub would.
 
-Nothing is asked of any server.  Each DynamicScorer document is read as the hub reads the object:
+Nothing is asked of any server.  Each DynamicScorer document is first checked against the CRD's own
+schema (``dynamic_scoring.kube.structural``), as a strict ``kubectl apply`` would be; the refused
+fields are then taken out and the rest is read as the hub reads the object:
 its spellings normalised and its ``spec`` validated by the hub's model
 (``dynamic_scoring.addon.registry.models``),
 then resolved by the hub's ``resolve`` (URLs, required hosts and queries, ``step <= range``,
@@ -300,8 +302,10 @@ def _text(problems: list[Problem], count: int, files: int) -> str:
 )
 @output_option
 def lint_command(files: tuple[Path, ...], output: str) -> None:
-    """Check DynamicScorer files (YAML or JSON, several documents each) offline, by the hub's rules.
+    """Check DynamicScorer files (YAML or JSON) offline: the CRD's schema, then the hub's rules.
 
+    First what a strict kubectl apply refuses (unknown fields, with the closest declared name; types,
+    bounds, enums), then the hub's model and rules on the rest, so every error shows in one run.
     Each problem is named by file, document index and field path.  Documents of other kinds are
     skipped.  Exit 0 when nothing is an error (warnings allowed), 1 on any error, 2 when a file
     cannot be read.
