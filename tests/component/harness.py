@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import PublishRequest
 from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.scorer import ScorerApp
+from dynamic_scoring.scorer.serve import ScorerServer
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until
 
@@ -31,6 +33,7 @@ __all__ = [
     "free_port",
     "peak_rss_growth",
     "published",
+    "serving",
     "summary",
 ]
 
@@ -213,3 +216,15 @@ def peak_rss_growth() -> Iterator[Callable[[], float]]:
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
     base = _status_kib("VmRSS")
     yield lambda: (_status_kib("VmHWM") - base) / 1024
+
+
+@contextlib.contextmanager
+def serving(app: ScorerApp) -> Iterator[str]:
+    """``app`` served by the library's ``ScorerServer`` on a free loopback port; yields its base URL."""
+    server = ScorerServer(app, "127.0.0.1", 0)
+    thread = server.start_in_thread()
+    try:
+        yield server.base_url
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from dynamic_scoring.scorer import ScorerApp, ScoreResult, ScoringRequest, result
-from dynamic_scoring.scorer.serve import ScorerServer
 from e2e.procs import free_port
+from tests.component.harness import serving
 
 
 def one_per_cluster(request: ScoringRequest) -> list[ScoreResult]:
@@ -19,13 +19,8 @@ def one_per_cluster(request: ScoringRequest) -> list[ScoreResult]:
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    server = ScorerServer(ScorerApp(one_per_cluster, name="x", query="up"), "127.0.0.1", 0)
-    thread = server.start_in_thread()
-    try:
-        yield server.base_url
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with serving(ScorerApp(one_per_cluster, name="x", query="up")) as base:
+        yield base
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

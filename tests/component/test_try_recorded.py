@@ -20,7 +20,7 @@ from dynamic_scoring.ctl.main import main
 from dynamic_scoring.ctl.recording import load
 from dynamic_scoring.ctl.replay import Replay, ReplayServer
 from dynamic_scoring.scorer import ScorerApp
-from dynamic_scoring.scorer.serve import ScorerServer
+from tests.component.harness import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "my_scorer"
@@ -39,13 +39,8 @@ def sample_app() -> ScorerApp:
 
 @pytest.fixture
 def scorer() -> Iterator[str]:
-    server = ScorerServer(sample_app(), "127.0.0.1", 0)
-    thread = server.start_in_thread()
-    try:
-        yield server.base_url
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with serving(sample_app()) as base:
+        yield base
 
 
 def expected_item() -> int:

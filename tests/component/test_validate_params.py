@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from dynamic_scoring.ctl.main import main
 from dynamic_scoring.scorer import RequestError, ScorerApp, ScoreResult, ScoringRequest, result
-from dynamic_scoring.scorer.serve import ScorerServer
 from dynamic_scoring.scorer.testing import check_app
+from tests.component.harness import serving
 
 POD_FORMAT = "${scoreName}-${pod}"
 SCORER = """\
@@ -46,13 +46,8 @@ def app(**published: Any) -> ScorerApp:
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    server = ScorerServer(app(), "127.0.0.1", 0)
-    thread = server.start_in_thread()
-    try:
-        yield server.base_url
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with serving(app()) as base:
+        yield base
 
 
 def validate(*args: str) -> tuple[int, str]:
@@ -103,18 +98,13 @@ def test_validate_sends_param_options_and_a_dynamicscorers_params(url: str, tmp_
 
 
 def test_a_none_mode_scorer_does_not_get_what_config_publishes(tmp_path: Path) -> None:
-    server = ScorerServer(app(horizon=7200), "127.0.0.1", 0)
-    thread = server.start_in_thread()
-    try:
+    with serving(app(horizon=7200)) as base:
         full, none = tmp_path / "full.yaml", tmp_path / "none.yaml"
         full.write_text(SCORER.format(mode="Full", extra=""))
         none.write_text(SCORER.format(mode="None", extra=""))
-        assert validate(server.base_url, "--params-from", str(full))[0] == 0
-        code, output = validate(server.base_url, "--params-from", str(none))
+        assert validate(base, "--params-from", str(full))[0] == 0
+        code, output = validate(base, "--params-from", str(none))
         assert code == 1 and "(none were sent)" in output
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
 
 
 def test_bad_arguments_say_what_to_give(url: str, tmp_path: Path) -> None:
