@@ -7,7 +7,9 @@ the load by rewriting a small JSON file, which the exporter re-reads twice a sec
     {"cpu": [{"namespace": "demo", "pod": "app-1", "node": "cluster1-node", "cores": 0.5}]}
 
 Each entry becomes a `container_cpu_usage_seconds_total` counter growing by `cores` per second,
-so `rate(...)` over a short window converges to `cores`.
+so `rate(...)` over a short window converges to `cores`.  Beside them the exporter states the
+cluster's size as cAdvisor does, `machine_cpu_cores` (CAPACITY_CORES unless `--capacity-cores`
+says otherwise), so a scorer can divide by it instead of assuming one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from typing import Any
 import click
 
 from e2e.prometheus import LoadExporter
+
+CAPACITY_CORES = 4.0
+"""Every local cluster's size in cores: what the seasonal sample is told and `machine_cpu_cores` says."""
+CAPACITY_METRIC = "machine_cpu_cores"
 
 
 def _key(entry: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -90,9 +96,17 @@ def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> Non
 @click.command()
 @click.option("--load-file", type=click.Path(path_type=Path), required=True, help="JSON file to follow.")
 @click.option("--port-file", type=click.Path(path_type=Path), required=True, help="Where to write the port.")
-def main(load_file: Path, port_file: Path) -> None:
-    """Serve synthetic container CPU counters on 127.0.0.1, steered by LOAD_FILE."""
+@click.option(
+    "--capacity-cores",
+    type=click.FloatRange(min=0, min_open=True),
+    default=CAPACITY_CORES,
+    show_default=True,
+    help=f"The cluster's size, exposed as {CAPACITY_METRIC}.",
+)
+def main(load_file: Path, port_file: Path, capacity_cores: float) -> None:
+    """Serve synthetic container CPU counters and the cluster's cores on 127.0.0.1, steered by LOAD_FILE."""
     exporter = LoadExporter().start()
+    exporter.set_gauge(CAPACITY_METRIC, {"node": "node-1"}, capacity_cores)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

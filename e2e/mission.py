@@ -41,7 +41,7 @@ from dynamic_scoring.ocm.naming import aps_name
 from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION, destination
 from e2e.controlplane import ControlPlane
 from e2e.kube import Client
-from e2e.loadgen import LoadFile
+from e2e.loadgen import CAPACITY_CORES, LoadFile
 from e2e.loopback import LoopbackServer, QuietHandler
 from e2e.ocm import clusteradm
 from e2e.procs import Proc, StartupError, free_port, wait_until
@@ -75,7 +75,6 @@ SAMPLE_PLACEMENT = REPO / "samples" / "placement" / "placement.yaml"
 TENANT_SECRET = "demo-metrics-tenant"
 TENANT_HEADER = "X-Scope-OrgID"
 DEMO_PODS = ("app-1", "app-2")
-CAPACITY_CORES = 4.0
 # cores: headroom 35 and 65 % of 4 cores, -50 and +50 once the sample's band maps 20..80 onto -100..100
 HEAVY, LIGHT = 2.6, 1.4
 

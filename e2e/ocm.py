@@ -125,13 +125,20 @@ def install_hub(tools: Tools, hub: KubeCluster, render: Callable[[str], str] | N
 
 
 def start_hub_controllers(tools: Tools, hub: KubeCluster) -> list[Proc]:
-    """Start the registration, placement and addon-manager controllers (after `install_hub`)."""
+    """Start the registration, placement, addon-manager and work controllers (after `install_hub`).
+
+    The work controller is OCM's hub-side `work manager` with the ManifestWorkReplicaSet feature
+    gate on, as a hub whose ClusterManager enables that gate runs it: the samples deliver the
+    agents' scorer tokens to every selected cluster with a ManifestWorkReplicaSet.
+    """
     logs = hub.run_dir / "logs"
     kc = hub.admin_kubeconfig
+    mwrs = "--feature-gates=ManifestWorkReplicaSet=true"
     procs = [
         _controller(tools.registration, ["controller"], "hub-registration", kc, HUB_NAMESPACE, logs),
         _controller(tools.placement, ["controller"], "hub-placement", kc, HUB_NAMESPACE, logs),
         _controller(tools.addon, ["manager"], "hub-addon-manager", kc, HUB_NAMESPACE, logs),
+        _controller(tools.work, ["manager", mwrs], "hub-work-manager", kc, HUB_NAMESPACE, logs),
     ]
     for p in procs:
         p.start()

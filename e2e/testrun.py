@@ -12,8 +12,9 @@ tiers need different tools, so this runs them in the order the tools arrive:
    upstream Go addon, the Collector), while OCM v1.2.1 builds; then the OCM-contract e2e tests on
    that older release.
 
-When every tool is already cached it runs lint and the image, then the tiers that start no control
-plane beside the integration and e2e tiers (two pytest runs, one control plane), then the compat run.
+When every tool is already cached it runs lint and the image, then the integration and e2e tiers
+with a second pytest run always beside them: first the tiers that start no control plane, then the
+compat run with a control plane of its own.
 
 Every step runs even when an earlier one failed (except those whose tools failed to build), so one
 failure does not hide another; the summary at the end lists each step, its time and its result.
@@ -100,12 +101,12 @@ class Run:
         self.say(f"{name}: {verdict} in {self.steps[-1].seconds / 60:.1f} min")
         return ok
 
-    def start(self, name: str, argv: Sequence[str]) -> Beside:
+    def start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Beside:
         """Start a step in the background, its output to a log shown by `finish` (not interleaved)."""
         self.say(f"{name}: {' '.join(argv)} (output shown when it ends)")
         log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed by finish, not here
         proc = subprocess.Popen(
-            list(argv), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            list(argv), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         step = Beside(name, proc, log, time.monotonic())
 
@@ -133,7 +134,6 @@ class Run:
         sys.stdout.buffer.write(step.log.read())
         sys.stdout.flush()
         step.log.close()
-        shutil.rmtree(BESIDE_TMP, ignore_errors=True)
         verdict = "passed" if ok else f"FAILED (exit {code})"
         self.say(f"{step.name}: {verdict} in {seconds / 60:.1f} min")
         return ok
@@ -173,43 +173,81 @@ def make(target: str) -> list[str]:
     return ["make", "--no-print-directory", target]
 
 
-def pytest(marks: str, *, quiet: bool = False) -> list[str]:
+def pytest(marks: str, *, beside: str = "") -> list[str]:
     """The venv's pytest for a marker expression (every test when empty).
 
-    `quiet` is for a run beside another pytest: no cache writes (both would write `.pytest_cache`)
-    and its own temporary root, so neither run's cleanup of old temporary directories meets the other's.
+    `beside` names a run beside another pytest: no cache writes (both would write `.pytest_cache`)
+    and its own temporary root under BESIDE_TMP, so neither run's cleanup of old temporary
+    directories meets the other's.
     """
     argv = [str(BIN / "pytest")] + (["-m", marks] if marks else [])
-    if quiet:
-        argv += ["-p", "no:cacheprovider", "--basetemp", str(BESIDE_TMP)]
+    if beside:
+        BESIDE_TMP.mkdir(parents=True, exist_ok=True)  # pytest makes --basetemp but not its parent
+        argv += ["-p", "no:cacheprovider", "--basetemp", str(BESIDE_TMP / beside)]
     return argv
+
+
+COMPAT_STEP = f"OCM-contract e2e tests on OCM {COMPAT_OCM}"
+COMPAT_MARKS = "e2e and ocm_contract"
+
+
+def compat_env() -> dict[str, str]:
+    """The environment of the compat run: the same tests on the older OCM release."""
+    return {**os.environ, "DS_OCM_VERSION": COMPAT_OCM}
 
 
 def compat(run: Run) -> None:
     """The OCM-contract e2e tests once more, on the older OCM release."""
-    env = {**os.environ, "DS_OCM_VERSION": COMPAT_OCM}
-    run.run(f"OCM-contract e2e tests on OCM {COMPAT_OCM}", pytest("e2e and ocm_contract"), env=env)
+    run.run(COMPAT_STEP, pytest(COMPAT_MARKS), env=compat_env())
 
 
 def warm(run: Run) -> None:
-    """Every tool cached: the tiers without a control plane beside those with one, then the compat run.
+    """Every tool cached: lint and the image, then three pytest runs, never more than two at a time.
 
-    The unit, component and packaging tiers (4.5 min alone) mostly wait on their loopback servers and
-    subprocesses (about half a core), so they run beside the integration and e2e tiers (one control
-    plane) rather than before them; their output is kept in a log and shown after, not interleaved.
+    The integration and e2e tiers (one control plane, about 22 minutes) are the long pole.  Beside
+    them run first the unit, component and packaging tiers (about 10 minutes there; they mostly wait
+    on their loopback servers and subprocesses), then, as soon as those end, the OCM-contract e2e
+    tests on OCM v1.2.1 (about 4 minutes alone) with a control plane of their own: two control
+    planes on one host share nothing (free loopback ports, their own run directories, podman
+    containers labelled per runner, image tags per run), and run one after the other these took
+    another 4 minutes at the end.  The two background runs' output is kept in logs and shown after
+    the foreground run's, not interleaved.
     """
-    run.say("every tool is cached: lint, image, the tiers (two pytest runs side by side), the compat run")
+    run.say("every tool is cached: lint, image, then the tiers, a second pytest run always beside the first")
     run.run("lint", make("lint"))
     if not run.run("image", make("image")):
         run.skip("pytest: every tier", "the image did not build")
         compat(run)
         return
-    beside = run.start("pytest: unit, component, packaging (beside)", pytest(NO_CONTROL_PLANE, quiet=True))
+    tiers = pytest(NO_CONTROL_PLANE, beside="tiers")
+    beside = run.start("pytest: unit, component, packaging (beside)", tiers)
+    later: list[Beside] = []
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def then_compat() -> None:
+        beside.proc.wait()
+        with lock:
+            if not stopping.is_set():
+                argv = pytest(COMPAT_MARKS, beside="compat")
+                later.append(run.start(f"{COMPAT_STEP} (beside)", argv, compat_env()))
+
+    starter = threading.Thread(target=then_compat, name="compat after the tiers", daemon=True)
+    starter.start()
     try:
         run.run("pytest: integration, e2e", pytest("integration or e2e"))
+    except BaseException:  # interrupted: the background runs are in sessions of their own
+        with lock:
+            stopping.set()
+            for step in later:
+                os.killpg(step.proc.pid, signal.SIGTERM)
+        raise
     finally:
         run.finish(beside)
-    compat(run)
+        starter.join()  # it has started the compat run, or decided not to
+        for step in later:
+            run.finish(step)
+        shutil.rmtree(BESIDE_TMP, ignore_errors=True)
 
 
 def cold(run: Run) -> None:

@@ -387,7 +387,8 @@ def placement_stability(workdir: Path) -> list[Row]:
     """Run every scenario on one control plane and report each policy's churn and reaction."""
     from bench.placement_stability.plot import plot
     from e2e.controlplane import ControlPlane
-    from e2e.mission import CAPACITY_CORES, SAMPLE_CONFIG, Mission, sample_documents
+    from e2e.loadgen import CAPACITY_CORES
+    from e2e.mission import SAMPLE_CONFIG, Mission, sample_documents
     from e2e.ocm import cluster_set_binding
 
     cp = ControlPlane(workdir / "ocm", progress=_say)

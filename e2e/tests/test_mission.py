@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,7 +35,7 @@ from dynamic_scoring.addon.constants import AGENT_DEPLOYMENT, DEFAULT_IMAGE_REPO
 from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.timestamps import parse_time
 from e2e.controlplane import ControlPlane
-from e2e.image import default_tag, image_id, podman
+from e2e.image import default_tag, image_exists, image_id, podman
 from e2e.inventory import Key, snapshot
 from e2e.kube import Kubectl
 from e2e.mission import (
@@ -132,7 +133,11 @@ def story(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     finally:
         m.stop_local()
         for tag in s.image_tags:
-            podman("untag", tag, check=False)
+            # this name only: `podman untag IMAGE` without a name strips every name of the image,
+            # the built image's own tag with them (the same image), under any run still using it
+            podman("untag", tag, tag, check=False)
+        if s.image_tags:
+            assert image_exists(default_tag()), "untagging the upgrade's name took the built image's own"
         if m.hub.find("v1", "Namespace", NAMESPACE) is not None:  # a step failed before the uninstall
             for c in CLUSTERS:
                 if m.hub.find(ADDON_V1A1, "ManagedClusterAddOn", ADDON, c) is not None:
@@ -298,7 +303,9 @@ def test_helm_upgrade_to_the_next_chart_version_keeps_scorers_and_scores(
     core = re.match(r"(\d+)\.(\d+)\.(\d+)", str(chart["version"]))  # 0.1.0-dev.0 between releases
     assert core is not None, chart["version"]
     major, minor, patch = (int(p) for p in core.groups())
-    chart["version"] = chart["appVersion"] = f"{major}.{minor}.{patch + 1}"
+    # a pre-release of the next version, unique to this run: a second run on this host (make test
+    # runs the compat run beside the first) tags its own image, so neither's untag takes the other's
+    chart["version"] = chart["appVersion"] = f"{major}.{minor}.{patch + 1}-e2e.r{uuid.uuid4().hex[:8]}"
     (nxt / "Chart.yaml").write_text(yaml.safe_dump(chart))
     image = f"{DEFAULT_IMAGE_REPOSITORY}:{chart['appVersion']}"
     # the next release's image: the runner runs only images present locally, as a node that has

@@ -11,13 +11,18 @@ status, and OCM's Progressing still completes with the extra labelled work prese
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
 import json
+import os
+import secrets
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +30,10 @@ import pytest
 import yaml
 
 from dynamic_scoring.addon.config.spec_hash import spec_hash
+from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.timestamps import parse_time
 from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION
 from e2e import containers
 from e2e.controlplane import ControlPlane
 from e2e.image import build, default_tag, image_exists, podman, ulimits
@@ -37,6 +44,7 @@ from e2e.tests.test_addon_lifecycle import (  # the lifecycle story's installati
     ADDON_V1A1,
     CLUSTERS,
     HUB_RBAC,
+    INSTALL_NS,
     MANAGER_NS,
     WORK_V1,
     Env,
@@ -461,11 +469,15 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
 
     The image is built from its Containerfile on top of the project's image (the release it names),
     and run as a real container the way its Deployment says: non-root, read-only root filesystem,
-    no capabilities, in a network namespace of its own with its port published on loopback.  The
+    no capabilities, its token Secret mounted where TOKEN_FILE points, in a network namespace of its
+    own with its port published on loopback.  It refuses /scoring without the token.  The
     Deployment, Service and NetworkPolicy are applied to cluster2's apiserver, which validates them
-    (no kubelet runs them here).  The DynamicScorer is the sample's, pointed at the container and at
-    the cluster's Prometheus; the agents of both clusters must publish the item the README's
-    Placement names.
+    (no kubelet runs them here).  The agents' copy of the token reaches both clusters as the README
+    says: token-for-agents.yaml applied on the hub, OCM's ManifestWorkReplicaSet controller writing
+    a ManifestWork per cluster of its Placement and each work agent applying the Secret.  The
+    DynamicScorer is the sample's, pointed at the container and at the cluster's Prometheus; the
+    agents of both clusters must publish the item the README's Placement names, which they can only
+    with that token.  Deleting the ManifestWorkReplicaSet takes the Secret off both clusters.
     """
     env = registry
     prometheus = control_plane.clusters["cluster1"].prometheus_url
@@ -494,6 +506,19 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
     deployment = next(d for d in _load("deploy.yaml") if d["kind"] == "Deployment")
     pod_spec = deployment["spec"]["template"]["spec"]
     [container] = pod_spec["containers"]
+    # the token Secret as the kubelet mounts it (the volume's items, mode 0644), where the sample says
+    token = secrets.token_hex(32)
+    [volume] = pod_spec["volumes"]
+    [mount] = container["volumeMounts"]
+    assert mount["name"] == volume["name"] and volume["secret"]["secretName"] == "cpu-free-token"
+    secret_dir = tmp_path / "token-volume"
+    secret_dir.mkdir()
+    secret_dir.chmod(0o755)  # not mkdir's mode: the umask would narrow it
+    for entry in volume["secret"]["items"]:
+        (secret_dir / entry["path"]).write_text(token)
+        (secret_dir / entry["path"]).chmod(0o644)
+    container_env = {e["name"]: e["value"] for e in container["env"]}
+    assert container_env["TOKEN_FILE"].startswith(mount["mountPath"] + "/"), container_env
     port = free_port()
     name = f"e2e-my-scorer-{port}"
     argv = containers.run_argv(
@@ -505,19 +530,36 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
         container=container,
         who=containers.identity(pod_spec, container, containers.image_user(tag) or ""),
         image_user=containers.image_user(tag) or "",
-        mounts=[],
-        env_names=[],
-        env={},
+        mounts=[(str(secret_dir), mount["mountPath"], True)],
+        env_names=sorted(container_env),
+        env=container_env,
         command=container.get("command") or [],
         args=container.get("args") or [],
         publish=[f"127.0.0.1:{port}:{container['ports'][0]['containerPort']}"],
     )
-    proc = Proc("my-scorer", argv, tmp_path / "my-scorer.log")
+    proc = Proc("my-scorer", argv, tmp_path / "my-scorer.log", env={**os.environ, **container_env})
     proc.start()
     scorer = _load("dynamicscorer.yaml")[0]
     scorer["spec"]["configURL"] = f"http://127.0.0.1:{port}/config"
     scorer["spec"]["source"]["host"] = prometheus
+    secret_ref = scorer["spec"]["scoring"]["auth"]["tokenSecretRef"]
     name_on_hub = scorer["metadata"]["name"]
+    # the README's sed: the token in base64, and the annotation naming where this scorer listens
+    delivery = (MY_SCORER / "token-for-agents.yaml").read_text()
+    for placeholder in ("REPLACE-WITH-THE-TOKEN-IN-BASE64", "cpu-free.scorers.svc:8000"):
+        assert placeholder in delivery, placeholder
+    encoded = base64.b64encode(token.encode()).decode()
+    delivery_file = tmp_path / "token-for-agents.yaml"
+    delivery_file.write_text(
+        delivery.replace("REPLACE-WITH-THE-TOKEN-IN-BASE64", encoded).replace(
+            "cpu-free.scorers.svc:8000", f"127.0.0.1:{port}"
+        )
+    )
+    hub_kubectl = Kubectl(control_plane.tools.kubectl, env.kubeconfigs["cluster1"])
+
+    def delivered(cluster: str) -> JSON | None:
+        return env.spokes[cluster].find("v1", "Secret", secret_ref["name"], INSTALL_NS)
+
     try:
         wait_until(
             lambda: _healthy(f"http://127.0.0.1:{port}"),
@@ -525,6 +567,26 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
             what="the scorer container's /healthz",
             proc=proc,
         )
+        refused = urllib.request.Request(
+            f"http://127.0.0.1:{port}/scoring",
+            data=b'{"data": []}',
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(refused, timeout=10)
+        assert denied.value.code == 401, denied.value
+
+        hub_kubectl.run("apply", "-f", str(delivery_file))
+        for cluster in CLUSTERS:
+            secret = wait_value(
+                partial(delivered, cluster),
+                lambda s: s is not None and (s.get("data") or {}).get(secret_ref["key"]) == encoded,
+                timeout=120,
+                what=f"Secret {secret_ref['name']} on {cluster}, from the ManifestWorkReplicaSet",
+            )
+            assert secret is not None
+            annotations = secret["metadata"].get("annotations") or {}
+            assert annotations[ALLOWED_HOSTS_ANNOTATION] == f"127.0.0.1:{port}", annotations
         env.hub.apply(scorer)
 
         def item(cluster: str) -> int | None:
@@ -556,7 +618,15 @@ def test_a_scorer_built_and_deployed_as_documented_scores_both_clusters(
             what=f"DynamicScorer {name_on_hub}: Active and ConfigSynced",
         )
         assert status["scoreName"] == "cpu_free"
+
+        hub_kubectl.run("delete", "-f", str(delivery_file), "--wait=false")
+        wait_until(
+            lambda: all(delivered(c) is None for c in CLUSTERS),
+            timeout=120,
+            what="the token Secret gone from both clusters with its ManifestWorkReplicaSet",
+        )
     finally:
+        hub_kubectl.run("delete", "-f", str(delivery_file), "--ignore-not-found", "--wait=false", check=False)
         env.hub.delete(DS_V1A1, "DynamicScorer", name_on_hub, MANAGER_NS)
         proc.stop()
         podman("rm", "--force", "--ignore", name, check=False)

@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -169,3 +170,44 @@ def test_the_scorer_library_runs_without_any_extra() -> None:
     assert report["ok"] and report["project"] == []
     # the standard library's encoding sizes plain names as msgspec's does
     assert report["size"] == scores_bytes([(f"pod-{i}", i - 50) for i in range(100)])
+
+
+BLOCKED_RUN = """
+import sys
+for name in {extras!r}:
+    sys.modules[name] = None
+sys.argv = {argv!r}
+from {module} import main
+main()
+"""
+
+
+def run_without_extras(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A console script's function as a base install runs it: no extra importable."""
+    code = BLOCKED_RUN.format(extras=EXTRAS, argv=[module, *args], module=module)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_the_cli_without_its_extra_says_what_to_install_instead_of_a_traceback() -> None:
+    """`dynamic-scoring` is installed by the base wheel; without the cli extra it names the extra."""
+    done = run_without_extras("dynamic_scoring.ctl.entry", "--help")
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr, done.stderr
+    assert "is not installed" in done.stderr and "pip install 'dynamic-scoring[cli]'" in done.stderr
+
+
+def test_the_sample_scorers_of_the_base_wheel_run_without_any_extra() -> None:
+    """The base wheel's other console scripts, the sample scorers, need no extra at all.
+
+    These and the CLI are all of its scripts: the agent's and the hub's are in their own wheels.
+    """
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    samples = ("cpu", "predict", "seasonal")
+    assert {v.split(":")[0] for v in scripts.values()} == {
+        "dynamic_scoring.ctl.entry",
+        *(f"dynamic_scoring.samples.scorers.{m}" for m in samples),
+    }
+    for module in samples:
+        done = run_without_extras(f"dynamic_scoring.samples.scorers.{module}", "--help")
+        assert done.returncode == 0, (module, done.stderr[-2000:])
+        assert "usage:" in done.stdout, (module, done.stdout)

@@ -15,10 +15,12 @@ from typing import Any
 
 import yaml
 
+from dynamic_scoring.addon.constants import DEFAULT_INSTALL_NAMESPACE
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
 from dynamic_scoring.ocm.naming import aps_name
+from dynamic_scoring.outbound.secret_binding import ALLOWED_HOSTS_ANNOTATION, listed_destination
 from dynamic_scoring.scorer import ScorerApp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,7 +75,9 @@ def test_the_registered_scorer_resolves_to_the_score_the_placement_names() -> No
     summary = resolution.summary
     assert summary.score_name == "cpu_free"
     assert summary.scoring_endpoint == "http://cpu-free.scorers.svc:8000/scoring"
-    assert summary.source_query == 'sum(rate(container_cpu_usage_seconds_total{container!=""}[1m]))'
+    assert summary.source_query == (
+        'sum(rate(container_cpu_usage_seconds_total{container!=""}[1m])) / sum(machine_cpu_cores)'
+    )
     assert summary.score_dimension_format == "${scoreName}"  # one item per cluster, named cpu_free
 
     placement = next(d for d in documents("placement.yaml") if d["kind"] == "Placement")
@@ -115,3 +119,46 @@ def test_the_readme_containerfile_is_the_sample_file_without_its_comments() -> N
     assert readme_blocks("Write a scorer", "dockerfile") == [
         "".join(x for x in lines if not x.startswith("#"))
     ]
+
+
+def test_one_token_secret_name_joins_the_scorer_the_registration_and_the_agents_copy() -> None:
+    """The Secret the Deployment mounts, the one the DynamicScorer names and the one the hub delivers
+    to every agent are the same name and key, and the delivered copy is bound to the scoring URL."""
+    [registration] = documents("dynamicscorer.yaml")
+    ref = registration["spec"]["scoring"]["auth"]["tokenSecretRef"]
+    # the scorer's side: the mounted Secret's key is the file TOKEN_FILE names, which cpu_free.py reads
+    deployment = next(d for d in documents("deploy.yaml") if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [volume] = pod["volumes"]
+    [container] = pod["containers"]
+    [mount] = container["volumeMounts"]
+    assert volume["secret"]["secretName"] == ref["name"] and mount["name"] == volume["name"]
+    assert mount.get("readOnly") is True and volume["secret"].get("optional") is not True
+    [item] = volume["secret"]["items"]
+    token_file = {e["name"]: e["value"] for e in container["env"]}["TOKEN_FILE"]
+    assert item["key"] == ref["key"] and token_file == f"{mount['mountPath']}/{item['path']}"
+    assert 'os.environ.get("TOKEN_FILE")' in (MINE / "cpu_free.py").read_text()
+
+    # the agents' side: a ManifestWorkReplicaSet over a Placement of the same namespace
+    delivery = {d["kind"]: d for d in documents("token-for-agents.yaml")}
+    mwrs = delivery["ManifestWorkReplicaSet"]
+    namespace = mwrs["metadata"]["namespace"]
+    assert delivery["Namespace"]["metadata"]["name"] == namespace
+    assert delivery["Placement"]["metadata"]["namespace"] == namespace
+    assert delivery["ManagedClusterSetBinding"]["metadata"]["namespace"] == namespace
+    assert (
+        delivery["ManagedClusterSetBinding"]["spec"]["clusterSet"]
+        in delivery["Placement"]["spec"]["clusterSets"]
+    )
+    assert mwrs["spec"]["placementRefs"] == [{"name": delivery["Placement"]["metadata"]["name"]}]
+    [secret] = mwrs["spec"]["manifestWorkTemplate"]["workload"]["manifests"]
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == ref["name"]
+    assert secret["metadata"]["namespace"] == DEFAULT_INSTALL_NAMESPACE  # where the agents read it
+    assert set(secret["data"]) == {ref["key"]}
+    assert secret["data"][ref["key"]] == "REPLACE-WITH-THE-TOKEN-IN-BASE64"  # no usable token ships
+    allowed = secret["metadata"]["annotations"][ALLOWED_HOSTS_ANNOTATION]
+    scoring_url = (
+        registration["spec"]["configURL"].removesuffix("/config") + registration["spec"]["scoring"]["path"]
+    )
+    assert listed_destination(allowed, scoring_url), (allowed, scoring_url)
+    assert not listed_destination(allowed, "http://prometheus-k8s.monitoring.svc:9090/api/v1/query_range")
