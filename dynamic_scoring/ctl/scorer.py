@@ -19,7 +19,7 @@ from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.contract.wire import check_dimension_labels
 from dynamic_scoring.ctl.lint import lint_command
 from dynamic_scoring.ctl.output import ExitCode, emit_json, fail, output_option
-from dynamic_scoring.scorer.conformance import Checker, UnreachableError
+from dynamic_scoring.scorer.conformance import Checker, UnreachableError, label_sets
 
 
 @click.group()
@@ -53,6 +53,21 @@ def _dimension_labels(entries: tuple[str, ...]) -> dict[str, str]:
     except ValueError as exc:
         fail(f"--dimension-label: {exc}", code=ExitCode.USAGE)
     return labels
+
+
+def _series_labels(entries: tuple[str, ...]) -> list[dict[str, str]]:
+    """The ``--series-labels`` objects; a usage error names the one that is not JSON."""
+    sets = []
+    for entry in entries:
+        try:
+            sets.append(json.loads(entry))
+        except ValueError as exc:
+            fail(f"--series-labels {entry!r}: not JSON ({exc})", code=ExitCode.USAGE)
+    try:
+        label_sets(sets)
+    except ValueError as exc:
+        fail(f"--series-labels: {exc}", hint='give objects like \'{"pod": "a"}\'', code=ExitCode.USAGE)
+    return sets
 
 
 def _params(entries: tuple[str, ...]) -> dict[str, Any]:
@@ -145,6 +160,15 @@ def _params_from(path: Path) -> tuple[dict[str, Any], bool]:
     help="A file with one DynamicScorer: send its spec.scoring.params as the agent would, and the "
     "parameters /config publishes only when its configSyncMode is Full.",
 )
+@click.option(
+    "--series-labels",
+    "series_labels",
+    multiple=True,
+    metavar="JSON",
+    help="A label set the series sent carry, as a JSON object; repeat for several, sent in turn "
+    "(default: per-pod CPU labels).  For a scorer that reads particular metrics: --series-labels "
+    '\'{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n1", "gpu": "0"}\'.',
+)
 @output_option
 def validate(
     url: str,
@@ -157,6 +181,7 @@ def validate(
     dimension_labels: tuple[str, ...],
     param_entries: tuple[str, ...],
     params_from: Path | None,
+    series_labels: tuple[str, ...],
     output: str,
 ) -> None:
     """Check the scoring API at URL (its base, e.g. http://127.0.0.1:8000) against the contract.
@@ -184,6 +209,7 @@ def validate(
             dimension_labels=labels,
             params=params,
             config_params=full,
+            series_labels=_series_labels(series_labels),
         )
     except (ValueError, ssl.SSLError) as exc:  # ssl: a CA file that is not PEM
         fail(str(exc), hint="give the scorer's base URL, e.g. http://127.0.0.1:8000", code=ExitCode.USAGE)

@@ -14,7 +14,9 @@ the hard way, and reports each problem as a ``Finding``: its severity, what was 
   their dimension labels), and dimension labels that name items apart, under the DynamicScorer's
   ``scoreDimensionFormat`` when given (else the default ``${scoreName}``).  Every bad result of an
   answer is reported (index, labels, what is wrong; up to ``MAX_LISTED_RESULTS``), and a failing
-  HTTP answer with its status, an excerpt of its body and a hint that fits the status.
+  HTTP answer with its status, an excerpt of its body and a hint that fits the status.  The series
+  are labelled like per-pod CPU unless ``series_labels`` gives label sets to send in turn (a scorer
+  that reads particular metrics, such as the DCGM exporter's, refuses series it does not know).
 * Latency: p50 and max per input size.
 * The token: with one, a request without it or with a wrong one must be refused (401/403); without
   one, a scorer that refuses is reported so the operator knows to configure a token.
@@ -33,7 +35,7 @@ import ssl
 import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -187,7 +189,25 @@ class Report:
         return self.text()
 
 
-def _labels(i: int) -> dict[str, str]:
+LabelSets = tuple[tuple[tuple[str, str], ...], ...]
+"""Label sets the requests' series carry in turn (hashable, so a large body is built once per set)."""
+
+
+def label_sets(sets: Sequence[Mapping[str, str]] | None) -> LabelSets:
+    """``sets`` as ``LabelSets``; ``ValueError`` for an empty one or a value that is not a string."""
+    if not sets:
+        return ()
+    for i, labels in enumerate(sets):
+        if not isinstance(labels, Mapping) or not labels:
+            raise ValueError(f"series labels [{i}]: expected a non-empty object of labels")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise ValueError(f"series labels [{i}]: every label name and value must be a string")
+    return tuple(tuple(sorted(labels.items())) for labels in sets)
+
+
+def _labels(i: int, sets: LabelSets = ()) -> dict[str, str]:
+    if sets:
+        return dict(sets[i % len(sets)])
     return {"node": f"node-{i % 50}", "namespace": f"ns-{i % 20}", "pod": f"pod-{i}", "container": "app"}
 
 
@@ -195,13 +215,19 @@ def _values(i: int, points: int, start: float, step: int) -> list[list[Any]]:
     return [[start + step * j, f"{0.1 + (i % 7) * 0.05 + j * 0.001:.4f}"] for j in range(points)]
 
 
-def matrix(series: int, points: int, *, start: float = T0, step: int = 15) -> list[dict[str, Any]]:
-    """``series`` Prometheus matrix series of ``points`` points each, labelled like per-pod CPU."""
-    return [{"metric": _labels(i), "values": _values(i, points, start, step)} for i in range(series)]
+def matrix(
+    series: int, points: int, *, start: float = T0, step: int = 15, sets: LabelSets = ()
+) -> list[dict[str, Any]]:
+    """``series`` Prometheus matrix series of ``points`` points each, labelled like per-pod CPU.
+
+    With ``sets``, series ``i`` carries label set ``i % len(sets)`` instead: a scorer that reads
+    particular metrics (the DCGM exporter's, say) is sent series it recognises.
+    """
+    return [{"metric": _labels(i, sets), "values": _values(i, points, start, step)} for i in range(series)]
 
 
 @functools.lru_cache(maxsize=2)
-def matrix_body(series: int, points: int) -> bytes:
+def matrix_body(series: int, points: int, sets: LabelSets = ()) -> bytes:
     """The request body of ``matrix(series, points)``, built from seven encoded value rows.
 
     Encoding 10,000 series point by point took 6 s on a busy two-core machine; the rows repeat
@@ -209,15 +235,15 @@ def matrix_body(series: int, points: int) -> bytes:
     """
     rows = [json.dumps(_values(k, points, T0, 15), separators=(",", ":")) for k in range(7)]
     parts = [
-        f'{{"metric":{json.dumps(_labels(i), separators=(",", ":"))},"values":{rows[i % 7]}}}'
+        f'{{"metric":{json.dumps(_labels(i, sets), separators=(",", ":"))},"values":{rows[i % 7]}}}'
         for i in range(series)
     ]
     return ('{"data":[' + ",".join(parts) + "]}").encode()
 
 
-def non_finite_matrix() -> list[dict[str, Any]]:
+def non_finite_matrix(sets: LabelSets = ()) -> list[dict[str, Any]]:
     """Three series carrying the non-finite values Prometheus writes (``NaN``, ``+Inf``, ``-Inf``)."""
-    data = matrix(3, 10)
+    data = matrix(3, 10, sets=sets)
     data[0]["values"][3][1] = "NaN"
     data[1]["values"][-1][1] = "+Inf"
     data[2]["values"] = [[T0, "NaN"], [T0 + 15, "-Inf"]]
@@ -286,7 +312,8 @@ def status_hint(
     if 400 <= status < 500:
         return (
             "the scorer refused a well-formed request: accept the agent's body "
-            "(Prometheus sends NaN/Inf as strings, empty data as [])"
+            "(Prometheus sends NaN/Inf as strings, empty data as []); a scorer that reads particular "
+            "metrics or labels is sent series it recognises with --series-labels (series_labels=)"
         )
     return "answer 2xx"
 
@@ -319,6 +346,7 @@ class Checker:
         dimension_labels: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         config_params: bool = True,
+        series_labels: Sequence[Mapping[str, str]] | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -341,6 +369,7 @@ class Checker:
                 f"params: more than {MAX_SCORING_PARAMS_BYTES} bytes as JSON (the agent's limit)"
             )
         self.config_params = config_params
+        self.sets = label_sets(series_labels)
         self._config_extras: dict[str, Any] = {}
         self.base = url.rstrip("/")
         self.token = token
@@ -533,7 +562,7 @@ class Checker:
     def _token(self, path: str) -> bool:
         """Check the token handling; False when the scorer refuses us, so scoring cannot be checked."""
         self.report.checks.append("token")
-        body = json.dumps({"data": matrix(1, 5)}).encode()
+        body = json.dumps({"data": matrix(1, 5, sets=self.sets)}).encode()
         bare = self._request("POST", path, body)
         if self.token is None:
             if bare.status in (401, 403):
@@ -580,13 +609,14 @@ class Checker:
 
         cases: list[tuple[str, int, Callable[[], bytes], int]] = [
             ("empty", 0, lambda: body([]), self.repeats),
-            ("small", 3, lambda: body(matrix(3, 20)), self.repeats),
-            ("non-finite", 3, lambda: body(non_finite_matrix()), 1),
+            ("small", 3, lambda: body(matrix(3, 20, sets=self.sets)), self.repeats),
+            ("non-finite", 3, lambda: body(non_finite_matrix(self.sets)), 1),
         ]
         if self.large:  # seconds per request, so once
 
             def large() -> bytes:
-                whole = matrix_body(LARGE_SERIES, LARGE_POINTS)  # {"data":[...]}, cached without params
+                # {"data":[...]}, cached without params
+                whole = matrix_body(LARGE_SERIES, LARGE_POINTS, self.sets)
                 return whole[:-1] + b',"params":' + json.dumps(params).encode() + b"}" if params else whole
 
             cases.append(("large", LARGE_SERIES, large, 1))
@@ -893,11 +923,13 @@ __all__ = [
     "WARNING",
     "Checker",
     "Finding",
+    "LabelSets",
     "Latency",
     "RaisedError",
     "Report",
     "UnreachableError",
     "check",
+    "label_sets",
     "matrix",
     "matrix_body",
     "non_finite_matrix",

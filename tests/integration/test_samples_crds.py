@@ -7,6 +7,8 @@
   generator (through the sample ConfigMap) and OCM's Kueue admission check read: the label
   ``cluster.open-cluster-management.io/placement=<name>`` and ``status.decisions[].clusterName``.
   The decision follows when the scores flip.
+* The GPU sample Placement ranks a cluster without GPUs (the DynamicScorer's missing-data score)
+  below one whose GPUs are all busy, and follows free GPUs.
 * The sample RBAC lets the ApplicationSet controller read PlacementDecisions in ``argocd`` only.
 """
 
@@ -87,7 +89,7 @@ def scratch(hub: Kubectl) -> Iterator[str]:
 def test_scorer_samples_apply_strictly_and_keep_every_field(hub: Kubectl, scratch: str) -> None:
     # In a scratch namespace, so that a manager running in this session does not act on them.
     objects = [*load("crs/cpu-headroom-scorer.yaml"), *load("crs/cpu-forecast-scorer.yaml")]
-    objects += load("crs/dynamicscoringconfig.yaml")
+    objects += load("crs/gpu-free-scorer.yaml") + load("crs/dynamicscoringconfig.yaml")
     (openshift,) = load("openshift/cpu-headroom-scorer.yaml")
     openshift["metadata"]["name"] = "cpu-headroom-openshift"  # beside the plain one
     objects.append(openshift)
@@ -253,6 +255,35 @@ def test_placement_decisions_carry_what_argocd_and_kueue_read_and_follow_a_flip(
     print(
         f"score flip to all three decisions following: {time.monotonic() - flipped:.1f} s"
     )  # docs/samples.md
+
+
+def test_the_gpu_placement_ranks_a_cluster_without_gpus_below_one_whose_gpus_are_busy(
+    hub: Kubectl, placements: str
+) -> None:
+    # samples/placement/gpu.yaml beside the sample Placement, whose namespace and binding it uses.
+    objects = load("placement/gpu.yaml")
+    result = strict(hub, objects)
+    assert result.returncode == 0, result.stderr
+    [placement] = objects
+
+    def decided() -> list[str]:
+        return argocd_generator_clusters(hub, "dynamic-scoring-samples", placement["metadata"]["name"])
+
+    try:
+        # cluster1's GPUs are all busy (0); cluster2 has none, so its agent writes missingData (-100).
+        # Without that score cluster2 would count 0 too, and the tie could go either way.
+        set_score(hub, "cluster1", "gpu-free", "gpu_free", 0)
+        set_score(hub, "cluster2", "gpu-free", "gpu_free", -100)
+        wait_until(lambda: decided() == ["cluster1"], timeout=90, what="the GPU Placement to pick cluster1")
+        set_score(hub, "cluster2", "gpu-free", "gpu_free", 50)  # GPUs arrive on cluster2, half of one free
+        wait_until(
+            lambda: decided() == ["cluster2"], timeout=90, what="the GPU Placement to move to cluster2"
+        )
+    finally:
+        hub.run("delete", "placements.cluster.open-cluster-management.io", placement["metadata"]["name"],
+                "-n", "dynamic-scoring-samples", "--ignore-not-found")  # fmt: skip
+        for cluster in ("cluster1", "cluster2"):
+            hub.run("delete", "addonplacementscore", "gpu-free", "-n", cluster, "--ignore-not-found")
 
 
 def test_sample_rbac_lets_the_applicationset_controller_read_decisions_in_argocd_only(

@@ -35,6 +35,8 @@ class Defaults:
     range: int
     step: int
     interval: int
+    capacity_option: bool = True
+    """Whether the scorer takes ``--capacity-cores`` (the CPU samples do; the GPU sample does not)."""
 
 
 def build_parser(prog: str, defaults: Defaults) -> argparse.ArgumentParser:
@@ -58,7 +60,8 @@ def build_parser(prog: str, defaults: Defaults) -> argparse.ArgumentParser:
     p.add_argument("--range", type=int, default=defaults.range, help="seconds of history per request")
     p.add_argument("--step", type=int, default=defaults.step, help="seconds between points")
     p.add_argument("--interval", type=int, default=defaults.interval, help="seconds between scoring cycles")
-    p.add_argument("--capacity-cores", type=float, default=4.0, help="load (cores) that scores 0")
+    if defaults.capacity_option:
+        p.add_argument("--capacity-cores", type=float, default=4.0, help="load (cores) that scores 0")
     p.add_argument(
         "--token-file",
         default=None,
@@ -72,7 +75,7 @@ def build_app(
     args: argparse.Namespace, parser: argparse.ArgumentParser, description: str, score: ScoreFn
 ) -> ScorerApp:
     """The app the options describe; a bad option exits with a usage message (``parser.error``)."""
-    if not args.capacity_cores > 0:
+    if not getattr(args, "capacity_cores", 1.0) > 0:
         parser.error("--capacity-cores must be positive")
     if args.range < 1 or args.step < 1 or args.step > args.range or args.interval < 1:
         parser.error("--range, --step and --interval must be at least 1, and --step at most --range")

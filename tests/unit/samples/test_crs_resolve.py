@@ -17,7 +17,7 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.samples.scorers import cpu, predict, seasonal
+from dynamic_scoring.samples.scorers import cpu, gpu, predict, seasonal
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
@@ -116,11 +116,40 @@ def test_the_seasonal_scorers_resolve_to_a_day_and_an_hour_of_history_and_a_hori
 
 
 @pytest.mark.parametrize(
+    ("index", "name", "params", "format_"),
+    [
+        (0, "gpu_free", {"gpus": 1}, "${scoreName}"),
+        (1, "gpu_free_by_gpu", {"per": "gpu"}, "${node}-${device}"),
+    ],
+)
+def test_the_gpu_scorers_resolve_to_the_dcgm_query_and_a_score_for_clusters_without_gpus(
+    index: int, name: str, params: dict[str, Any], format_: str
+) -> None:
+    resolution = resolve(scorer("crs/gpu-free-scorer.yaml", index=index))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    served = served_config(gpu.DEFAULTS, "gpu")
+    assert served["scoring"]["params"]["name"] == "gpu_free"
+    assert s.score_name == name
+    assert (s.source_query, s.source_range, s.source_step) == (
+        served["source"]["params"]["query"],
+        served["source"]["params"]["range"],
+        served["source"]["params"]["step"],
+    )
+    assert s.scoring_interval == served["scoring"]["params"]["interval"]
+    assert s.scoring_params == params
+    assert s.score_dimension_format == format_
+    assert s.missing_data_score == -100  # below a cluster whose GPUs are all busy (0)
+    assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8003/scoring"
+
+
+@pytest.mark.parametrize(
     ("path", "container"),
     [
         ("crs/cpu-headroom-scorer.yaml", "cpu"),
         ("crs/cpu-forecast-scorer.yaml", "predict"),
         ("crs/cpu-seasonal-scorer.yaml", "seasonal"),
+        ("crs/gpu-free-scorer.yaml", "gpu"),
     ],
 )
 def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
