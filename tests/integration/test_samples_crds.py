@@ -89,7 +89,8 @@ def scratch(hub: Kubectl) -> Iterator[str]:
 def test_scorer_samples_apply_strictly_and_keep_every_field(hub: Kubectl, scratch: str) -> None:
     # In a scratch namespace, so that a manager running in this session does not act on them.
     objects = [*load("crs/cpu-headroom-scorer.yaml"), *load("crs/cpu-forecast-scorer.yaml")]
-    objects += load("crs/gpu-free-scorer.yaml") + load("crs/dynamicscoringconfig.yaml")
+    objects += load("crs/gpu-free-scorer.yaml") + load("crs/cost-scorer.yaml")
+    objects += load("crs/dynamicscoringconfig.yaml")
     (openshift,) = load("openshift/cpu-headroom-scorer.yaml")
     openshift["metadata"]["name"] = "cpu-headroom-openshift"  # beside the plain one
     objects.append(openshift)
@@ -262,6 +263,8 @@ def test_the_gpu_placement_ranks_a_cluster_without_gpus_below_one_whose_gpus_are
 ) -> None:
     # samples/placement/gpu.yaml beside the sample Placement, whose namespace and binding it uses.
     objects = load("placement/gpu.yaml")
+    result = strict(hub, [*objects, *load("placement/cost.yaml")], "--dry-run=server")  # both apply
+    assert result.returncode == 0, result.stderr
     result = strict(hub, objects)
     assert result.returncode == 0, result.stderr
     [placement] = objects

@@ -62,7 +62,9 @@ def test_the_oci_archive_is_accepted_by_skopeo_and_podman_load(built: str, tmp_p
 def test_the_image_runs_its_entry_points_as_65532_on_a_read_only_root(built: str) -> None:
     script = (
         "id -u; id -g; dynamic-scoring-agent --help | head -1;"
-        " dynamic-scoring-addon manager --help | head -1; dynamic-scoring-sample-gpu --help | head -1"
+        " dynamic-scoring-addon manager --help | head -1; dynamic-scoring-sample-gpu --help | head -1;"
+        " dynamic-scoring-sample-cost --help | head -1;"
+        " python -c 'from zoneinfo import ZoneInfo; print(ZoneInfo(\"Europe/Paris\"))'"
     )
     out = podman(
         "run",
@@ -81,11 +83,13 @@ def test_the_image_runs_its_entry_points_as_65532_on_a_read_only_root(built: str
         "-c",
         script,
     )
-    uid, gid, agent, manager, gpu = out.strip().splitlines()
+    uid, gid, agent, manager, gpu, cost, zone = out.strip().splitlines()
     assert (uid, gid) == ("65532", "65532")
     assert agent.startswith("Usage: dynamic-scoring-agent")
     assert manager.startswith("Usage: dynamic-scoring-addon manager")
     assert gpu.startswith("usage: dynamic-scoring-sample-gpu")  # the sample scorers ship in the image too
+    assert cost.startswith("usage: dynamic-scoring-sample-cost")
+    assert zone == "Europe/Paris"  # the cost sample's price schedules need the time zone database
 
 
 def test_the_image_holds_the_agent_templates_and_no_source_tree(built: str) -> None:

@@ -17,7 +17,8 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.samples.scorers import cpu, gpu, predict, seasonal
+from dynamic_scoring.samples.scorers import cost, cpu, gpu, predict, seasonal
+from dynamic_scoring.samples.scorers.prices import parse_table
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
@@ -143,6 +144,31 @@ def test_the_gpu_scorers_resolve_to_the_dcgm_query_and_a_score_for_clusters_with
     assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8003/scoring"
 
 
+def test_the_cost_scorer_resolves_to_its_query_and_the_sample_price_table_loads() -> None:
+    resolution = resolve(scorer("crs/cost-scorer.yaml"))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    args = container_args("cost")
+    assert "--prices=/etc/prices/prices.json" in args
+    parsed = build_parser("x", cost.DEFAULTS)
+    parsed.add_argument("--prices")  # the cost scorer's own option
+    config = config_document(parsed.parse_args(args), cost.DEFAULTS.description)
+    assert s.score_name == config.name == "cost"
+    assert (s.source_query, s.source_range, s.source_step) == (
+        config.source.params.query,
+        config.source.params.range,
+        config.source.params.step,
+    )
+    assert s.scoring_params == {"room": 0.2, "horizon": 3600}
+    assert s.scoring_endpoint == "http://sample-scorers.dynamic-scoring-samples.svc:8004/scoring"
+    [configmap] = [d for d in load("crs/sample-scorers.yaml") if d["kind"] == "ConfigMap"]
+    table = parse_table(json.loads(configmap["data"]["prices.json"]), "cost-prices")
+    assert {"cluster1", "cluster2", "*"} <= set(table.root)
+    [deployment] = [d for d in load("crs/sample-scorers.yaml") if d["kind"] == "Deployment"]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["prices"]["configMap"]["name"] == configmap["metadata"]["name"]
+
+
 @pytest.mark.parametrize(
     ("path", "container"),
     [
@@ -150,6 +176,7 @@ def test_the_gpu_scorers_resolve_to_the_dcgm_query_and_a_score_for_clusters_with
         ("crs/cpu-forecast-scorer.yaml", "predict"),
         ("crs/cpu-seasonal-scorer.yaml", "seasonal"),
         ("crs/gpu-free-scorer.yaml", "gpu"),
+        ("crs/cost-scorer.yaml", "cost"),
     ],
 )
 def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
