@@ -89,7 +89,8 @@ def scratch(hub: Kubectl) -> Iterator[str]:
 def test_scorer_samples_apply_strictly_and_keep_every_field(hub: Kubectl, scratch: str) -> None:
     # In a scratch namespace, so that a manager running in this session does not act on them.
     objects = [*load("crs/cpu-headroom-scorer.yaml"), *load("crs/cpu-forecast-scorer.yaml")]
-    objects += load("crs/gpu-free-scorer.yaml") + load("crs/cost-scorer.yaml")
+    objects += load("crs/gpu-free-scorer.yaml") + load("crs/cost-scorer.yaml") + load("crs/power-scorer.yaml")
+    objects += load("crs/latency-scorer.yaml")
     objects += load("crs/dynamicscoringconfig.yaml")
     (openshift,) = load("openshift/cpu-headroom-scorer.yaml")
     openshift["metadata"]["name"] = "cpu-headroom-openshift"  # beside the plain one
@@ -263,7 +264,8 @@ def test_the_gpu_placement_ranks_a_cluster_without_gpus_below_one_whose_gpus_are
 ) -> None:
     # samples/placement/gpu.yaml beside the sample Placement, whose namespace and binding it uses.
     objects = load("placement/gpu.yaml")
-    result = strict(hub, [*objects, *load("placement/cost.yaml")], "--dry-run=server")  # both apply
+    others = [*load("placement/cost.yaml"), *load("placement/ai-ran.yaml"), *load("placement/latency.yaml")]
+    result = strict(hub, [*objects, *others], "--dry-run=server")  # every use-case Placement applies
     assert result.returncode == 0, result.stderr
     result = strict(hub, objects)
     assert result.returncode == 0, result.stderr

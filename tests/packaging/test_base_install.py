@@ -202,7 +202,7 @@ def test_the_sample_scorers_of_the_base_wheel_run_without_any_extra() -> None:
     These and the CLI are all of its scripts: the agent's and the hub's are in their own wheels.
     """
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    samples = ("cpu", "predict", "seasonal", "gpu", "cost")
+    samples = ("cpu", "predict", "seasonal", "gpu", "cost", "power", "latency")
     assert {v.split(":")[0] for v in scripts.values()} == {
         "dynamic_scoring.ctl.entry",
         *(f"dynamic_scoring.samples.scorers.{m}" for m in samples),

@@ -17,7 +17,7 @@ import yaml
 from dynamic_scoring.addon.registry.effective import resolve
 from dynamic_scoring.addon.registry.models import DynamicScorer, parse_scorer
 from dynamic_scoring.addon.registry.probe import check_config
-from dynamic_scoring.samples.scorers import cost, cpu, gpu, predict, seasonal
+from dynamic_scoring.samples.scorers import cost, cpu, gpu, latency, power, predict, seasonal
 from dynamic_scoring.samples.scorers.prices import parse_table
 from dynamic_scoring.samples.scorers.server import Defaults, build_parser, config_document
 
@@ -170,6 +170,50 @@ def test_the_cost_scorer_resolves_to_its_query_and_the_sample_price_table_loads(
 
 
 @pytest.mark.parametrize(
+    ("path", "index", "name", "params", "window"),
+    [
+        (
+            "crs/power-scorer.yaml",
+            0,
+            "power_headroom",
+            {"capWatts": {"cluster1": 2000, "*": 4000}},
+            (300, 30),
+        ),
+        (
+            "crs/power-scorer.yaml",
+            1,
+            "power_forecast",
+            {"capWatts": {"cluster1": 2000, "*": 4000}, "horizon": 3600},
+            (90_000, 300),  # a day and an hour: the seasonal forecast's history
+        ),
+        (
+            "crs/latency-scorer.yaml",
+            0,
+            "user_latency",
+            {
+                "maxLatencyMs": 200,
+                "weights": {"https://eu.users.example.com": 3, "https://us.users.example.com": 1},
+            },
+            (300, 30),
+        ),
+    ],
+)
+def test_the_power_and_latency_scorers_resolve_to_their_queries_and_params(
+    path: str, index: int, name: str, params: dict[str, Any], window: tuple[int, int]
+) -> None:
+    resolution = resolve(scorer(path, index=index))
+    assert not resolution.problems and resolution.summary is not None, resolution
+    s = resolution.summary
+    defaults = power.DEFAULTS if "power" in path else latency.DEFAULTS
+    assert s.score_name == name
+    assert s.source_query == defaults.query  # the scorer's own query, as /config publishes it
+    assert (s.source_range, s.source_step) == window
+    assert s.scoring_params == params
+    port = 8005 if "power" in path else 8006
+    assert s.scoring_endpoint == f"http://sample-scorers.dynamic-scoring-samples.svc:{port}/scoring"
+
+
+@pytest.mark.parametrize(
     ("path", "container"),
     [
         ("crs/cpu-headroom-scorer.yaml", "cpu"),
@@ -177,6 +221,8 @@ def test_the_cost_scorer_resolves_to_its_query_and_the_sample_price_table_loads(
         ("crs/cpu-seasonal-scorer.yaml", "seasonal"),
         ("crs/gpu-free-scorer.yaml", "gpu"),
         ("crs/cost-scorer.yaml", "cost"),
+        ("crs/power-scorer.yaml", "power"),
+        ("crs/latency-scorer.yaml", "latency"),
     ],
 )
 def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -> None:
@@ -188,3 +234,24 @@ def test_config_urls_reach_the_sample_service_ports(path: str, container: str) -
     # no --advertise-url: /config names no scoring host, so the agents call the configURL's origin
     # (ours and the upstream Go manager alike; upstream mishandles a scoring.host in /config)
     assert not [a for a in container_args(container) if a.startswith("--advertise-url")]
+
+
+@pytest.mark.parametrize(
+    "path", ["placement/gpu.yaml", "placement/cost.yaml", "placement/ai-ran.yaml", "placement/latency.yaml"]
+)
+def test_the_use_case_placements_read_scores_a_sample_dynamicscorer_publishes(path: str) -> None:
+    published = {
+        d["spec"]["scoring"].get("params", {}).get("name")  # Full-mode samples name it in /config
+        for f in sorted((SAMPLES / "crs").glob("*.yaml"))
+        for d in load(f"crs/{f.name}")
+        if d["kind"] == "DynamicScorer"
+    }
+    [placement] = load(path)
+    coordinates = [
+        c["scoreCoordinate"]["addOn"] for c in placement["spec"]["prioritizerPolicy"]["configurations"]
+    ]
+    assert coordinates
+    for addon in coordinates:
+        assert addon["scoreName"] in published, addon
+        # the agent names the AddOnPlacementScore after the score, "_" made "-"
+        assert addon["resourceName"] == addon["scoreName"].replace("_", "-"), addon
