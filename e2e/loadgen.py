@@ -4,10 +4,12 @@ The control plane outlives the command that started it (`make e2e-up` returns), 
 endpoint each cluster's Prometheus scrapes must be a process of its own.  Tests and demos shape
 the load by rewriting a small JSON file, which the exporter re-reads twice a second:
 
-    {"cpu": [{"namespace": "demo", "pod": "app-1", "node": "cluster1-node", "cores": 0.5}]}
+    {"cpu": [{"namespace": "demo", "pod": "app-1", "node": "cluster1-node", "cores": 0.5}],
+     "gauges": [{"name": "DCGM_FI_DEV_GPU_UTIL", "labels": {"gpu": "0", "Hostname": "n1"}, "value": 30}]}
 
-Each entry becomes a `container_cpu_usage_seconds_total` counter growing by `cores` per second,
-so `rate(...)` over a short window converges to `cores`.  Beside them the exporter states the
+Each CPU entry becomes a `container_cpu_usage_seconds_total` counter growing by `cores` per second,
+so `rate(...)` over a short window converges to `cores`; each gauge is exposed as given, for the
+exporters other samples read (the DCGM exporter's GPU gauges, say).  Beside them the exporter states the
 cluster's size as cAdvisor does, `machine_cpu_cores` (CAPACITY_CORES unless `--capacity-cores`
 says otherwise), so a scorer can divide by it instead of assuming one.
 """
@@ -40,19 +42,39 @@ class LoadFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    def document(self) -> dict[str, Any]:
+        """The whole file: ``cpu`` and ``gauges`` entries."""
+        try:
+            document: dict[str, Any] = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        return document
+
     def read(self) -> list[dict[str, Any]]:
         """The current CPU entries."""
-        try:
-            entries: list[dict[str, Any]] = json.loads(self.path.read_text()).get("cpu", [])
-        except FileNotFoundError:
-            return []
+        entries: list[dict[str, Any]] = self.document().get("cpu", [])
         return entries
 
-    def write(self, entries: list[dict[str, Any]]) -> None:
-        """Replace every entry."""
+    def gauges(self) -> list[dict[str, Any]]:
+        """The current gauge entries."""
+        entries: list[dict[str, Any]] = self.document().get("gauges", [])
+        return entries
+
+    def write(self, entries: list[dict[str, Any]], gauges: list[dict[str, Any]] | None = None) -> None:
+        """Replace every CPU entry (and every gauge, when ``gauges`` is given)."""
+        kept = self.gauges() if gauges is None else gauges
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps({"cpu": entries}, indent=1))
+        tmp.write_text(json.dumps({"cpu": entries, "gauges": kept}, indent=1))
         tmp.replace(self.path)
+
+    def set_gauge(self, name: str, labels: dict[str, str], value: float) -> None:
+        """Set (or add) one gauge."""
+        others = [g for g in self.gauges() if (g["name"], g["labels"]) != (name, labels)]
+        self.write(self.read(), [*others, {"name": name, "labels": labels, "value": value}])
+
+    def remove_gauges(self, name_prefix: str) -> None:
+        """Stop exposing every gauge whose name starts with ``name_prefix``."""
+        self.write(self.read(), [g for g in self.gauges() if not g["name"].startswith(name_prefix)])
 
     def set_cpu(
         self, namespace: str, pod: str, cores: float, *, node: str = "node-1", container: str = "app"
@@ -68,9 +90,17 @@ class LoadFile:
         self.write([e for e in self.read() if _key(e) != key])
 
 
+GaugeKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _gauges(load: LoadFile) -> dict[GaugeKey, float]:
+    return {(g["name"], tuple(sorted(g["labels"].items()))): float(g["value"]) for g in load.gauges()}
+
+
 def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> None:
     """Apply the load file to the exporter whenever it changes."""
     applied: dict[tuple[str, str, str, str], float] = {}
+    shown: dict[GaugeKey, float] = {}
     stamp = -1.0
     while not stop.wait(0.5):
         try:
@@ -82,7 +112,8 @@ def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> Non
         stamp = mtime
         try:
             wanted = {_key(e): float(e["cores"]) for e in load.read()}
-        except (ValueError, KeyError, TypeError) as exc:
+            gauges = _gauges(load)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             print(f"loadgen: ignoring malformed {load.path}: {exc}", flush=True)
             continue
         for key in set(applied) - set(wanted):
@@ -91,6 +122,11 @@ def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> Non
             if applied.get(key) != cores:
                 exporter.set_cpu_rate(key[0], key[1], cores, node=key[2], container=key[3])
         applied = wanted
+        for name, labels in set(shown) - set(gauges):
+            exporter.remove_gauge(name, dict(labels))
+        for (name, labels), value in gauges.items():
+            exporter.set_gauge(name, dict(labels), value)
+        shown = gauges
 
 
 @click.command()

@@ -345,6 +345,11 @@ class LoadExporter:
         with self._lock:
             self._gauges[(name, tuple(sorted(labels.items())))] = value
 
+    def remove_gauge(self, name: str, labels: Mapping[str, str]) -> None:
+        """Stop exposing gauge ``name{labels}`` (a target that no longer reports it)."""
+        with self._lock:
+            self._gauges.pop((name, tuple(sorted(labels.items()))), None)
+
     def render(self) -> str:
         """The exposition text at this instant."""
         now = time.time()
