@@ -127,7 +127,7 @@ def test_plain_kubernetes_samples_pass_a_strict_server_dry_run(
         result = strict(hub, namespaced, "--dry-run=server")
         assert result.returncode == 0, result.stderr
         # Strictness is real: an unknown field is refused.
-        broken = json.loads(json.dumps(namespaced[0]))
+        broken = json.loads(json.dumps(next(o for o in namespaced if o["kind"] == "Deployment")))
         broken["spec"]["replicaz"] = 2
         refused = strict(hub, [broken], "--dry-run=server")
         assert refused.returncode != 0 and "replicaz" in refused.stderr
