@@ -27,6 +27,7 @@ MODULES = [
     "bench.scorer_library",
     "bench.scores",
     "bench.stabilization",
+    "bench.use_case_samples",
 ]
 """Modules whose ``@benchmark`` functions are run; add new benchmark modules here."""
 
