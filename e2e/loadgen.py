@@ -93,8 +93,10 @@ class LoadFile:
 GaugeKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
-def _gauges(load: LoadFile) -> dict[GaugeKey, float]:
-    return {(g["name"], tuple(sorted(g["labels"].items()))): float(g["value"]) for g in load.gauges()}
+def _gauges(document: dict[str, Any]) -> dict[GaugeKey, float]:
+    return {
+        (g["name"], tuple(sorted(g["labels"].items()))): float(g["value"]) for g in document.get("gauges", [])
+    }
 
 
 def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> None:
@@ -111,8 +113,9 @@ def follow(exporter: LoadExporter, load: LoadFile, stop: threading.Event) -> Non
             continue
         stamp = mtime
         try:
-            wanted = {_key(e): float(e["cores"]) for e in load.read()}
-            gauges = _gauges(load)
+            document = load.document()  # one read: the CPU entries and the gauges of one version
+            wanted = {_key(e): float(e["cores"]) for e in document.get("cpu", [])}
+            gauges = _gauges(document)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             print(f"loadgen: ignoring malformed {load.path}: {exc}", flush=True)
             continue

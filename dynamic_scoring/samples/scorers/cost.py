@@ -23,7 +23,7 @@ import functools
 from collections.abc import Sequence
 
 from dynamic_scoring.samples.scorers.prices import PriceError, PriceFile, PriceTable, at, parse_table
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, is_number, requested_horizon, run
 from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
 
 DEFAULTS = Defaults(
@@ -67,9 +67,14 @@ def _table(request: ScoringRequest, prices: PriceFile | None) -> PriceTable:
         raise RequestError(f"--prices {exc}") from None
 
 
-def series_score(series: Series, table: PriceTable, room: float, horizon: float) -> float:
-    """One cluster's score from its utilisation series and the table (``PriceError`` for no schedule)."""
-    low, high = table.bounds()
+def series_score(
+    series: Series, table: PriceTable, bounds: tuple[float, float], room: float, horizon: float
+) -> float:
+    """One cluster's score from its utilisation series and the table (``PriceError`` for no schedule).
+
+    ``bounds`` is ``table.bounds()``, taken once per request rather than once per series.
+    """
+    low, high = bounds
     when = at(series.points[-1][0])
     price = table.mean_price(series.label("cluster"), when, horizon)
     cheapness = (high - price) / (high - low) if high > low else 1.0
@@ -79,15 +84,16 @@ def series_score(series: Series, table: PriceTable, room: float, horizon: float)
 def score(request: ScoringRequest, prices: PriceFile | None = None, room: float = 0.2) -> list[ScoreResult]:
     """One result per series with points, its labels passed through."""
     room = request.params.get("room", room)
-    if isinstance(room, bool) or not isinstance(room, int | float) or not 0 < room <= 1:
+    if not is_number(room) or not 0 < room <= 1:
         raise RequestError("params.room: expected the share of CPU that must be free, above 0 and at most 1")
     horizon = requested_horizon(request, 0.0)
     series = list(request.with_points())
     if not series:
         return []
     table = _table(request, prices)
+    bounds = table.bounds()
     try:
-        return [result(series_score(s, table, room, horizon), s.labels) for s in series]
+        return [result(series_score(s, table, bounds, room, horizon), s.labels) for s in series]
     except PriceError as exc:
         unnamed = any(not s.label("cluster") for s in series)
         hint = '; the query must label its series cluster="${cluster}" (label_replace)' if unnamed else ""

@@ -27,8 +27,23 @@ import functools
 from collections import defaultdict
 from collections.abc import Sequence
 
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
-from dynamic_scoring.scorer import Point, RequestError, ScoreResult, ScoringRequest, blended_forecast, result
+from dynamic_scoring.samples.scorers.server import (
+    Defaults,
+    build_parser,
+    is_number,
+    named_series,
+    requested_horizon,
+    run,
+)
+from dynamic_scoring.scorer import (
+    Point,
+    RequestError,
+    ScoreResult,
+    ScoringRequest,
+    blended_forecast,
+    mean,
+    result,
+)
 
 UTIL, FB_USED, FB_FREE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"
 PER = ("cluster", "node", "gpu")
@@ -64,9 +79,7 @@ def _merged(series: list[list[Point]]) -> list[Point]:
 
 
 def _expected(points: list[Point], horizon: float | None) -> float:
-    if horizon is None:
-        return sum(v for _, v in points) / len(points)
-    return blended_forecast(points, horizon)
+    return mean(points) if horizon is None else blended_forecast(points, horizon)
 
 
 def gpu_free(metrics: dict[str, list[Point]], horizon: float | None = None) -> float | None:
@@ -84,27 +97,19 @@ def gpu_free(metrics: dict[str, list[Point]], horizon: float | None = None) -> f
 def score(request: ScoringRequest, gpus: float = 1.0, per: str = "cluster") -> list[ScoreResult]:
     """One result per cluster, node or GPU (``params.per``) that has GPU series with points."""
     gpus = request.params.get("gpus", gpus)
-    if isinstance(gpus, bool) or not isinstance(gpus, int | float) or not 0 < gpus <= MAX_GPUS:
+    if not is_number(gpus) or not 0 < gpus <= MAX_GPUS:
         raise RequestError(f"params.gpus: expected a number of GPUs above 0 and at most {MAX_GPUS}")
     per = request.params.get("per", per)
     if per not in PER:
         raise RequestError(f"params.per: expected one of {', '.join(PER)}")
     horizon = requested_horizon(request, 0.0) if "horizon" in request.params else None
-    series = list(request.with_points())
     # (node, GPU id) -> metric -> the points of each of its series
     found: dict[tuple[str, str], dict[str, list[list[Point]]]] = defaultdict(lambda: defaultdict(list))
     devices: dict[tuple[str, str], str] = {}
-    for s in series:
-        metric = s.label("__name__")
-        if metric in (UTIL, FB_USED, FB_FREE):
-            key = (_node(s.labels), s.label("UUID") or s.label("gpu"))
-            found[key][metric].append(s.points)
-            devices[key] = s.label("device") or f"gpu{s.label('gpu')}"
-    if series and not found:
-        raise RequestError(
-            f"no {UTIL}, {FB_USED} or {FB_FREE} series among {len(series)}: the query must return the"
-            " DCGM exporter's series with their metric names (a plain selector, no functions)"
-        )
+    for s in named_series(request, (UTIL, FB_USED, FB_FREE), "DCGM exporter"):
+        key = (_node(s.labels), s.label("UUID") or s.label("gpu"))
+        found[key][s.label("__name__")].append(s.points)
+        devices[key] = s.label("device") or f"gpu{s.label('gpu')}"
     groups: dict[tuple[str, ...], float] = defaultdict(float)
     for key, metrics in found.items():
         free = gpu_free({m: _merged(p) for m, p in metrics.items()}, horizon)

@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, run
-from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, result
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, is_number, named_series, run
+from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
 
 DURATION, SUCCESS = "probe_duration_seconds", "probe_success"
 DEFAULTS = Defaults(
@@ -40,32 +40,31 @@ DEFAULTS = Defaults(
 )
 
 
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < float("inf")
+def _share(value: Any) -> bool:
+    return is_number(value) and value >= 0
 
 
 def _params(request: ScoringRequest, max_ms: float) -> tuple[float, dict[str, float] | None]:
     limit = request.params.get("maxLatencyMs", max_ms)
-    if not _number(limit) or limit == 0:
+    if not is_number(limit) or limit <= 0:
         raise RequestError("params.maxLatencyMs: expected milliseconds above 0")
     weights = request.params.get("weights")
     if weights is None:
         return float(limit), None
-    if not isinstance(weights, Mapping) or not weights or not all(_number(w) for w in weights.values()):
+    if not isinstance(weights, Mapping) or not weights or not all(_share(w) for w in weights.values()):
         raise RequestError("params.weights: expected an object of probe target to a share of 0 or more")
     if sum(weights.values()) <= 0:
         raise RequestError("params.weights: at least one share must be above 0")
     return float(limit), {str(k): float(v) for k, v in weights.items()}
 
 
-def user_latency_ms(request: ScoringRequest, max_ms: float, weights: dict[str, float] | None) -> float | None:
+def user_latency_ms(probes: list[Series], max_ms: float, weights: dict[str, float] | None) -> float | None:
     """The traffic-weighted latency in ms, or ``None`` when no target was probed and none is weighted."""
     durations: dict[str, list[float]] = defaultdict(list)
     successes: dict[str, list[float]] = defaultdict(list)
-    for s in request.with_points():
-        into = {DURATION: durations, SUCCESS: successes}.get(s.label("__name__"))
-        if into is not None:
-            into[s.label("instance")].extend(s.values)
+    for s in probes:
+        into = durations if s.label("__name__") == DURATION else successes
+        into[s.label("instance")].extend(s.values)
     probed = set(durations) | set(successes)
     if weights is None:
         if not probed:
@@ -85,13 +84,8 @@ def user_latency_ms(request: ScoringRequest, max_ms: float, weights: dict[str, f
 def score(request: ScoringRequest, max_ms: float = 200.0) -> list[ScoreResult]:
     """One result for the cluster, or none when it probed nothing and no target is weighted."""
     limit, weights = _params(request, max_ms)
-    series = list(request.with_points())
-    if series and not any(s.label("__name__") in (DURATION, SUCCESS) for s in series):
-        raise RequestError(
-            f"no {DURATION} or {SUCCESS} series among {len(series)}: the query must return the"
-            " blackbox exporter's series with their metric names (a plain selector, no functions)"
-        )
-    latency = user_latency_ms(request, limit, weights)
+    probes = named_series(request, (DURATION, SUCCESS), "blackbox exporter")
+    latency = user_latency_ms(probes, limit, weights)
     if latency is None:
         return []
     return [result(100.0 * min(max(1.0 - latency / limit, 0.0), 1.0))]

@@ -24,7 +24,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dynamic_scoring.samples.scorers.server import Defaults, build_parser, requested_horizon, run
+from dynamic_scoring.samples.scorers.server import Defaults, build_parser, is_number, requested_horizon, run
 from dynamic_scoring.scorer import RequestError, ScoreResult, ScoringRequest, Series, result
 
 DEFAULT = "*"
@@ -47,7 +47,7 @@ DEFAULTS = Defaults(
 
 
 def _positive(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < float("inf")
+    return is_number(value) and value > 0
 
 
 def cap_for(caps: Any, cluster: str) -> float:

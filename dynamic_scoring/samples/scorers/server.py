@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dynamic_scoring.contract.wire import MAX_HORIZON_SECONDS, ScorerConfig
 from dynamic_scoring.scorer import (
@@ -19,6 +22,7 @@ from dynamic_scoring.scorer import (
     ScoreFn,
     ScorerApp,
     ScoringRequest,
+    Series,
     TokenError,
     serve,
 )
@@ -100,6 +104,29 @@ def build_app(
     )
 
 
+def is_number(value: Any) -> bool:
+    """A JSON number (not a boolean, which Python counts as an int) that is finite."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+def named_series(request: ScoringRequest, names: Sequence[str], exporter: str) -> list[Series]:
+    """The request's series with points whose metric name (``__name__``) is one of ``names``.
+
+    Raises:
+        RequestError: there are series but none of them has one of those names: the query dropped
+            the names (a function or an aggregation) or selects other metrics.
+    """
+    series = list(request.with_points())
+    found = [s for s in series if s.label("__name__") in names]
+    if series and not found:
+        wanted = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise RequestError(
+            f"no {wanted} series among {len(series)}: the query must return the {exporter}'s"
+            " series with their metric names (a plain selector, no functions)"
+        )
+    return found
+
+
 def requested_horizon(request: ScoringRequest, default: float) -> float:
     """The request's ``params.horizon`` (seconds ahead to forecast) when it sends one, else ``default``.
 
@@ -107,7 +134,7 @@ def requested_horizon(request: ScoringRequest, default: float) -> float:
         RequestError: ``horizon`` is not a number of seconds from 0 to `MAX_HORIZON_SECONDS` (30 days).
     """
     value = request.params.get("horizon", default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_HORIZON_SECONDS:
+    if not is_number(value) or not 0 <= value <= MAX_HORIZON_SECONDS:
         raise RequestError(f"params.horizon: expected a number of seconds from 0 to {MAX_HORIZON_SECONDS}")
     return float(value)
 
@@ -124,4 +151,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, description: 
     serve(build_app(args, parser, description, score), args.host, args.port)
 
 
-__all__ = ["Defaults", "build_app", "build_parser", "config_document", "requested_horizon", "run"]
+__all__ = [
+    "Defaults",
+    "build_app",
+    "build_parser",
+    "config_document",
+    "is_number",
+    "named_series",
+    "requested_horizon",
+    "run",
+]
