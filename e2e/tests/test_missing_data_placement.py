@@ -15,6 +15,7 @@ decision follows a change of price.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import urllib.request
@@ -51,6 +52,15 @@ __all__ = ["env"]  # the fixture, imported so this module gets its own installat
 pytestmark = pytest.mark.filterwarnings("ignore:Attribute's length must be:UserWarning")
 
 
+def healthy(base: str) -> bool:
+    """Whether the scorer at ``base`` answers its health check."""
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as resp:
+            return bool(resp.status == 200 and resp.read() == b"ok")
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`tests/component/scorer_app.py` on loopback: /mean/scoring scores each series by its mean."""
@@ -62,21 +72,8 @@ def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     proc.start()
     base = f"http://127.0.0.1:{port}"
-
-    def call(method: str, path: str, body: bytes | None = None) -> bytes:
-        request = urllib.request.Request(f"{base}{path}", data=body, method=method)
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            data: bytes = resp.read()
-            return data
-
-    def healthy() -> bool:
-        try:
-            return call("GET", "/healthz") == b"ok"
-        except OSError:
-            return False
-
     try:
-        wait_until(healthy, timeout=30, what="the scorer's /healthz", proc=proc)
+        wait_until(lambda: healthy(base), timeout=30, what="the scorer's /healthz", proc=proc)
         yield base
     finally:
         proc.stop()
@@ -307,15 +304,9 @@ def sample_scorers(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
         bases.append(f"http://127.0.0.1:{port}")
     try:
         for proc, base in zip(procs, bases, strict=True):
-
-            def healthy(base: str = base) -> bool:
-                try:
-                    with urllib.request.urlopen(f"{base}/healthz", timeout=2) as resp:
-                        return bool(resp.status == 200)
-                except OSError:
-                    return False
-
-            wait_until(healthy, timeout=30, what=f"{proc.name}'s /healthz", proc=proc)
+            wait_until(
+                functools.partial(healthy, base), timeout=30, what=f"{proc.name}'s /healthz", proc=proc
+            )
         yield bases[0], bases[1], price_file
     finally:
         for proc in procs:

@@ -11,6 +11,7 @@ import json
 import ssl
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -19,25 +20,30 @@ from typing import Any, TypeVar
 
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import PublishRequest
-from dynamic_scoring.contract.wire import ScorerSummary
+from dynamic_scoring.contract.wire import ScorerConfig, ScorerSummary, ScoringResponse
 from dynamic_scoring.scorer import ScorerApp
 from dynamic_scoring.scorer.serve import ScorerServer
 from e2e.pki import CertificateAuthority, Issued
 from e2e.procs import Proc, free_port, wait_until
+from e2e.prometheus import PrometheusServer
 
 __all__ = [
     "LoopLag",
+    "SampleScorer",
     "ScorerPKI",
     "ScorerProcess",
+    "backfilled_prometheus",
     "eventually",
     "free_port",
     "peak_rss_growth",
     "published",
+    "sample_summary",
     "serving",
     "summary",
 ]
 
 APP = Path(__file__).with_name("scorer_app.py")
+ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
@@ -228,3 +234,89 @@ def serving(app: ScorerApp) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(timeout=10)
+
+
+class SampleScorer:
+    """``python -m dynamic_scoring.samples.scorers.<module>`` on a free loopback port."""
+
+    def __init__(self, module: str, workdir: Path, *extra: str) -> None:
+        self.port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            f"dynamic_scoring.samples.scorers.{module}",
+            "--port",
+            str(self.port),
+            *extra,
+        ]
+        self.proc = Proc(f"sample-{module}", argv, workdir / f"sample-{module}.log", cwd=ROOT)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> SampleScorer:
+        """Start it (stopping it again if it never gets healthy); stopped when the block ends."""
+        try:
+            return self.start()
+        except BaseException:
+            self.proc.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stop()
+
+    def start(self) -> SampleScorer:
+        self.proc.start()
+        wait_until(lambda: self.get("/healthz") == (200, b"ok"), timeout=30, what="/healthz", proc=self.proc)
+        return self
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        return self.call("GET", path)
+
+    def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.base + path, data=body, method=method)
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def config(self) -> ScorerConfig:
+        status, body = self.get("/config")
+        assert status == 200
+        return ScorerConfig.model_validate_json(body)
+
+    def score(self, data: list[dict[str, Any]]) -> ScoringResponse:
+        status, body = self.call("POST", "/scoring", json.dumps({"data": data}).encode())
+        assert status == 200, body
+        return ScoringResponse.model_validate_json(body)
+
+
+def sample_summary(name: str, scorer: SampleScorer, endpoint: str, **fields: Any) -> ScorerSummary:
+    """The summary a hub makes of a sample scorer's DynamicScorer: its own query, range and step."""
+    config = scorer.config()
+    return summary(
+        name,
+        scorer.base + config.scoring.path,  # no scoring.host: the hub takes the configURL's origin
+        sourceType="Prometheus",
+        sourceEndpoint=endpoint,
+        sourceQuery=config.source.params.query,
+        sourceRange=config.source.params.range,
+        sourceStep=config.source.params.step,
+        **fields,
+    )
+
+
+@contextlib.contextmanager
+def backfilled_prometheus(workdir: Path, openmetrics: str, **options: Any) -> Iterator[PrometheusServer]:
+    """A real Prometheus holding ``openmetrics`` (backfilled before it starts), stopped on exit."""
+    server = PrometheusServer(workdir, **options)
+    server.backfill(openmetrics)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -24,8 +24,7 @@ from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.supervisor import Supervisor
 from dynamic_scoring.scorer.conformance import check
 from e2e.prometheus import PrometheusServer, synthetic_cpu_openmetrics
-from tests.component.harness import eventually, published, summary
-from tests.component.test_sample_scorers import SampleScorer
+from tests.component.harness import SampleScorer, backfilled_prometheus, eventually, published, sample_summary
 
 STEP = 15.0
 CORES = 4.0  # machine_cpu_cores; the pod uses 1 core: utilisation 0.25
@@ -57,13 +56,9 @@ def cpu_openmetrics(start: float, end: float) -> str:
 @pytest.fixture(scope="module")
 def cost_prometheus(component_dir: Path) -> Iterator[PrometheusServer]:
     start = math.floor((time.time() - 7200) / STEP) * STEP
-    server = PrometheusServer(component_dir / "prometheus-cost", lookback_delta="1d")
-    server.backfill(cpu_openmetrics(start, time.time() - 60))
-    server.start()
-    try:
+    text = cpu_openmetrics(start, time.time() - 60)
+    with backfilled_prometheus(component_dir / "prometheus-cost", text, lookback_delta="1d") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +70,8 @@ def prices_file(component_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cost_scorer(component_dir: Path, prices_file: Path) -> Iterator[SampleScorer]:
-    scorer = SampleScorer("cost", component_dir, "--prices", str(prices_file)).start()
-    try:
+    with SampleScorer("cost", component_dir, "--prices", str(prices_file)) as scorer:
         yield scorer
-    finally:
-        scorer.proc.stop()
 
 
 @pytest.mark.anyio
@@ -92,16 +84,7 @@ async def test_the_agent_names_the_cluster_and_a_price_change_moves_the_score(
 ) -> None:
     config = cost_scorer.config()
     assert '"${cluster}"' in config.source.params.query
-    s = summary(
-        "cost",
-        cost_scorer.base + config.scoring.path,
-        sourceType="Prometheus",
-        sourceEndpoint=cost_prometheus.query_range_url,
-        sourceQuery=config.source.params.query,
-        sourceRange=config.source.params.range,
-        sourceStep=config.source.params.step,
-        scoringInterval=1,
-    )
+    s = sample_summary("cost", cost_scorer, cost_prometheus.query_range_url, scoringInterval=1)
     await supervisor.apply([s])
     first = (await published(publisher, "cost"))[0]
     assert first.condition.reason == "Scored", first.condition

@@ -28,8 +28,7 @@ from dynamic_scoring.samples.scorers.server import build_app, build_parser
 from dynamic_scoring.scorer.conformance import check
 from e2e.prometheus import PrometheusServer
 from tests.component.conftest import PromFixture
-from tests.component.harness import published, serving, summary
-from tests.component.test_sample_scorers import SampleScorer
+from tests.component.harness import SampleScorer, backfilled_prometheus, published, sample_summary, serving
 
 NODE = "gpu-node-1"
 STEP = 30.0
@@ -73,38 +72,20 @@ def dcgm_openmetrics(start: float, end: float) -> str:
 @pytest.fixture(scope="module")
 def dcgm_prometheus(component_dir: Path) -> Iterator[PrometheusServer]:
     start = math.floor((time.time() - 7200) / STEP) * STEP
-    server = PrometheusServer(component_dir / "prometheus-dcgm", lookback_delta="1d")
-    server.backfill(dcgm_openmetrics(start, time.time() - 60))
-    server.start()
-    try:
+    text = dcgm_openmetrics(start, time.time() - 60)
+    with backfilled_prometheus(component_dir / "prometheus-dcgm", text, lookback_delta="1d") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def gpu_scorer(component_dir: Path) -> Iterator[SampleScorer]:
-    scorer = SampleScorer("gpu", component_dir).start()
-    try:
+    with SampleScorer("gpu", component_dir) as scorer:
         yield scorer
-    finally:
-        scorer.proc.stop()
 
 
 def gpu_summary(name: str, scorer: SampleScorer, endpoint: str, **fields: Any) -> ScorerSummary:
-    """The summary the hub makes of the sample DynamicScorer: /config's query, range and step."""
-    config = scorer.config()
-    return summary(
-        name,
-        scorer.base + config.scoring.path,
-        sourceType="Prometheus",
-        sourceEndpoint=endpoint,
-        sourceQuery=config.source.params.query,
-        sourceRange=config.source.params.range,
-        sourceStep=config.source.params.step,
-        missingDataScore=-100,
-        **fields,
-    )
+    """The sample DynamicScorer's summary: the scorer's own query and window, missing data -100."""
+    return sample_summary(name, scorer, endpoint, missingDataScore=-100, **fields)
 
 
 @pytest.mark.anyio

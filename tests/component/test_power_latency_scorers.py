@@ -8,23 +8,21 @@ The Prometheus holds what a cluster with Kepler and a blackbox exporter stores: 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.contract.wire import ScorerSummary
 from dynamic_scoring.samples.scorers import latency
 from dynamic_scoring.scorer.conformance import check
 from e2e.prometheus import PrometheusServer
-from tests.component.harness import published, summary
-from tests.component.test_sample_scorers import SampleScorer
+from tests.component.harness import SampleScorer, backfilled_prometheus, published, sample_summary
 
 STEP = 15.0
 # Watts per (node, RAPL zone): the package zones sum to 400 W; the dram zone is not counted.
@@ -55,40 +53,16 @@ def openmetrics(start: float, end: float) -> str:
 @pytest.fixture(scope="module")
 def site_prometheus(component_dir: Path) -> Iterator[PrometheusServer]:
     start = math.floor((time.time() - 7200) / STEP) * STEP
-    server = PrometheusServer(component_dir / "prometheus-site", lookback_delta="1d")
     # Past the present: rate() over the last window then sees samples up to its end, so it is exact.
-    server.backfill(openmetrics(start, time.time() + 900))
-    server.start()
-    try:
+    text = openmetrics(start, time.time() + 900)
+    with backfilled_prometheus(component_dir / "prometheus-site", text, lookback_delta="1d") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def scorers(component_dir: Path) -> Iterator[dict[str, SampleScorer]]:
-    started = {name: SampleScorer(name, component_dir) for name in ("power", "latency")}
-    try:
-        for s in started.values():
-            s.start()
-        yield started
-    finally:
-        for s in started.values():
-            s.proc.stop()
-
-
-def site_summary(name: str, scorer: SampleScorer, endpoint: str, **fields: Any) -> ScorerSummary:
-    config = scorer.config()
-    return summary(
-        name,
-        scorer.base + config.scoring.path,
-        sourceType="Prometheus",
-        sourceEndpoint=endpoint,
-        sourceQuery=config.source.params.query,
-        sourceRange=config.source.params.range,
-        sourceStep=config.source.params.step,
-        **fields,
-    )
+    with contextlib.ExitStack() as stack:
+        yield {name: stack.enter_context(SampleScorer(name, component_dir)) for name in ("power", "latency")}
 
 
 @pytest.mark.anyio
@@ -102,9 +76,9 @@ async def test_the_real_agent_publishes_power_headroom_and_user_latency(
     caps = {"cluster1": 1000, "*": 5000}  # the agent's cluster is cluster1
     await supervisor.apply(
         [
-            site_summary("power_headroom", scorers["power"], endpoint, scoringParams={"capWatts": caps}),
-            site_summary("user_latency", scorers["latency"], endpoint),
-            site_summary(
+            sample_summary("power_headroom", scorers["power"], endpoint, scoringParams={"capWatts": caps}),
+            sample_summary("user_latency", scorers["latency"], endpoint),
+            sample_summary(
                 "user_latency_eu", scorers["latency"], endpoint, scoringParams={"weights": {EU: 3, US: 1}}
             ),
         ]

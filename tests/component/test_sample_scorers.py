@@ -7,10 +7,10 @@ linearly makes ``rate()`` exactly linear in time, so the forecast and the mean a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -24,78 +24,25 @@ import pytest
 from dynamic_scoring.agent.memory import MemoryPublisher
 from dynamic_scoring.agent.ports import ScoreItem
 from dynamic_scoring.agent.supervisor import Supervisor
-from dynamic_scoring.contract.wire import ScorerConfig, ScoringResponse
-from e2e.procs import Proc, free_port, wait_until
+from dynamic_scoring.contract.wire import ScorerConfig
+from e2e.procs import wait_until
 from e2e.prometheus import PrometheusServer
 from tests.component.conftest import GAUGE, PromFixture
-from tests.component.harness import published, summary
+from tests.component.harness import SampleScorer, backfilled_prometheus, published, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPACITY = 4.0
 
 
-class SampleScorer:
-    """``python -m dynamic_scoring.samples.scorers.<module>`` on a free loopback port."""
-
-    def __init__(self, module: str, workdir: Path, *extra: str) -> None:
-        self.port = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            f"dynamic_scoring.samples.scorers.{module}",
-            "--port",
-            str(self.port),
-            *extra,
-        ]
-        self.proc = Proc(f"sample-{module}", argv, workdir / f"sample-{module}.log", cwd=ROOT)
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> SampleScorer:
-        self.proc.start()
-        wait_until(lambda: self.get("/healthz") == (200, b"ok"), timeout=30, what="/healthz", proc=self.proc)
-        return self
-
-    def get(self, path: str) -> tuple[int, bytes]:
-        return self.call("GET", path)
-
-    def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        request = urllib.request.Request(self.base + path, data=body, method=method)
-        if body is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-
-    def config(self) -> ScorerConfig:
-        status, body = self.get("/config")
-        assert status == 200
-        return ScorerConfig.model_validate_json(body)
-
-    def score(self, data: list[dict[str, Any]]) -> ScoringResponse:
-        status, body = self.call("POST", "/scoring", json.dumps({"data": data}).encode())
-        assert status == 200, body
-        return ScoringResponse.model_validate_json(body)
-
-
 @pytest.fixture(scope="module")
 def scorers(component_dir: Path) -> Iterator[dict[str, SampleScorer]]:
-    started = {
-        "cpu": SampleScorer("cpu", component_dir, "--capacity-cores", str(CAPACITY)),
-        "predict": SampleScorer("predict", component_dir, "--capacity-cores", str(CAPACITY)),
-        "seasonal": SampleScorer("seasonal", component_dir, "--capacity-cores", str(CAPACITY)),
-    }
-    try:
-        for s in started.values():
-            s.start()
-        yield started
-    finally:
-        for s in started.values():
-            s.proc.stop()
+    with contextlib.ExitStack() as stack:
+        yield {
+            module: stack.enter_context(
+                SampleScorer(module, component_dir, "--capacity-cores", str(CAPACITY))
+            )
+            for module in ("cpu", "predict", "seasonal")
+        }
 
 
 @pytest.mark.parametrize(
@@ -210,13 +157,10 @@ def ramp_openmetrics(start: float, end: float) -> str:
 @pytest.fixture(scope="module")
 def ramp_prometheus(component_dir: Path) -> Iterator[tuple[PrometheusServer, float]]:
     start = math.floor((time.time() - 7200) / STEP) * STEP
-    server = PrometheusServer(component_dir / "prometheus-ramp")
-    server.backfill(ramp_openmetrics(start, time.time() - 60))
-    server.start()
-    try:
+    with backfilled_prometheus(
+        component_dir / "prometheus-ramp", ramp_openmetrics(start, time.time() - 60)
+    ) as server:
         yield server, start
-    finally:
-        server.stop()
 
 
 def range_query(server: PrometheusServer, config: ScorerConfig, end: float) -> list[dict[str, Any]]:
