@@ -70,6 +70,12 @@ ADDON = ADDON_NAME  # the ClusterManagementAddOn
 FIXED_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/part-of")
 # The manager's --multikueue-order, as an env value the chart's multikueueOrder.enabled sets.
 MULTIKUEUE_ORDER_ENV = "DYNAMIC_SCORING_MULTIKUEUE_ORDER"
+# The manager's MultiKueue settings: env -> the chart value that sets it (manifests/ hold its default).
+MULTIKUEUE_ENVS = (
+    (MULTIKUEUE_ORDER_ENV, "multikueueOrder.enabled"),
+    ("DYNAMIC_SCORING_MULTIKUEUE_DISPATCH", "multikueueOrder.dispatch.enabled"),
+    ("DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY", "multikueueOrder.dispatch.delaySeconds"),
+)
 # The manager's agent-token bounds: env (a space-separated list, empty in manifests/) -> list value.
 TOKEN_ALLOW_ENVS = (
     (AGENT_TOKEN_DESTINATION_ALLOW_ENV, AGENT_TOKEN_DESTINATION_ALLOW_VALUE),
@@ -80,6 +86,15 @@ TOKEN_ALLOW_ENVS = (
 
 class ChartGenError(RuntimeError):
     """The manifests cannot be turned into a chart as they are."""
+
+
+def _env_text(value: Any) -> str:
+    """A values.yaml scalar as Helm's `toString` writes it into an env value (10 -> "10")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _with_value(key: str) -> Callable[[int], list[str]]:
@@ -269,17 +284,18 @@ def template_manager(dep: dict[str, Any], t: Templating) -> None:
         raise ChartGenError("the manager's args must have exactly one --log-level=")
     level = container["args"][levels[0]].partition("=")[2]
     container["args"][levels[0]] = "--log-level=" + t.value("manager.logLevel", level)
-    found = [e for e in container.get("env") or [] if e.get("name") == MULTIKUEUE_ORDER_ENV]
-    if (
-        len(found) != 1
-        or found[0].get("value") != "false"
-        or t.default("multikueueOrder.enabled") is not False
-    ):
+    for env, key in MULTIKUEUE_ENVS:
+        found = [e for e in container.get("env") or [] if e.get("name") == env]
+        default = _env_text(t.default(key))
+        if len(found) != 1 or found[0].get("value") != default:
+            raise ChartGenError(
+                f"manifests/ must set the manager's env {env} once, to values.yaml's {key} ({default!r})"
+            )
+        found[0]["value"] = t.raw(f"{{{{ .Values.{key} | toString | quote }}}}")
+    if t.default("multikueueOrder.enabled") is not False or t.default("multikueueOrder.dispatch.enabled"):
         raise ChartGenError(
-            f'manifests/ must set the manager\'s env {MULTIKUEUE_ORDER_ENV} once, to "false", and '
-            "values.yaml's multikueueOrder.enabled must default to false"
+            "values.yaml's multikueueOrder.enabled and .dispatch.enabled must default to false"
         )
-    found[0]["value"] = t.raw("{{ .Values.multikueueOrder.enabled | toString | quote }}")
     for env, key in TOKEN_ALLOW_ENVS:
         found = [e for e in container.get("env") or [] if e.get("name") == env]
         if len(found) != 1 or found[0].get("value", "") != "":

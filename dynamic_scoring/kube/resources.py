@@ -117,6 +117,10 @@ PLACEMENT_DECISIONS = Resource(
 MULTIKUEUE_CONFIGS = Resource(
     "kueue.x-k8s.io", "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False
 )
+ADMISSION_CHECKS = Resource(
+    "kueue.x-k8s.io", "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False
+)
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 DYNAMIC_SCORERS = Resource(_DSF, "v1alpha1", "dynamicscorers", "DynamicScorer", namespaced=True)
 DYNAMIC_SCORING_CONFIGS = Resource(
     _DSF, "v1alpha1", "dynamicscoringconfigs", "DynamicScoringConfig", namespaced=True

@@ -299,6 +299,7 @@ class Writer:
         current: JSON | None = None,
         attempts: int = 5,
         owns: Owns | None = None,
+        field_manager: str | None = None,
     ) -> bool:
         """Merge-patch the status fields `compute` returns, on the latest object; True if it wrote.
 
@@ -313,6 +314,9 @@ class Writer:
         fresh must pass it (`NotOurs` otherwise), so a replacement's status is never written.
         Without it, status is written on whatever holds the name (an object the caller reports on,
         such as a ManagedClusterAddOn, is not "ours" but still has a status part that is).
+
+        `field_manager` names the writer in the object's managedFields, for a field whose owner
+        other controllers read (Kueue's nominations tell an outside dispatcher's from its own).
         """
         path = resource.path(namespace, name)
         for attempt in range(1, attempts + 1):
@@ -334,6 +338,7 @@ class Writer:
                     resource.path(namespace, name, "status"),
                     body=body,
                     content_type=MERGE_PATCH,
+                    query={"fieldManager": field_manager} if field_manager else None,
                 )
             except Conflict:
                 if attempt == attempts:

@@ -354,10 +354,12 @@ def test_the_documented_kustomize_overlay_renders_what_the_equivalent_values_ren
 
 # ------------------------------------------------------------------------ kustomize components
 def test_the_kustomize_components_are_the_charts_optional_objects() -> None:
-    with_components = with_kustomize_components("pdb", "metrics", "multikueue-order")
+    with_components = with_kustomize_components("pdb", "metrics", "multikueue-order", "multikueue-dispatch")
     chart = render(
         "--set",
         "multikueueOrder.enabled=true",
+        "--set",
+        "multikueueOrder.dispatch.enabled=true",
         "--set",
         "podDisruptionBudget.enabled=true",
         "--set",
@@ -398,6 +400,58 @@ def test_multikueue_order_turns_the_managers_flag_on_with_its_own_rbac_only() ->
     )
     for binding in (one(added, "RoleBinding"), one(added, "ClusterRoleBinding")):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}]
+
+
+def test_multikueue_dispatch_turns_its_flag_on_with_its_own_rbac_only() -> None:
+    order = render("--set", "multikueueOrder.enabled=true")
+    dispatch = render(
+        "--set",
+        "multikueueOrder.enabled=true",
+        "--set",
+        "multikueueOrder.dispatch.enabled=true",
+        "--set",
+        "multikueueOrder.dispatch.delaySeconds=3",
+    )
+
+    def env(objs: list[Obj]) -> dict[str, str]:
+        (container,) = pod_spec(one(objs, "Deployment"))["containers"]
+        return {e["name"]: e.get("value") for e in container["env"] if "MULTIKUEUE" in e["name"]}
+
+    assert env(render()) == {
+        "DYNAMIC_SCORING_MULTIKUEUE_ORDER": "false",
+        "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH": "false",
+        "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY": "10",
+    }
+    assert env(dispatch) == {
+        "DYNAMIC_SCORING_MULTIKUEUE_ORDER": "true",
+        "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH": "true",
+        "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY": "3",
+    }
+    added = [o for o in dispatch if key(o) not in {key(d) for d in order}]
+    assert sorted(o["kind"] for o in added) == ["ClusterRole", "ClusterRoleBinding"]
+    rules = {
+        (g, r): tuple(rule["verbs"])
+        for rule in one(added, "ClusterRole")["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    # Workloads read; of a Workload only its status written (the nominations), never its spec
+    assert rules == {
+        ("kueue.x-k8s.io", "workloads"): ("get", "list", "watch"),
+        ("kueue.x-k8s.io", "workloads/status"): ("patch",),
+        ("kueue.x-k8s.io", "admissionchecks"): ("list", "watch"),
+    }
+    assert one(added, "ClusterRoleBinding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}
+    ]
+
+
+def test_the_dispatcher_without_the_order_is_refused_when_the_chart_renders() -> None:
+    proc = helm(
+        "template", "--namespace", NAMESPACE, "--set", "multikueueOrder.dispatch.enabled=true", chart=CHART
+    )
+    assert proc.returncode != 0
+    assert "needs multikueueOrder.enabled=true" in proc.stderr
 
 
 # ------------------------------------------------------------------------ OpenShift

@@ -163,6 +163,8 @@ def test_every_generated_file_in_the_chart_is_listed_and_hand_written_files_are_
         "templates/poddisruptionbudget.yaml",
         "templates/service-metrics.yaml",
         "templates/servicemonitor.yaml",
+        "templates/rbac-multikueue-order.yaml",
+        "templates/rbac-multikueue-dispatch.yaml",
     }
     assert not hand_written & generated
     for p in hand_written:
@@ -180,6 +182,8 @@ def manager_deployment(**spec: Any) -> dict[str, Any]:
         "args": ["manager", "--log-level=info"],
         "env": [
             {"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "false"},
+            {"name": "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH", "value": "false"},
+            {"name": "DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY", "value": "10"},
             *({"name": env, "value": ""} for env, _ in chartgen.TOKEN_ALLOW_ENVS),
         ],
         "resources": {
@@ -214,6 +218,8 @@ def test_generator_turns_the_managers_fields_into_values_whose_defaults_are_the_
         "priorityClassName: {{ . | quote }}",
         '{{- if include "dynamic-scoring.pinUser" . }}',
         "value: {{ .Values.multikueueOrder.enabled | toString | quote }}",
+        "value: {{ .Values.multikueueOrder.dispatch.enabled | toString | quote }}",
+        "value: {{ .Values.multikueueOrder.dispatch.delaySeconds | toString | quote }}",
         "{{- with .Values.agentToken.destinationAllow }}",
         "{{- with .Values.agentToken.audienceAllow }}",
         "{{- with .Values.agentToken.monitoringRoleAllow }}",
@@ -244,11 +250,19 @@ def test_generator_refuses_a_manager_pod_that_pins_another_user() -> None:
         chartgen.render_files([dep], "i:1")
 
 
-def test_generator_refuses_a_manager_without_the_multikueue_order_switch_off() -> None:
-    for env in ([], [{"name": chartgen.MULTIKUEUE_ORDER_ENV, "value": "true"}]):
+def test_generator_refuses_a_manager_without_the_multikueue_switches_at_the_values_defaults() -> None:
+    for env, value in (
+        (chartgen.MULTIKUEUE_ORDER_ENV, None),
+        (chartgen.MULTIKUEUE_ORDER_ENV, "true"),
+        ("DYNAMIC_SCORING_MULTIKUEUE_DISPATCH", "true"),
+        ("DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY", "5"),
+    ):
         dep = manager_deployment()
-        dep["spec"]["template"]["spec"]["containers"][0]["env"] = env
-        with pytest.raises(chartgen.ChartGenError, match=chartgen.MULTIKUEUE_ORDER_ENV):
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [e for e in container["env"] if e["name"] != env]
+        if value is not None:
+            container["env"].append({"name": env, "value": value})
+        with pytest.raises(chartgen.ChartGenError, match=env):
             chartgen.render_files([dep], "i:1")
 
 

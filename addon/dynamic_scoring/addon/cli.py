@@ -21,6 +21,7 @@ from kubernetes.config import ConfigException
 
 from dynamic_scoring.addon.config.variables import MONITORING_CLUSTER_ROLES
 from dynamic_scoring.addon.constants import AGENT_IMAGE_ENV, DEFAULT_IMAGE
+from dynamic_scoring.addon.dispatch import DEFAULT_DELAY_SECONDS, DISPATCHER_NAME
 from dynamic_scoring.addon.logs import configure
 from dynamic_scoring.addon.manager import (
     DEFAULT_LEASE_NAME,
@@ -268,6 +269,26 @@ def main() -> None:
     "MultiKueueConfig (where kueue-addon reads its Placements too).",
 )
 @click.option(
+    "--multikueue-dispatch",
+    envvar="DYNAMIC_SCORING_MULTIKUEUE_DISPATCH",
+    is_flag=True,
+    default=False,
+    help="With --multikueue-order: act as Kueue's External MultiKueue dispatcher. A Workload waiting on "
+    "an AdmissionCheck that names one of the ordered MultiKueueConfigs is nominated to the best-scored "
+    "cluster, then to the next one after each --multikueue-dispatch-delay without an admission. Set "
+    f"Kueue's multiKueue.dispatcherName to {DISPATCHER_NAME} and its feature gate "
+    "WorkloadRequestUseMergePatch (docs/multikueue-order.md).",
+)
+@click.option(
+    "--multikueue-dispatch-delay",
+    envvar="DYNAMIC_SCORING_MULTIKUEUE_DISPATCH_DELAY",
+    type=click.FloatRange(min=1.0, max=3600.0),
+    default=DEFAULT_DELAY_SECONDS,
+    show_default=True,
+    help="With --multikueue-dispatch: seconds a nominated cluster has to reserve quota for a Workload "
+    "before the next-best cluster is nominated as well.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -301,12 +322,20 @@ def manager(
     trust_proxy_ca_for_destinations: bool,
     multikueue_order: bool,
     multikueue_namespace: str,
+    multikueue_dispatch: bool,
+    multikueue_dispatch_delay: float,
     log_level: str,
 ) -> None:
     """Run the addon manager: registration, CSR approval and agent delivery for every cluster."""
     if not leader_election_lease_duration > leader_election_renew_deadline > leader_election_retry_period:
         raise click.BadParameter(
             "need lease duration > renew deadline > retry period", param_hint="--leader-election-*"
+        )
+    if multikueue_dispatch and not multikueue_order:
+        raise click.BadParameter(
+            "the dispatcher nominates clusters in the order of the ordered MultiKueueConfigs: add "
+            "--multikueue-order (chart: multikueueOrder.enabled=true)",
+            param_hint="--multikueue-dispatch",
         )
     try:
         allowed = AddressPolicy.parse(scorer_probe_allow_cidrs).allow
@@ -350,6 +379,8 @@ def manager(
         probe_deny_private_networks=scorer_probe_deny_private_networks,
         multikueue_order=multikueue_order,
         multikueue_namespace=multikueue_namespace,
+        multikueue_dispatch=multikueue_dispatch,
+        multikueue_dispatch_delay=multikueue_dispatch_delay,
         identity=f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
     try:

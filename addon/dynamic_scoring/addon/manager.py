@@ -39,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from dynamic_scoring.addon.constants import ADDON_NAME, DEFAULT_IMAGE
 from dynamic_scoring.addon.controllers import ControllerFactory, HubContext
 from dynamic_scoring.addon.controllers.factories import CONTROLLER_FACTORIES
+from dynamic_scoring.addon.dispatch import DEFAULT_DELAY_SECONDS
 from dynamic_scoring.addon.logs import keyed
 from dynamic_scoring.addon.registry.probe_settings import ProbeSettings
 from dynamic_scoring.addon.render.token_allow import AgentTokenAllow
@@ -74,8 +75,8 @@ def crd_remedy(resource: Resource) -> str:
         return f"install Open Cluster Management's hub CRDs ({resource.kind}): clusteradm init"
     if resource.group == MULTIKUEUE_CONFIGS.group:
         return (
-            f"install Kueue v0.19 or newer on the hub ({resource.kind}), or turn --multikueue-order off "
-            "(chart multikueueOrder.enabled=false)"
+            f"install Kueue v0.19 or newer on the hub ({resource.kind}), or turn --multikueue-order and "
+            "--multikueue-dispatch off (chart multikueueOrder.enabled=false)"
         )
     return f"install the CustomResourceDefinition of {resource.kind}"
 
@@ -108,6 +109,8 @@ class ManagerOptions:
     probe_deny_private_networks: bool = False
     multikueue_order: bool = False
     multikueue_namespace: str = "kueue-system"
+    multikueue_dispatch: bool = False
+    multikueue_dispatch_delay: float = DEFAULT_DELAY_SECONDS
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
 
 
@@ -276,6 +279,8 @@ class Manager:
             workers=self.options.workers,
             multikueue_order=self.options.multikueue_order,
             multikueue_namespace=self.options.multikueue_namespace,
+            multikueue_dispatch=self.options.multikueue_dispatch,
+            multikueue_dispatch_delay=self.options.multikueue_dispatch_delay,
             probe=ProbeSettings.build(
                 period=self.options.probe_period,
                 jitter=self.options.probe_jitter,

@@ -84,6 +84,21 @@ def test_the_multikueue_order_env_the_installs_set_is_read_as_a_boolean(
     assert options.multikueue_order is expected
 
 
+def test_the_dispatcher_flags_reach_the_options_and_need_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = options_from(
+        monkeypatch,
+        ["--multikueue-order", "--multikueue-dispatch-delay", "4.5"],
+        {"DYNAMIC_SCORING_MULTIKUEUE_DISPATCH": "true"},
+    )
+    assert options.multikueue_dispatch is True and options.multikueue_dispatch_delay == 4.5
+    assert ManagerOptions().multikueue_dispatch is False and ManagerOptions().multikueue_dispatch_delay == 10
+    # the dispatcher reads the ordered configs: without them it would nominate nothing
+    result = CliRunner().invoke(main, ["manager", "--multikueue-dispatch"])
+    assert result.exit_code == 2 and "add --multikueue-order" in result.output
+    result = CliRunner().invoke(main, ["manager", "--multikueue-order", "--multikueue-dispatch-delay", "0"])
+    assert result.exit_code == 2 and "--multikueue-dispatch-delay" in result.output
+
+
 def test_a_missing_kueue_crd_says_to_install_kueue_or_turn_the_option_off() -> None:
     remedy = crd_remedy(MULTIKUEUE_CONFIGS)
     assert "Kueue v0.19" in remedy and "--multikueue-order" in remedy

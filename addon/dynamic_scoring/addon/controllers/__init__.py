@@ -53,6 +53,10 @@ class HubContext:
         multikueue_order: the hub admin's opt-in (--multikueue-order) for ordered MultiKueueConfigs
             of labelled Placements; without it that controller does not run and needs no RBAC.
         multikueue_namespace: the one namespace whose Placements may opt in (--multikueue-namespace).
+        multikueue_dispatch: the hub admin's opt-in (--multikueue-dispatch) for nominating waiting
+            Workloads to the ordered configs' clusters, as Kueue's External dispatcher.
+        multikueue_dispatch_delay: seconds a nominated cluster has to reserve quota before the next
+            is nominated as well (--multikueue-dispatch-delay).
     """
 
     api: KubeAPI
@@ -69,6 +73,8 @@ class HubContext:
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     multikueue_order: bool = False
     multikueue_namespace: str = "kueue-system"
+    multikueue_dispatch: bool = False
+    multikueue_dispatch_delay: float = 10.0
 
 
 ControllerFactory = Callable[[HubContext], list[Controller]]

@@ -10,6 +10,7 @@ from dynamic_scoring.addon.controllers import ControllerFactory
 from dynamic_scoring.addon.controllers.distribution.controller import distribution_controller
 from dynamic_scoring.addon.controllers.lifecycle import lifecycle_controllers
 from dynamic_scoring.addon.controllers.multikueue import multikueue_order_controller
+from dynamic_scoring.addon.controllers.multikueue.dispatch import multikueue_dispatch_controller
 from dynamic_scoring.addon.controllers.placement_scores import (
     external_agent_scores_controller,
     score_expiry_controller,
@@ -23,4 +24,5 @@ CONTROLLER_FACTORIES: list[ControllerFactory] = [
     score_expiry_controller,
     external_agent_scores_controller,
     multikueue_order_controller,
+    multikueue_dispatch_controller,
 ]
