@@ -130,8 +130,10 @@ class KueueManager:
     As a MultiKueue manager it runs Kueue's default dispatcher unless `dispatcher` names another
     (`INCREMENTAL_DISPATCHER`): ordered dispatch, one cluster after the other, is what tests of
     dispatch by score need.  `step_size` sets the incremental dispatcher's clusters per round, and
-    `round_timeout` (a Go duration, e.g. "5s") its round length; both only with that dispatcher.  Left
-    at None, the Configuration and the environment are exactly those of a plain start.
+    `round_timeout` (a Go duration, e.g. "5s") its round length; both only with that dispatcher.  Any
+    other `dispatcher` name is Kueue's External mode: an outside controller nominates the clusters,
+    and `feature_gates` carries what a sample's Configuration turns on for it.  Left at None, the
+    Configuration and the environment are exactly those of a plain start.
     """
 
     build: KueueBuild
@@ -142,6 +144,8 @@ class KueueManager:
     dispatcher: str | None = None  # Configuration multiKueue.dispatcherName; None: Kueue's default
     step_size: int | None = None  # multiKueue.incrementalDispatcherConfig.stepSize; None: Kueue's 3
     round_timeout: str | None = None  # $KUEUE_INCREMENTAL_DISPATCHER_ROUND_TIMEOUT; None: 5 minutes
+    # Configuration featureGates (a sample's); None: only VisibilityOnDemand off, on the command line
+    feature_gates: dict[str, bool] | None = None
 
     def __post_init__(self) -> None:
         """Paths and names; and reject dispatcher settings Kueue would refuse or silently ignore.
@@ -205,6 +209,11 @@ class KueueManager:
         multikueue = self._multikueue_config()
         if multikueue is not None:
             config["multiKueue"] = multikueue
+        # Kueue takes feature gates from the command line or the Configuration, never both
+        gates = ["--feature-gates=VisibilityOnDemand=false"]
+        if self.feature_gates is not None:
+            config["featureGates"] = {"VisibilityOnDemand": False, **self.feature_gates}
+            gates = []
         env = {**os.environ, "KUEUE_METRICS_CERT_DIR": str(certs)}
         if self.round_timeout is not None:
             env[ROUND_TIMEOUT_ENV] = self.round_timeout
@@ -217,7 +226,7 @@ class KueueManager:
                 f"--config={config_path}",
                 f"--kubeconfig={self.cluster.admin_kubeconfig}",
                 # the visibility API server is an aggregated apiserver on every interface: not needed
-                "--feature-gates=VisibilityOnDemand=false",
+                *gates,
             ],
             self.cluster.run_dir / "logs" / f"{self.cluster.name}-kueue.log",
             env=env,

@@ -567,3 +567,99 @@ def test_jobs_fill_the_best_worker_then_spill_over_in_score_order_and_follow_the
     # 4. the next Job goes to the new best
     dispatch(ordered, "cluster2")
     assert (ordered.landed(first), ordered.landed(second)) == (EXTRA, THIRD)
+
+
+# ----------------------------------------------- the External dispatcher, on Kueue's own timing
+EXTERNAL_CONFIG = ORDERED / "kueue-config-external.yaml"
+DELAY = 10  # the chart's default multikueueOrder.dispatch.delaySeconds
+
+
+def workload_events(fleet: Fleet, job: str, reason: str) -> list[str]:
+    """The messages of the Events `reason` on the hub Workload of `job`, oldest first."""
+    name = ((fleet.hub_workload(job) or {}).get("metadata") or {}).get("name")
+    found = [
+        e
+        for e in fleet.hub.items("v1", "Event", JOB_NS)
+        if e.get("reason") == reason and (e.get("involvedObject") or {}).get("name") == name
+    ]
+    return [str(e.get("message")) for e in sorted(found, key=lambda e: str(e.get("firstTimestamp")))]
+
+
+@pytest.fixture(scope="module")
+def external(ordered: Fleet) -> Iterator[Fleet]:
+    """The ordered fleet switched to the External dispatcher, as docs/multikueue-order.md says.
+
+    The addon upgraded with `multikueueOrder.dispatch.enabled` (the default delay), and the hub's
+    Kueue restarted with the sample's `kueue-config-external.yaml`: the dispatcher's name and the
+    merge-patch feature gate, nothing else.  No round timeout is set in its environment: Kueue's
+    incremental dispatcher does not even run in this mode, so nothing of the harness's build
+    patch takes part.
+    """
+    hub, m = ordered.hub, ordered.m
+    started = time.monotonic()
+    delete_jobs(ordered)
+    ordered.jobs.clear()
+    m.run_helm(
+        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+        "--set", "multikueueOrder.dispatch.enabled=true",
+    )  # fmt: skip
+    m.wait_manager()
+    config = yaml.safe_load(EXTERNAL_CONFIG.read_text())
+    assert set(config) == {"apiVersion", "kind", "multiKueue", "featureGates"}, config
+    old = ordered.kueues["hub"]
+    old_proc = old.proc
+    assert old_proc is not None
+    old.stop()
+    new = KueueManager(
+        old.build,
+        old.cluster,
+        dispatcher=config["multiKueue"]["dispatcherName"],
+        feature_gates=config["featureGates"],
+    )
+    ordered.kueues["hub"] = new
+    ordered.processes[ordered.processes.index(old_proc)] = new.start()
+    assert new.round_timeout is None
+    ordered.note("External setup (helm upgrade, hub Kueue restarted)", time.monotonic() - started)
+    assert hub.find(KUEUE_V1B2, "AdmissionCheck", ORDERED_CHECK) is not None
+    yield ordered
+
+
+def test_with_the_external_dispatcher_jobs_spill_over_in_seconds_in_score_order(external: Fleet) -> None:
+    fleet = external
+    want = set_loads(fleet, {EXTRA: LIGHT, THIRD: MID, "cluster2": HEAVY})
+    wait_order(fleet, want, timeout=180)
+    # 1. the best-scored worker is nominated first and takes the first Job
+    first = dispatch(fleet, EXTRA)
+    nominated = workload_events(fleet, first, "MultiKueueNominated")
+    assert (
+        nominated
+        and f"nominated {EXTRA}, the best-scored cluster of MultiKueueConfig {SPILL}" in nominated[0]
+    )
+    # 2. its quota is used up: after the dispatcher's delay (not Kueue's 5-minute round) the
+    #    second-best is nominated as well and admits the Job; the third never gets a copy
+    start = time.monotonic()
+    second = fleet.submit()
+    landed = wait_until(
+        lambda: fleet.landed(second), timeout=DELAY + 60, what=f"Job {second} admitted within seconds"
+    )
+    fleet.note(
+        f"External dispatcher: Job submitted, best worker full -> admitted on {THIRD} (delay {DELAY} s)",
+        time.monotonic() - start,
+    )
+    assert landed == THIRD, f"spilled over to {landed}; the score order says {THIRD}"
+    wait_until(lambda: fleet.admitted_copy(THIRD, second), timeout=60, what=f"{second} admitted on {THIRD}")
+    assert fleet.copy_on("cluster2", second) is None, "the last in score order got a copy"
+    # Kueue withdraws the copy still waiting on the best worker once another admitted the Job
+    wait_until(
+        lambda: fleet.copy_on(EXTRA, second) is None, timeout=60, what=f"{second} withdrawn from {EXTRA}"
+    )
+    steps = workload_events(fleet, second, "MultiKueueNominated")
+    assert len(steps) == 2 and f"nominated {THIRD}, the next" in steps[1], steps
+    # 3. the scores move: the order follows, the next Job goes to the new best, nothing admitted moves
+    start = time.monotonic()
+    want = set_loads(fleet, {"cluster2": LIGHT, EXTRA: MID, THIRD: HEAVY})
+    wait_order(fleet, want, timeout=180)
+    fleet.note("External dispatcher: load shift -> MultiKueueConfig reordered", time.monotonic() - start)
+    dispatch(fleet, "cluster2")
+    assert (fleet.landed(first), fleet.landed(second)) == (EXTRA, THIRD)
+    assert evictions(fleet, first) == [] and evictions(fleet, second) == []
