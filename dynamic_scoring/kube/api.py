@@ -42,6 +42,7 @@ from dynamic_scoring.kube.jsontypes import JSON
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply; JSON is YAML
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """`accept` for an object's metadata alone (resourceVersion, labels, owners), not its whole body."""
 # How often the kubeconfig and its certificate files are looked at for a rotation: a busy manager

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dynamic_scoring.kube.api import MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
+from dynamic_scoring.kube.api import APPLY_PATCH, MERGE_PATCH, Conflict, KubeAPI, KubeError, NotFound
 from dynamic_scoring.kube.jsontypes import JSON
 from dynamic_scoring.kube.metrics import ControllerMetrics
 from dynamic_scoring.kube.resources import EVENTS, Resource
@@ -351,6 +351,31 @@ class Writer:
                 )
             return True
         return False  # attempts < 1
+
+    def apply_status(
+        self, resource: Resource, namespace: str | None, name: str, status: JSON, *, field_manager: str
+    ) -> JSON:
+        """Server-side apply of `status` (only the fields it names) as `field_manager`.
+
+        For an entry of a list another controller writes too, keyed by the apiserver (a condition of
+        our own type among Kueue's): apply merges it by key, where a merge patch would replace the
+        whole list.  Not forced: a field another manager holds is a `Conflict`, left to its owner.
+        """
+        body = {
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+            "status": status,
+        }
+        return self._call(
+            "status",
+            resource,
+            "PATCH",
+            resource.path(namespace, name, "status"),
+            body=body,
+            content_type=APPLY_PATCH,
+            query={"fieldManager": field_manager},
+        )
 
     def event(self, involved: JSON, type_: str, reason: str, message: str) -> None:
         """Record a core/v1 Event on `involved`; a repeat of the same reason and message counts up.

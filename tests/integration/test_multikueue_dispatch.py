@@ -23,7 +23,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from dynamic_scoring.addon.controllers.multikueue.dispatch import NAME, multikueue_dispatch_controller
-from dynamic_scoring.addon.dispatch import FIELD_MANAGER, MULTIKUEUE_CONTROLLER
+from dynamic_scoring.addon.dispatch import CONDITION, FIELD_MANAGER, MULTIKUEUE_CONTROLLER
 from dynamic_scoring.addon.manager import Manager, ManagerOptions
 from dynamic_scoring.addon.multikueue import desired_config
 from dynamic_scoring.kube.api import KubeAPI
@@ -131,6 +131,14 @@ def events(hub: Client, name: str, reason: str) -> list[str]:
         for e in hub.items("v1", "Event", NS)
         if e.get("reason") == reason and (e.get("involvedObject") or {}).get("name") == name
     ]
+
+
+def condition(hub: Client, name: str) -> JSON | None:
+    """Our condition on the Workload, if any."""
+    for c in hub.get(KUEUE_V1B2, "Workload", name, NS)["status"].get("conditions") or []:
+        if c["type"] == CONDITION:
+            return dict(c)
+    return None
 
 
 def owners(hub: Client, name: str) -> set[str]:
@@ -341,6 +349,23 @@ def test_a_waiting_workload_gets_the_best_cluster_first_then_the_next_ones_in_sc
     assert "keeps waiting" in warning[0]
     seconds = [m for m in events(hub, name, "MultiKueueNominated") if f"nominated {C}, the next" in m]
     assert seconds and f"(nominated before: {B})" in seconds[0], seconds
+    # the same on the Workload itself, beside Kueue's conditions: applied, so it replaced none
+    ours = wait_value(
+        lambda: condition(hub, name),
+        lambda c: c and c["reason"] == "AllClustersNominated",
+        timeout=30,
+        what="our condition saying every cluster is nominated",
+    )
+    assert ours is not None and ours["status"] == "True" and "keeps waiting" in ours["message"]
+    kinds = [c["type"] for c in hub.get(KUEUE_V1B2, "Workload", name, NS)["status"]["conditions"]]
+    assert sorted(kinds) == sorted(["QuotaReserved", CONDITION]), kinds
+    # the condition is an apply entry of its own: it does not move the time the next nomination counts from
+    entries = [
+        e
+        for e in hub.get(KUEUE_V1B2, "Workload", name, NS)["metadata"]["managedFields"]
+        if e["manager"] == FIELD_MANAGER
+    ]
+    assert sorted(e["operation"] for e in entries) == ["Apply", "Update"], entries
 
     # Kueue admits it on c (as its MultiKueue controller does: clusterName set, nominations
     # cleared, the check Ready): the dispatcher is woken by that change and writes nothing

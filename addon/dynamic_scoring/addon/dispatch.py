@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from dynamic_scoring.kube.jsontypes import JSON
-from dynamic_scoring.kube.timestamps import parse_time
+from dynamic_scoring.kube.timestamps import format_time, parse_time
 
 DISPATCHER_NAME: Final = "dynamic-scoring.open-cluster-management.io/multikueue-dispatcher"
 """What Kueue's Configuration `multiKueue.dispatcherName` is set to for this dispatcher."""
@@ -40,6 +40,8 @@ FIELD_MANAGER: Final = "dynamic-scoring-multikueue-dispatcher"
 """The field manager of our nominations: how we tell ours from another writer's."""
 MULTIKUEUE_CONTROLLER: Final = "kueue.x-k8s.io/multikueue"
 DEFAULT_DELAY_SECONDS: Final = 10.0
+CONDITION: Final = "MultiKueueNominated"
+"""Our condition on a Workload we dispatch: whom it was nominated to, and what comes next."""
 _NOMINATED: Final = "f:nominatedClusterNames"
 
 
@@ -117,9 +119,18 @@ def owners(workload: JSON) -> list[str]:
 
 
 def last_nominated(workload: JSON, manager: str = FIELD_MANAGER) -> dt.datetime | None:
-    """When `manager` last wrote the Workload's status (its managedFields entry's `time`)."""
+    """When `manager` last wrote the nominations: the `time` of its entry that owns them.
+
+    Its condition is written with server-side apply, an entry of its own, so that write does not
+    count as a nomination.
+    """
     for entry in (workload.get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") == manager and entry.get("subresource") == "status":
+        if (
+            entry.get("manager") == manager
+            and entry.get("operation") == "Update"
+            and entry.get("subresource") == "status"
+            and _owns_nominations(entry)
+        ):
             return parse_time(entry.get("time"))
     return None
 
@@ -198,6 +209,35 @@ def nomination_message(config: str, decision: Decision, before: list[str], delay
     return "; ".join(parts)
 
 
+def condition(
+    workload: JSON, config: str, nominated_now: list[str], decision: Decision, delay: float, now: dt.datetime
+) -> JSON:
+    """Our condition on the Workload after `decision`: True while we dispatch it, naming what is next.
+
+    Reason `Nominated` while clusters of the config remain, `AllClustersNominated` once every one
+    is and none admitted (the message is the Warning's).  `lastTransitionTime` moves only when the
+    reason does, as for Kueue's own conditions.
+    """
+    if decision.exhausted:
+        reason, message = "AllClustersNominated", exhausted_message(config, nominated_now, delay)
+    else:
+        message = f"nominated {', '.join(nominated_now)} of MultiKueueConfig {config}, best-scored first"
+        if decision.wake_in is not None:
+            message += f"; the next one unless a cluster admits the Workload within {delay:g} s"
+        reason = "Nominated"
+    since = format_time(now)
+    for existing in (workload.get("status") or {}).get("conditions") or []:
+        if existing.get("type") == CONDITION and existing.get("reason") == reason:
+            since = str(existing.get("lastTransitionTime") or since)
+    return {
+        "type": CONDITION,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
 def exhausted_message(config: str, clusters: list[str], delay: float) -> str:
     """The Warning text when every cluster of the config was nominated and none reserved quota."""
     return (
@@ -208,6 +248,7 @@ def exhausted_message(config: str, clusters: list[str], delay: float) -> str:
 
 
 __all__ = [
+    "CONDITION",
     "DEFAULT_DELAY_SECONDS",
     "DISPATCHER_NAME",
     "FIELD_MANAGER",
@@ -215,6 +256,7 @@ __all__ = [
     "Decision",
     "Waiting",
     "check_config",
+    "condition",
     "decide",
     "exhausted_message",
     "last_nominated",

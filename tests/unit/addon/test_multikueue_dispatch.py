@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 from dynamic_scoring.addon.dispatch import (
+    CONDITION,
     FIELD_MANAGER,
     MULTIKUEUE_CONTROLLER,
     Decision,
     check_config,
+    condition,
     decide,
     exhausted_message,
     last_nominated,
@@ -179,3 +181,23 @@ def test_the_messages_say_which_cluster_and_why() -> None:
     assert dropped == "withdrew c4: no longer in MultiKueueConfig spill-over"
     text = exhausted_message("spill-over", ORDER, 10)
     assert "(c3, c4, c2)" in text and "keeps waiting" in text and "ClusterQueues" in text
+
+
+def test_the_condition_says_what_is_nominated_and_what_comes_next() -> None:
+    going = condition(
+        workload(), "spill-over", ["c3"], Decision(nominate=["c3"], added=("c3",), wake_in=10), 10, NOW
+    )
+    assert going["type"] == CONDITION and going["status"] == "True" and going["reason"] == "Nominated"
+    assert going["message"] == (
+        "nominated c3 of MultiKueueConfig spill-over, best-scored first; "
+        "the next one unless a cluster admits the Workload within 10 s"
+    )
+    assert going["lastTransitionTime"] == "2026-12-04T12:00:30Z"
+    # the same reason again: its transition time stays
+    held = workload("c3")
+    held["status"]["conditions"].append({**going, "lastTransitionTime": "2026-12-04T11:00:00Z"})
+    later = condition(held, "spill-over", ["c3", "c4"], Decision(nominate=["c3", "c4"], wake_in=10), 10, NOW)
+    assert later["lastTransitionTime"] == "2026-12-04T11:00:00Z" and "c3, c4" in later["message"]
+    done = condition(held, "spill-over", ORDER, Decision(exhausted=True), 10, NOW)
+    assert done["reason"] == "AllClustersNominated" and done["lastTransitionTime"] == "2026-12-04T12:00:30Z"
+    assert done["message"] == exhausted_message("spill-over", ORDER, 10)

@@ -88,10 +88,20 @@ def test_a_nomination_is_a_status_merge_patch_as_our_field_manager_on_the_versio
     hub = Hub(workload())
     result = dispatcher(hub).reconcile("team/job-1")
     assert result is not None and result.requeue_after == 10
-    patches = [b for m, p, b in hub.requests if m == "PATCH"]
-    assert patches == [
-        {"status": {"nominatedClusterNames": ["c3"]}, "metadata": {"uid": "w1", "resourceVersion": "7"}}
-    ]
+    nomination, applied = [b for m, p, b in hub.requests if m == "PATCH"]
+    assert nomination == {
+        "status": {"nominatedClusterNames": ["c3"]},
+        "metadata": {"uid": "w1", "resourceVersion": "7"},
+    }
+    # then our condition, applied on its own (a merge patch would replace Kueue's conditions)
+    (condition,) = applied["status"]["conditions"]
+    assert applied["kind"] == "Workload" and applied["metadata"] == {"name": "job-1", "namespace": "team"}
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "MultiKueueNominated",
+        "True",
+        "Nominated",
+    )
+    assert condition["message"].startswith("nominated c3 of MultiKueueConfig spill-over, best-scored first")
     (event,) = hub.events()
     assert event["reason"] == "MultiKueueNominated" and "nominated c3, the best-scored" in event["message"]
 
@@ -106,7 +116,7 @@ def test_the_field_manager_is_named_on_the_request() -> None:
             return super().request(method, path, **kw)
 
     dispatcher(Spy(workload())).reconcile("team/job-1")
-    assert seen == [{"fieldManager": FIELD_MANAGER}]
+    assert seen == [{"fieldManager": FIELD_MANAGER}] * 2  # the nominations, then the condition
 
 
 def test_a_workload_changed_under_us_is_read_again_and_the_reconcile_comes_back() -> None:
@@ -127,4 +137,8 @@ def test_every_cluster_left_waiting_is_one_warning_however_often_it_is_reconcile
         assert reconcile.reconcile("team/job-1") is None
     (event,) = hub.events()
     assert event["type"] == "Warning" and event["reason"] == "MultiKueueNoClusterAdmitted"
-    assert [m for m, _, _ in hub.requests if m == "PATCH"] == []
+    # no nomination written; the condition says so (the recorder does not keep it, so each pass
+    # applies it again: the real apiserver's object then reads so and the next pass writes nothing)
+    applied = [b for m, _, b in hub.requests if m == "PATCH"]
+    assert applied and all("nominatedClusterNames" not in b["status"] for b in applied)
+    assert applied[0]["status"]["conditions"][0]["reason"] == "AllClustersNominated"

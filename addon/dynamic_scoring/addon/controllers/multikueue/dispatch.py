@@ -33,6 +33,7 @@ from dynamic_scoring.addon.dispatch import (
     Decision,
     Waiting,
     check_config,
+    condition,
     decide,
     exhausted_message,
     nominated,
@@ -136,7 +137,38 @@ class MultiKueueDispatch:
                 "MultiKueueNoClusterAdmitted",
                 exhausted_message(why.config, nominated(workload), self.delay),
             )
+        if wrote or decision.exhausted:
+            now_nominated = decision.nominate if decision.nominate is not None else nominated(workload)
+            self._condition(
+                workload, condition(workload, why.config, now_nominated, decision, self.delay, self._clock())
+            )
         return None if decision.wake_in is None else Result(requeue_after=decision.wake_in)
+
+    def _condition(self, workload: JSON, wanted: JSON) -> None:
+        """Apply our condition on the Workload, unless it already reads so (a repeat writes nothing)."""
+        for existing in (workload.get("status") or {}).get("conditions") or []:
+            if existing.get("type") == wanted["type"] and all(
+                existing.get(k) == wanted[k] for k in ("status", "reason", "message")
+            ):
+                return
+        meta = workload["metadata"]
+        try:
+            self.writer.apply_status(
+                WORKLOADS,
+                meta["namespace"],
+                meta["name"],
+                {"conditions": [wanted]},
+                field_manager=FIELD_MANAGER,
+            )
+        except (Conflict, NotFound) as exc:  # gone, or another writer holds that condition: its own
+            log.info(
+                "Workload %s/%s: condition %s not written: %s",
+                meta["namespace"],
+                meta["name"],
+                wanted["type"],
+                exc,
+                extra={"controller": NAME},
+            )
 
 
 def _every(workloads: Cache) -> Callable[[JSON], Iterable[str]]:
