@@ -655,6 +655,16 @@ def test_with_the_external_dispatcher_jobs_spill_over_in_seconds_in_score_order(
     )
     steps = workload_events(fleet, second, "MultiKueueNominated")
     assert len(steps) == 2 and f"nominated {THIRD}, the next" in steps[1], steps
+    # our condition sits among Kueue's on the admitted Workload, naming both nominations
+    ours = [
+        c
+        for c in (fleet.hub_workload(second) or {})["status"]["conditions"]
+        if c["type"] == "MultiKueueNominated"
+    ]
+    assert ours and ours[0]["message"].startswith(
+        f"nominated {EXTRA}, {THIRD} of MultiKueueConfig {SPILL}"
+    ), ours
+    assert condition(fleet.hub_workload(second), "Admitted") == "True"
     # 3. the scores move: the order follows, the next Job goes to the new best, nothing admitted moves
     start = time.monotonic()
     want = set_loads(fleet, {"cluster2": LIGHT, EXTRA: MID, THIRD: HEAVY})
