@@ -81,18 +81,24 @@ def waiting(
     `configs_of_checks`: AdmissionCheck name -> the MultiKueueConfig it names (`check_config`);
     `orders`: our configs' names -> their `spec.clusters`.  Kueue nominates only while the hub has
     reserved quota and the check is `Pending`, and never once `clusterName` is set (admitted); a
-    finished or deleted Workload is none of ours either.
+    finished or deleted Workload is none of ours either.  Like Kueue's own dispatchers, it waits
+    until every other admission check of the Workload is `Ready` (a provisioning request, say):
+    MultiKueue creates no copy before that, and a delay counted meanwhile would nominate every
+    cluster at once.
     """
     status = workload.get("status") or {}
     if status.get("clusterName") or (workload.get("metadata") or {}).get("deletionTimestamp"):
         return None
     if not _condition_true(workload, "QuotaReserved") or _condition_true(workload, "Finished"):
         return None
-    for state in status.get("admissionChecks") or []:
+    states = status.get("admissionChecks") or []
+    for state in states:
         name = str(state.get("name") or "")
         config = configs_of_checks.get(name)
         if config is None or config not in orders or state.get("state") != "Pending":
             continue
+        if any(s.get("state") != "Ready" for s in states if s is not state):
+            return None
         return Waiting(name, config, tuple(orders[config]))
     return None
 

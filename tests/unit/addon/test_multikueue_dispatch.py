@@ -100,6 +100,12 @@ def test_a_workload_is_ours_only_while_it_waits_on_one_of_our_configs() -> None:
     # a check that names a config we did not write (kueue-addon's, a hand-made one)
     assert waiting(workload(), CHECKS, {"other": ORDER}) is None
     assert waiting(workload(), {}, ORDERS) is None
+    # another admission check still pending (a provisioning request): MultiKueue copies nothing yet
+    provisioning = workload()
+    provisioning["status"]["admissionChecks"].append({"name": "prov", "state": "Pending"})
+    assert waiting(provisioning, CHECKS, ORDERS) is None
+    provisioning["status"]["admissionChecks"][1]["state"] = "Ready"
+    assert waiting(provisioning, CHECKS, ORDERS) is not None
     deleting = workload()
     deleting["metadata"]["deletionTimestamp"] = "2026-12-04T12:00:00Z"
     assert waiting(deleting, CHECKS, ORDERS) is None
