@@ -15,6 +15,7 @@ MODULES = [
     "bench.agent.cycle",
     "bench.agent.hostile",
     "bench.forecast_cost",
+    "bench.hub.dispatch",
     "bench.hub.manager",
     "bench.hub.probe",
     "bench.hub.registry",

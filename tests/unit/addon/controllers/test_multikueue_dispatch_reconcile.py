@@ -142,3 +142,29 @@ def test_every_cluster_left_waiting_is_one_warning_however_often_it_is_reconcile
     applied = [b for m, _, b in hub.requests if m == "PATCH"]
     assert applied and all("nominatedClusterNames" not in b["status"] for b in applied)
     assert applied[0]["status"]["conditions"][0]["reason"] == "AllClustersNominated"
+
+
+def test_a_wake_before_the_next_nomination_is_due_reads_nothing() -> None:
+    """A config reorder wakes every waiting Workload; one not due is answered from the cache."""
+    hub = Hub(workload())
+    now = [NOW]
+    reconcile = dispatcher(hub)
+    reconcile._clock = lambda: now[0]
+    reconcile.reconcile("team/job-1")
+    assert [m for m, p, _ in hub.requests if p == WL_PATH] == ["GET"]
+    # the informer delivers our write; 4 s later a reorder wakes it: no read, back in 6 s
+    hub.workload = workload("c3", written="2026-12-04T12:01:00Z")
+    reconcile._workloads = Cache(hub.workload)
+    now[0] = NOW + dt.timedelta(seconds=4)
+    result = reconcile.reconcile("team/job-1")
+    assert result is not None and result.requeue_after == 6
+    assert [m for m, p, _ in hub.requests if p == WL_PATH] == ["GET"]
+    # a cluster leaves the config: read at once (to withdraw it), due or not
+    reconcile._configs = Cache(desired_config("spill-over", "kueue-system/spill-over", ["c4"]))
+    reconcile.reconcile("team/job-1")
+    assert [m for m, p, _ in hub.requests if p == WL_PATH] == ["GET", "GET"]
+    # a new process has no memory of that: it reads
+    fresh = dispatcher(hub)
+    fresh._clock = lambda: now[0]
+    fresh.reconcile("team/job-1")
+    assert [m for m, p, _ in hub.requests if p == WL_PATH] == ["GET", "GET", "GET"]

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from dynamic_scoring.addon.controllers import HubContext
 from dynamic_scoring.addon.controllers.multikueue import Cache
@@ -52,6 +54,23 @@ log = logging.getLogger(__name__)
 NAME = "multikueue-dispatch"
 
 
+@dataclass(frozen=True)
+class _Looked:
+    """What the last read of a Workload showed, and until when nothing of it can be due.
+
+    A hint that saves reads, never a record: the scores reorder a config often, which wakes every
+    waiting Workload, and each would be read again (its managedFields) only to learn that its next
+    nomination is not due.  While its nominations and its config's set of clusters are the same as
+    at that read, and `until` has not passed, the cache says all there is to say.  `until` None:
+    nothing is due while they stay the same (every cluster nominated, or another writer's).  A new
+    process starts with none and reads.
+    """
+
+    nominated: tuple[str, ...]
+    clusters: frozenset[str]
+    until: dt.datetime | None
+
+
 class MultiKueueDispatch:
     """The reconcile of one Workload's nominations."""
 
@@ -72,6 +91,8 @@ class MultiKueueDispatch:
         self._configs = configs
         self.delay = delay
         self._clock = clock
+        self._looked: dict[str, _Looked] = {}
+        self._lock = threading.Lock()
 
     def _orders(self) -> tuple[dict[str, str], dict[str, list[str]]]:
         """(AdmissionCheck -> the config it names, our configs -> their order), from the caches."""
@@ -89,13 +110,25 @@ class MultiKueueDispatch:
         """Nominate the Workload's next cluster when it is due; None or a requeue for the next look."""
         namespace, name = split_key(key)
         cached = self._workloads.get(key)
-        if namespace is None or cached is None:
-            self.notices.clear(key)
-            return None
         checks, orders = self._orders()
-        if waiting(cached, checks, orders) is None:
+        why_cached = None if namespace is None or cached is None else waiting(cached, checks, orders)
+        if namespace is None or cached is None or why_cached is None:  # gone, or not waiting on ours
             self.notices.clear(key)
+            with self._lock:
+                self._looked.pop(key, None)
             return None
+        now = self._clock()
+        with self._lock:
+            hint = self._looked.get(key)
+        if (
+            hint is not None
+            and hint.nominated == tuple(nominated(cached))
+            and hint.clusters == frozenset(why_cached.order)
+        ):
+            if hint.until is None:
+                return None
+            if now < hint.until:
+                return Result(requeue_after=max((hint.until - now).total_seconds(), 0.5))
         seen: list[tuple[JSON, Waiting, Decision]] = []
 
         def compute(workload: JSON) -> JSON | None:
@@ -111,6 +144,8 @@ class MultiKueueDispatch:
                 return None
             return {"nominatedClusterNames": decision.nominate}
 
+        with self._lock:
+            self._looked.pop(key, None)
         try:
             wrote = self.writer.patch_status(WORKLOADS, namespace, name, compute, field_manager=FIELD_MANAGER)
         except (Conflict, NotFound):
@@ -118,6 +153,10 @@ class MultiKueueDispatch:
         if not seen:
             return None  # no longer waiting on one of ours
         workload, why, decision = seen[0]
+        after = decision.nominate if wrote and decision.nominate is not None else nominated(workload)
+        until = None if decision.wake_in is None else now + dt.timedelta(seconds=decision.wake_in)
+        with self._lock:
+            self._looked[key] = _Looked(tuple(after), frozenset(why.order), until)
         if decision.foreign:
             log.debug(
                 "Workload %s: nominations are %s's; left alone",
