@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dynamic_scoring.addon.dispatch import DISPATCHER_NAME
 from dynamic_scoring.addon.render.agent import render_agent
 from dynamic_scoring.addon.render.token_allow import (
     AgentTokenAllow,
@@ -387,3 +388,10 @@ def test_the_openshift_samples_render_the_token_and_the_binding_and_use_them() -
     url = source["host"] + source["path"]
     assert listed_destination(destinations.partition("=")[2], url)
     assert source["auth"] == {"agentServiceAccountToken": True}
+
+
+def test_the_external_kueue_config_names_the_managers_dispatcher_and_the_gate_it_needs() -> None:
+    config = yaml.safe_load((SAMPLES / "kueue" / "ordered" / "kueue-config-external.yaml").read_text())
+    assert config["multiKueue"] == {"dispatcherName": DISPATCHER_NAME}
+    # without it Kueue's apply cannot clear the nominations, and no Workload is ever admitted
+    assert config["featureGates"] == {"WorkloadRequestUseMergePatch": True}
