@@ -45,8 +45,11 @@ CLUSTERS = ["c3", "c4", "c2", "c1"]
 class Store:
     """The informers' caches and the apiserver in one dict, counting the requests made to it."""
 
-    def __init__(self, workloads: list[JSON]) -> None:
-        self.objects = {f"{w['metadata']['namespace']}/{w['metadata']['name']}": w for w in workloads}
+    def __init__(self, objects: list[JSON]) -> None:
+        self.objects = {
+            "/".join(filter(None, (o["metadata"].get("namespace"), o["metadata"]["name"]))): o
+            for o in objects
+        }
         self.requests: dict[str, int] = {}
         self.now = START
 
@@ -144,10 +147,8 @@ def multikueue_dispatch(_workdir: Path) -> list[Row]:
     }
     for total, waiting in _sizes():
         store = Store([workload(i, i < waiting) for i in range(total)])
-        checks = Store([])
-        checks.objects = {"mk": check}
-        configs = Store([])
-        configs.objects = {"spill-over": desired_config("spill-over", "kueue-system/spill-over", CLUSTERS)}
+        checks = Store([check])
+        configs = Store([desired_config("spill-over", "kueue-system/spill-over", CLUSTERS)])
         dispatch = _dispatcher(store, checks, configs)
         first, first_requests = _pass(dispatch, store)
         store.now = START + dt.timedelta(seconds=4)

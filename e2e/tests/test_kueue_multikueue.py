@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -457,6 +458,24 @@ def one_job_quota(client: Client) -> JSON:
     return client.apply(queue)
 
 
+def upgrade_addon(m: Mission, setting: str) -> None:
+    """`helm upgrade --reuse-values --set <setting>`, as the docs say, and the manager back up."""
+    m.run_helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", "--set", setting)
+    m.wait_manager()
+
+
+def restart_hub_kueue(fleet: Fleet, **settings: Any) -> KueueManager:
+    """The hub's Kueue stopped and started again with other `KueueManager` settings."""
+    old = fleet.kueues["hub"]
+    old_proc = old.proc
+    assert old_proc is not None
+    old.stop()
+    new = KueueManager(old.build, old.cluster, **settings)
+    fleet.kueues["hub"] = new
+    fleet.processes[fleet.processes.index(old_proc)] = new.start()
+    return new
+
+
 @pytest.fixture(scope="module")
 def ordered(fleet: Fleet) -> Iterator[Fleet]:
     """Switch the fleet from kueue-addon's admission check to the ordered sample, as a user would."""
@@ -468,26 +487,15 @@ def ordered(fleet: Fleet) -> Iterator[Fleet]:
         # kueue-addon's sample queues and checks go; kueue-addon keeps running for the MultiKueueClusters
         delete_docs(hub, SAMPLES / "multikueue.yaml")
         # the addon with the option on (its own RBAC comes with it), as docs/multikueue-order.md says
-        m.run_helm(
-            "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-            "--set", "multikueueOrder.enabled=true",
-        )  # fmt: skip
-        m.wait_manager()
+        upgrade_addon(m, "multikueueOrder.enabled=true")
         # the hub's Kueue again, with the sample's dispatcher settings and a short round
         section = yaml.safe_load((ORDERED / "kueue-config.yaml").read_text())["multiKueue"]
-        old = fleet.kueues["hub"]
-        old_proc = old.proc
-        assert old_proc is not None
-        old.stop()
-        new = KueueManager(
-            old.build,
-            old.cluster,
+        restart_hub_kueue(
+            fleet,
             dispatcher=section["dispatcherName"],
             step_size=section["incrementalDispatcherConfig"]["stepSize"],
             round_timeout=ROUND,
         )
-        fleet.kueues["hub"] = new
-        fleet.processes[fleet.processes.index(old_proc)] = new.start()
         # the best worker can take one Job only, so the next one must spill over
         one_job_quota(fleet.workers[EXTRA])
         undo.callback(apply_file, fleet.workers[EXTRA], SAMPLES / "worker.yaml")
@@ -599,25 +607,12 @@ def external(ordered: Fleet) -> Iterator[Fleet]:
     started = time.monotonic()
     delete_jobs(ordered)
     ordered.jobs.clear()
-    m.run_helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-        "--set", "multikueueOrder.dispatch.enabled=true",
-    )  # fmt: skip
-    m.wait_manager()
+    upgrade_addon(m, "multikueueOrder.dispatch.enabled=true")
     config = yaml.safe_load(EXTERNAL_CONFIG.read_text())
     assert set(config) == {"apiVersion", "kind", "multiKueue", "featureGates"}, config
-    old = ordered.kueues["hub"]
-    old_proc = old.proc
-    assert old_proc is not None
-    old.stop()
-    new = KueueManager(
-        old.build,
-        old.cluster,
-        dispatcher=config["multiKueue"]["dispatcherName"],
-        feature_gates=config["featureGates"],
+    new = restart_hub_kueue(
+        ordered, dispatcher=config["multiKueue"]["dispatcherName"], feature_gates=config["featureGates"]
     )
-    ordered.kueues["hub"] = new
-    ordered.processes[ordered.processes.index(old_proc)] = new.start()
     assert new.round_timeout is None
     ordered.note("External setup (helm upgrade, hub Kueue restarted)", time.monotonic() - started)
     assert hub.find(KUEUE_V1B2, "AdmissionCheck", ORDERED_CHECK) is not None

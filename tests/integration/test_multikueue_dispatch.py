@@ -32,13 +32,12 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.kueue import kueue_build
 from e2e.ocm import apply_namespaces, install_crds
-from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until, wait_value
+from tests.integration.manager_identity import can_i, token_kubeconfig
 
 pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
 
 REPO = Path(__file__).resolve().parents[2]
-MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
 CRDS = ("workloads", "admissionchecks", "multikueueconfigs")
 SUFFIX = uuid.uuid4().hex[:5]
@@ -196,15 +195,6 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
         )
 
 
-def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None = None) -> str:
-    """`kubectl auth can-i` as the manager; `resource/sub` asks about a subresource."""
-    resource, _, sub = resource.partition("/")
-    where = ["-n", namespace] if namespace else []
-    if sub:
-        where.append(f"--subresource={sub}")
-    return kubectl.run("auth", "can-i", verb, resource, *where, f"--as={MANAGER_SA}", check=False).strip()
-
-
 def component(name: str) -> list[JSON]:
     path = REPO / "manifests" / "components" / name / "rbac.yaml"
     return [
@@ -256,16 +246,7 @@ def manager_kubeconfig(
         # a Workload's spec, and deleting one, stay out of reach
         assert can_i(kubectl, "update", "workloads.kueue.x-k8s.io", NS) == "no"
         assert can_i(kubectl, "delete", "workloads.kueue.x-k8s.io", NS) == "no"
-        token = kubectl.run(
-            "create", "token", "dynamic-scoring-addon-manager", "-n", "dynamic-scoring", "--duration=1h"
-        ).strip()
-        yield write_kubeconfig(
-            tmp_path_factory.mktemp("manager") / "kubeconfig",
-            server=control_plane.hub.server,
-            ca_pem=control_plane.hub.ca.cert_pem,
-            user="dynamic-scoring-addon-manager",
-            token=token,
-        )
+        yield token_kubeconfig(control_plane, kubectl, tmp_path_factory.mktemp("manager"))
     finally:
         for obj in reversed([*order, *dispatch]):
             hub.delete(

@@ -36,13 +36,12 @@ from e2e.ocm import (
     scheduling_stage,
     set_addon_score,
 )
-from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until, wait_value
+from tests.integration.manager_identity import can_i, token_kubeconfig
 
 pytestmark = pytest.mark.late_tools  # Kueue's CRDs come with the Kueue build
 
 REPO = Path(__file__).resolve().parents[2]
-MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 CLUSTER_V1B1 = "cluster.open-cluster-management.io/v1beta1"
 KUEUE_V1B2 = "kueue.x-k8s.io/v1beta2"
 MKC_CRD = "multikueueconfigs.kueue.x-k8s.io"
@@ -141,11 +140,6 @@ def hub(control_plane: ControlPlane) -> Iterator[Client]:
         )
 
 
-def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None = None) -> str:
-    where = ["-n", namespace] if namespace else []
-    return kubectl.run("auth", "can-i", verb, resource, *where, f"--as={MANAGER_SA}", check=False).strip()
-
-
 @pytest.fixture(scope="module")
 def manager_kubeconfig(
     control_plane: ControlPlane, manager_rbac: Client, hub: Client, tmp_path_factory: pytest.TempPathFactory
@@ -186,16 +180,7 @@ def manager_kubeconfig(
         )
         # Placements elsewhere stay out of reach
         assert can_i(kubectl, "list", "placements.cluster.open-cluster-management.io", "default") == "no"
-        token = kubectl.run(
-            "create", "token", "dynamic-scoring-addon-manager", "-n", "dynamic-scoring", "--duration=1h"
-        ).strip()
-        yield write_kubeconfig(
-            tmp_path_factory.mktemp("manager") / "kubeconfig",
-            server=control_plane.hub.server,
-            ca_pem=control_plane.hub.ca.cert_pem,
-            user="dynamic-scoring-addon-manager",
-            token=token,
-        )
+        yield token_kubeconfig(control_plane, kubectl, tmp_path_factory.mktemp("manager"))
     finally:
         for obj in reversed(component):
             hub.delete(

@@ -26,6 +26,7 @@ from e2e.controlplane import ControlPlane
 from e2e.kube import Client, Kubectl
 from e2e.pki import write_kubeconfig
 from e2e.procs import wait_until
+from tests.integration.manager_identity import MANAGER_SA, token_kubeconfig
 from tests.integration.test_addon_controllers import (
     ADDON,
     ADDON_V1A1,
@@ -37,7 +38,6 @@ from tests.integration.test_addon_controllers import (
     hub_install,
 )
 
-MANAGER_SA = "system:serviceaccount:dynamic-scoring:dynamic-scoring-addon-manager"
 MANAGER_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:dynamic-scoring", "system:authenticated"]
 APS_V1A1 = "cluster.open-cluster-management.io/v1alpha1"
 WORK_V1 = "work.open-cluster-management.io/v1"
@@ -69,18 +69,7 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
 @pytest.fixture(scope="module")
 def manager_api(control_plane: ControlPlane, hub: Client, kubectl: Kubectl, tmp_path_factory: Any) -> KubeAPI:
     """The hub as the manager's ServiceAccount sees it: a real token, no impersonation."""
-    assert control_plane.hub is not None
-    token = kubectl.run(
-        "create", "token", "dynamic-scoring-addon-manager", "-n", "dynamic-scoring", "--duration=1h"
-    ).strip()
-    path = write_kubeconfig(
-        tmp_path_factory.mktemp("manager") / "kubeconfig",
-        server=control_plane.hub.server,
-        ca_pem=control_plane.hub.ca.cert_pem,
-        user="dynamic-scoring-addon-manager",
-        token=token,
-    )
-    api = KubeAPI(path)
+    api = KubeAPI(token_kubeconfig(control_plane, kubectl, tmp_path_factory.mktemp("manager")))
     assert (
         api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=WHOAMI)["status"][
             "userInfo"

@@ -153,6 +153,7 @@ class MultiKueueDispatch:
         if not seen:
             return None  # no longer waiting on one of ours
         workload, why, decision = seen[0]
+        # what the Workload names now: the list written, or the one read when nothing was
         after = decision.nominate if wrote and decision.nominate is not None else nominated(workload)
         until = None if decision.wake_in is None else now + dt.timedelta(seconds=decision.wake_in)
         with self._lock:
@@ -177,10 +178,7 @@ class MultiKueueDispatch:
                 exhausted_message(why.config, nominated(workload), self.delay),
             )
         if wrote or decision.exhausted:
-            now_nominated = decision.nominate if decision.nominate is not None else nominated(workload)
-            self._condition(
-                workload, condition(workload, why.config, now_nominated, decision, self.delay, self._clock())
-            )
+            self._condition(workload, condition(workload, why.config, after, decision, self.delay, now))
         return None if decision.wake_in is None else Result(requeue_after=decision.wake_in)
 
     def _condition(self, workload: JSON, wanted: JSON) -> None:
